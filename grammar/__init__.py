@@ -1,0 +1,1 @@
+"""The .hk grammar, shipped as package data (hopperc.grammar)."""

@@ -1,0 +1,1 @@
+"""Back end: NVRTC compilation and cubin inspection."""

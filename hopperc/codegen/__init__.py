@@ -1,0 +1,1 @@
+"""Code generation: lowered IR -> self-contained CUDA C++ and launch metadata."""

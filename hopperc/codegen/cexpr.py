@@ -1,0 +1,150 @@
+"""IR expressions -> C++ expression text.
+
+Element-wise math runs in f32 (i32 for integer tiles): 16-bit and fp8 values
+are widened when read and rounded when written to a tile or buffer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hopperc.codegen.launch import LaunchInfo
+from hopperc.dtypes import DType
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import walk
+
+_SHARED_ACCESS = {1: "u8", 2: "u16"}
+_SWIZZLE_MASK = {ir.Swizzle.NONE: 0, ir.Swizzle.B32: 1, ir.Swizzle.B64: 3, ir.Swizzle.B128: 7}
+
+
+@dataclass
+class RoleContext:
+    """What builtins mean where the code runs: the role's first warp and threads."""
+
+    first_warp: int
+    threads: int
+
+
+def scalar(expr: ir.ScalarExpr, role: RoleContext) -> str:
+    if isinstance(expr, ir.Scalar):
+        match expr.kind:
+            case ir.ScalarKind.CONST:
+                return str(int(expr.value))
+            case ir.ScalarKind.TILE:
+                return f"hk_tile_{expr.name}"
+            case ir.ScalarKind.BUILTIN:
+                return _builtin(expr.name, role)
+        return expr.name
+    if expr.op == "not":
+        return f"!({scalar(expr.left, role)})"
+    left, right = scalar(expr.left, role), scalar(expr.right, role)
+    if expr.op == "/":
+        return f"hk_cdiv({left}, {right})"
+    op = {"and": "&&", "or": "||"}.get(expr.op, expr.op)
+    return f"({left} {op} {right})"
+
+
+def _builtin(name: str, role: RoleContext) -> str:
+    warp = f"(hk_warp - {role.first_warp})" if role.first_warp else "hk_warp"
+    first_thread = role.first_warp * 32
+    return {
+        "warp": warp,
+        "wg": f"({warp} / 4)",
+        "lane": "(static_cast<int>(threadIdx.x) % 32)",
+        "thread": f"(static_cast<int>(threadIdx.x) - {first_thread})" if first_thread
+        else "static_cast<int>(threadIdx.x)",
+    }[name]
+
+
+def to_float(dtype: DType, value: str) -> str:
+    return value if dtype is DType.F32 else f"hk_{dtype}_to_f32({value})"
+
+
+def from_float(dtype: DType, value: str) -> str:
+    return value if dtype is DType.F32 else f"hk_f32_to_{dtype}({value})"
+
+
+def shared_load(dtype: DType, address: str) -> str:
+    kind = _SHARED_ACCESS.get(dtype.nbytes, "f32" if dtype is DType.F32 else "i32")
+    return f"hk_ld_shared_{kind}({address})"
+
+
+def shared_store(dtype: DType, address: str, value: str) -> str:
+    kind = _SHARED_ACCESS.get(dtype.nbytes, "f32" if dtype is DType.F32 else "i32")
+    return f"hk_st_shared_{kind}({address}, {value})"
+
+
+class ExprRenderer:
+    """Renders tile expressions at element (r, c) of slot k of the running thread."""
+
+    def __init__(self, kernel: ir.Kernel, launch: LaunchInfo):
+        self.kernel = kernel
+        self.launch = launch
+        self.tile_dtypes = {s.name: s.dtype for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
+
+    def view_base(self, view: ir.BufferView, role: RoleContext) -> str:
+        """Shared address of the view's first byte."""
+        buf = self.kernel.buffer(view.buffer)
+        parts = [f"hk_smem_base + {self.launch.buffer_offsets[buf.name]}u"]
+        if view.stage is not None:
+            parts.append(f"({scalar(view.stage, role)}) * {buf.stage_bytes}u")
+        if view.part is not None:
+            parts.append(f"({scalar(view.part.index, role)}) * "
+                         f"{buf.stage_bytes // view.part.count}u")
+        return " + ".join(parts)
+
+    def element_address(self, view: ir.BufferView, role: RoleContext) -> str:
+        """Address of element (r, c) of a 2-D view (row-major, then swizzled)."""
+        buf = self.kernel.buffer(view.buffer)
+        cols = buf.shape[-1]
+        r, c = ("c", "r") if view.transposed else ("r", "c")
+        offset = f"static_cast<unsigned>(({r}) * {cols} + ({c})) * {buf.dtype.nbytes}u"
+        mask = _SWIZZLE_MASK[buf.swizzle]
+        if mask:
+            # Swizzle is a function of the address bits within the aligned atom.
+            offset = f"hk_swizzle({offset}, {mask}u)"
+        return f"{self.view_base(view, role)} + {offset}"
+
+    def value(self, expr: ir.TileExpr, role: RoleContext) -> str:
+        """The expression's value as float (or int for i32)."""
+        match expr:
+            case ir.TileRef(name=name):
+                return to_float(self.tile_dtypes[name], f"{name}[k]")
+            case ir.SharedRead(view=view):
+                dtype = self.kernel.buffer(view.buffer).dtype
+                return to_float(dtype, shared_load(dtype, self.element_address(view, role)))
+            case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
+                t = self.kernel.tensor(tensor)
+                index = f"({scalar(start, role)}) + {'r' if axis == 'rows' else 'c'}"
+                bound = t.dims[0]
+                load = to_float(t.dtype, f"__ldg({tensor} + hk_i)")
+                return f"[&] {{ const int hk_i = {index}; return hk_i < {bound} ? {load} : 0.0f; }}()"
+            case ir.Literal(value=v):
+                return f"{float(v)!r}f"
+            case ir.ScalarValue(expr=e):
+                return scalar(e, role)
+            case ir.Convert(dtype=dtype, operand=operand):
+                inner = self.value(operand, role)
+                return inner if dtype is DType.F32 else to_float(dtype, from_float(dtype, inner))
+            case ir.Elementwise(op=op, args=args):
+                vals = [self.value(a, role) for a in args]
+                return _elementwise(op, vals)
+        raise TypeError(expr)
+
+
+def _elementwise(op: str, vals: list[str]) -> str:
+    match op:
+        case "+" | "-" | "*" | "/":
+            return f"({vals[0]} {op} {vals[1]})"
+        case "neg":
+            return f"(-{vals[0]})"
+        case "relu":
+            return f"fmaxf({vals[0]}, 0.0f)"
+        case "abs":
+            return f"fabsf({vals[0]})"
+        case "exp":
+            return f"__expf({vals[0]})"
+        case "max":
+            return f"fmaxf({vals[0]}, {vals[1]})"
+        case "min":
+            return f"fminf({vals[0]}, {vals[1]})"
+    raise ValueError(op)

@@ -1,0 +1,107 @@
+"""The kernel's launch interface, shared by the renderer and the metadata JSON:
+parameters in order, tensor maps, shared-memory layout and launch dims."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hopperc.frontend.limits import MBARRIER_BYTES, shared_layout
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import walk
+
+# The dynamic shared memory window is only 16-byte aligned; the kernel rounds
+# its base up to the strictest buffer alignment, so that much slack is asked for.
+BASE_ALIGNMENT = 16
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """One CUtensorMap to encode on the host (box and coordinates innermost first)."""
+
+    param: str
+    tensor: str
+    dtype: ir.DType
+    box: tuple[int, ...]  # in tensor order (outermost first)
+    swizzle: ir.Swizzle
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str  # "tensor_map" | "pointer" | "dim" | "scalar"
+    ctype: str
+    tensor: str | None = None
+
+
+@dataclass(frozen=True)
+class LaunchInfo:
+    params: tuple[Param, ...]
+    tensor_maps: tuple[TensorMap, ...]
+    buffer_offsets: dict[str, int]
+    barrier_offsets: dict[str, int]
+    shared_bytes: int  # layout size, before base-alignment slack
+    alignment: int
+
+    @property
+    def dynamic_shared_bytes(self) -> int:
+        slack = self.alignment - BASE_ALIGNMENT if self.alignment > BASE_ALIGNMENT else 0
+        return self.shared_bytes + slack if self.shared_bytes else 0
+
+    def tensor_map(self, tensor: str, box: tuple[int, ...], swizzle: ir.Swizzle) -> TensorMap:
+        return next(m for m in self.tensor_maps
+                    if (m.tensor, m.box, m.swizzle) == (tensor, box, swizzle))
+
+
+def launch_info(kernel: ir.Kernel) -> LaunchInfo:
+    maps: list[TensorMap] = []
+    pointers: set[str] = set()
+    for stmt in walk(kernel.body):
+        if isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore)):
+            view = stmt.dst if isinstance(stmt, ir.AsyncLoad) else stmt.src
+            if stmt.engine is ir.Engine.BULK:
+                pointers.add(stmt.tensor)
+                continue
+            buf = kernel.buffer(view.buffer)
+            key = (stmt.tensor, stmt.box, buf.swizzle)
+            if all((m.tensor, m.box, m.swizzle) != key for m in maps):
+                same = sum(m.tensor == stmt.tensor for m in maps)
+                name = f"tmap_{stmt.tensor}" + (f"_{same + 1}" if same else "")
+                maps.append(TensorMap(name, stmt.tensor, kernel.tensor(stmt.tensor).dtype,
+                                      stmt.box, buf.swizzle))
+        pointers |= _vector_tensors(stmt)
+    params: list[Param] = []
+    for t in kernel.tensors:
+        params.extend(Param(m.param, "tensor_map", "hk_tensor_map", t.name)
+                      for m in maps if m.tensor == t.name)
+        if t.name in pointers:
+            params.append(Param(t.name, "pointer", f"{t.dtype.storage}*", t.name))
+    dims = []
+    for t in kernel.tensors:
+        dims.extend(d for d in t.dims if isinstance(d, str) and d not in dims)
+    params.extend(Param(d, "dim", "int") for d in dims)
+    params.extend(Param(s.name, "scalar", s.dtype.storage) for s in kernel.scalars)
+    offsets, total = shared_layout(kernel.buffers, sum(b.count for b in kernel.barriers))
+    cursor = total - sum(b.count for b in kernel.barriers) * MBARRIER_BYTES
+    barrier_offsets = {}
+    for bar in kernel.barriers:
+        barrier_offsets[bar.name] = cursor
+        cursor += bar.count * MBARRIER_BYTES
+    alignment = max([b.alignment for b in kernel.buffers] + [BASE_ALIGNMENT])
+    return LaunchInfo(tuple(params), tuple(maps), offsets, barrier_offsets, total, alignment)
+
+
+def _vector_tensors(stmt: ir.Stmt) -> set[str]:
+    values = []
+    if isinstance(stmt, (ir.TileDef,)):
+        values.append(stmt.init)
+    elif isinstance(stmt, (ir.TileAssign, ir.SharedStore)):
+        values.append(stmt.value)
+    found: set[str] = set()
+    while values:
+        value = values.pop()
+        if isinstance(value, ir.GlobalVector):
+            found.add(value.tensor)
+        elif isinstance(value, ir.Elementwise):
+            values.extend(value.args)
+        elif isinstance(value, ir.Convert):
+            values.append(value.operand)
+    return found

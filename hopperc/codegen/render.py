@@ -1,0 +1,207 @@
+"""Render lowered IR as self-contained CUDA C++ through the Jinja templates.
+
+Python walks the statement tree (it knows which role's threads run each
+statement); every leaf statement is printed by its macro in `nodes.cu.j2`, and
+every statement is preceded by `#line` so NVRTC errors point into the .hk file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import jinja2
+
+from hopperc import __version__
+from hopperc.codegen.cexpr import ExprRenderer, RoleContext, from_float, scalar, shared_store
+from hopperc.codegen.launch import LaunchInfo, launch_info
+from hopperc.diagnostics import CompileError
+from hopperc.ir import nodes as ir
+from hopperc.ir.printer import explain
+
+GRID_REGISTERS = ("x", "y", "z")
+INDENT = "  "
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("hopperc.templates", ""),
+                              undefined=jinja2.StrictUndefined, trim_blocks=True,
+                              lstrip_blocks=True, keep_trailing_newline=True)
+
+
+@dataclass(frozen=True)
+class PerElement:
+    """Operands of the per-element loop macro."""
+
+    slots: int
+    threads: int
+    thread: str
+    cols: int
+    assign: str
+
+
+@dataclass(frozen=True)
+class CopyOperands:
+    rank: int
+    smem: str
+    tensor_map: str | None
+    coords: tuple[str, ...]
+    coord_slots: str
+    barrier: str
+    global_: str
+    nbytes: int
+
+    @property
+    def global_address(self) -> str:
+        return self.global_
+
+
+def render(kernel: ir.Kernel, source_name: str) -> tuple[str, LaunchInfo]:
+    launch = launch_info(kernel)
+    cx = _Context(kernel, launch)
+    lines: list[str] = []
+    cx.block(kernel.body, RoleContext(0, kernel.threads), 1, lines)
+    params = [_param_decl(p) for p in launch.params]
+    grid_axes = [{"name": g.name, "reg": GRID_REGISTERS[i], "cluster_div": False}
+                 for i, g in enumerate(kernel.grid)]
+    text = _environment().get_template("kernel.cu.j2").render(
+        version=__version__, source_name=source_name, kernel=kernel, params=params,
+        grid_axes=grid_axes, alignment=launch.alignment, body="\n".join(lines))
+    return text, launch
+
+
+def _param_decl(p) -> str:
+    if p.kind == "tensor_map":
+        return f"const __grid_constant__ hk_tensor_map {p.name}"
+    if p.kind == "pointer":
+        return f"const {p.ctype} __restrict__ {p.name}"
+    return f"const {p.ctype} {p.name}"
+
+
+class _Context:
+    """What the node macros call back into: operands as C++ text."""
+
+    def __init__(self, kernel: ir.Kernel, launch: LaunchInfo):
+        self.kernel = kernel
+        self.launch = launch
+        self.exprs = ExprRenderer(kernel, launch)
+        self.macros = _environment().get_template("nodes.cu.j2").make_module({"cx": self})
+        self.role = RoleContext(0, kernel.threads)
+
+    # ---- walking
+    def block(self, block: ir.Block, role: RoleContext, depth: int, lines: list[str]) -> None:
+        for stmt in block.stmts:
+            self.stmt(stmt, role, depth, lines)
+
+    def stmt(self, stmt: ir.Stmt, role: RoleContext, depth: int, lines: list[str]) -> None:
+        pad = INDENT * depth
+        span = getattr(stmt, "span", None)
+        if span is not None:
+            lines.append(f'#line {span.line} "{span.file}"')
+        self.role = role
+        match stmt:
+            case ir.RoleBlock(role=r, body=body):
+                last = r.first_warp + r.active_warps
+                lines.append(f"{pad}if (hk_warp >= {r.first_warp} && hk_warp < {last}) {{"
+                             f"  // role {r.name}")
+                self.block(body, RoleContext(r.first_warp, r.active_warps * 32), depth + 1, lines)
+                lines.append(f"{pad}}}")
+            case ir.ForLoop(var=var, start=start, stop=stop, body=body):
+                lines.append(f"{pad}for (int {var} = {scalar(start, role)}; {var} < "
+                             f"{scalar(stop, role)}; ++{var}) {{")
+                self.block(body, role, depth + 1, lines)
+                lines.append(f"{pad}}}")
+            case ir.IfThen(cond=cond, then=then, orelse=orelse):
+                lines.append(f"{pad}if ({scalar(cond, role)}) {{")
+                self.block(then, role, depth + 1, lines)
+                if orelse.stmts:
+                    lines.append(f"{pad}}} else {{")
+                    self.block(orelse, role, depth + 1, lines)
+                lines.append(f"{pad}}}")
+            case ir.OneThread(body=body):
+                lines.append(f"{pad}if (hk_warp == {role.first_warp} && hk_elect_one()) {{"
+                             "  // one elected thread issues")
+                self.block(body, role, depth + 1, lines)
+                lines.append(f"{pad}}}")
+            case ir.ElectLane(body=body):
+                lines.append(f"{pad}if (hk_elect_one()) {{")
+                self.block(body, role, depth + 1, lines)
+                lines.append(f"{pad}}}")
+            case ir.ManualRegion(body=body):
+                lines.append(f"{pad}{{  // manual synchronization: written by hand")
+                self.block(body, role, depth + 1, lines)
+                lines.append(f"{pad}}}")
+            case ir.Mma():
+                raise CompileError(stmt.span, "wgmma lowering is not implemented yet in this "
+                                              "version of hopperc")
+            case _:
+                macro = getattr(self.macros, type(stmt).__name__)
+                text = str(macro(stmt, self))
+                lines.extend(pad + line for line in text.splitlines())
+
+    # ---- operands for the macros
+    def why(self, stmt) -> str:
+        kind = type(stmt).__name__
+        return f"{kind}: {explain(stmt.reason)}"
+
+    def scalar(self, expr: ir.ScalarExpr) -> str:
+        return scalar(expr, self.role)
+
+    def barrier(self, ref: ir.BarrierRef) -> str:
+        base = f"hk_smem_base + {self.launch.barrier_offsets[ref.array]}u"
+        index = scalar(ref.index, self.role)
+        return base if index == "0" else f"{base} + ({index}) * 8u"
+
+    def copy(self, stmt: ir.AsyncLoad | ir.AsyncStore) -> CopyOperands:
+        view = stmt.dst if isinstance(stmt, ir.AsyncLoad) else stmt.src
+        buf = self.kernel.buffer(view.buffer)
+        coords = tuple(scalar(c, self.role) for c in reversed(stmt.coords))  # innermost first
+        barrier = self.barrier(stmt.barrier) if isinstance(stmt, ir.AsyncLoad) else ""
+        offset = 2 if isinstance(stmt, ir.AsyncStore) else 3
+        slots = ", ".join(f"%{i + offset}" for i in range(len(coords)))
+        if stmt.engine is ir.Engine.TMA:
+            tmap = self.launch.tensor_map(stmt.tensor, stmt.box, buf.swizzle).param
+            return CopyOperands(len(coords), self.exprs.view_base(view, self.role), tmap,
+                                coords, slots, barrier, "", 0)
+        nbytes = stmt.box[0] * buf.dtype.nbytes
+        address = f"{stmt.tensor} + ({coords[0]})"
+        return CopyOperands(1, self.exprs.view_base(view, self.role), None, (), "", barrier,
+                            address, nbytes)
+
+    def per_element(self, stmt: ir.TileDef | ir.TileAssign | ir.SharedStore) -> PerElement:
+        """Operands of the loop over this thread's elements (see `per_element` macro)."""
+        role = self.role
+        thread = "static_cast<int>(threadIdx.x)"
+        if role.first_warp:
+            thread = f"(static_cast<int>(threadIdx.x) - {role.first_warp * 32})"
+        if isinstance(stmt, ir.SharedStore):
+            buf = self.kernel.buffer(stmt.dst.buffer)
+            rows, cols = _view_shape(buf, stmt.dst)
+            value = from_float(buf.dtype, self.exprs.value(_unrounded(stmt.value, buf.dtype), role))
+            assign = shared_store(buf.dtype, self.exprs.element_address(stmt.dst, role), value) + ";"
+            threads = role.threads
+        else:
+            definition = stmt if isinstance(stmt, ir.TileDef) else self._tile_def(stmt.name)
+            rows, cols = definition.shape
+            value = self.exprs.value(_unrounded(
+                stmt.init if isinstance(stmt, ir.TileDef) else stmt.value, definition.dtype), role)
+            assign = f"{definition.name}[k] = {from_float(definition.dtype, value)};"
+            threads = definition.threads
+        return PerElement(rows * cols // threads, threads, thread, cols, assign)
+
+    def _tile_def(self, name: str) -> ir.TileDef:
+        from hopperc.ir.accesses import walk
+
+        return next(s for s in walk(self.kernel.body) if isinstance(s, ir.TileDef) and s.name == name)
+
+
+def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:
+    """A cast to the target's own dtype is the rounding the write does anyway."""
+    return value.operand if isinstance(value, ir.Convert) and value.dtype is target else value
+
+
+def _view_shape(buf: ir.SharedBuffer, view: ir.BufferView) -> tuple[int, int]:
+    shape = buf.shape[1:] if view.part is not None and len(buf.shape) >= 3 else buf.shape
+    if view.part is not None and len(buf.shape) == 2:
+        shape = (shape[0] // view.part.count, shape[1])
+    return shape[0], shape[1]

@@ -1,0 +1,1 @@
+"""Front end: .hk text -> typed AST -> checked kernel IR."""

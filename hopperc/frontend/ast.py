@@ -1,0 +1,266 @@
+"""The typed AST of a `.hk` file: frozen dataclasses, each with its source span.
+
+The AST mirrors the text; names are not resolved and sizes are not evaluated
+here (that is `semantic`'s job), so the AST can be printed back faithfully.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hopperc.diagnostics import Span
+
+
+# ---------------------------------------------------------------- expressions
+@dataclass(frozen=True)
+class IntLit:
+    value: int
+    span: Span
+
+
+@dataclass(frozen=True)
+class FloatLit:
+    value: float
+    span: Span
+
+
+@dataclass(frozen=True)
+class Name:
+    id: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Attribute:
+    value: "Expr"
+    attr: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class FullSlice:
+    """`:` in a subscript."""
+
+    span: Span
+
+
+@dataclass(frozen=True)
+class NewAxis:
+    """`None` in a subscript: a broadcast axis."""
+
+    span: Span
+
+
+@dataclass(frozen=True)
+class Subscript:
+    value: "Expr"
+    indices: tuple["Expr", ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Transpose:
+    value: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: str  # one of + - * / % @
+    left: "Expr"
+    right: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
+class Neg:
+    operand: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
+class Compare:
+    op: str  # one of == != < <= > >=
+    left: "Expr"
+    right: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
+class BoolOp:
+    op: str  # "and" | "or"
+    left: "Expr"
+    right: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
+class Cast:
+    dtype: str
+    operand: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
+class Call:
+    func: str
+    args: tuple["Expr", ...]
+    span: Span
+
+
+Expr = (IntLit | FloatLit | Name | Attribute | FullSlice | NewAxis | Subscript | Transpose
+        | BinOp | Neg | Compare | BoolOp | Not | Cast | Call)
+
+
+# ---------------------------------------------------------------- statements
+@dataclass(frozen=True)
+class Block:
+    stmts: tuple["Stmt", ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class SharedDecl:
+    name: str
+    dtype: str
+    shape: tuple[Expr, ...]
+    stages: Expr | None
+    swizzle: str | None
+    span: Span
+
+
+@dataclass(frozen=True)
+class MBarrierDecl:
+    name: str
+    count: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    unit: str  # "warp" | "warps" | "warpgroup"
+    count: int
+    regs: int | None
+    body: Block
+    span: Span
+
+
+@dataclass(frozen=True)
+class For:
+    var: str
+    start: Expr
+    stop: Expr
+    body: Block
+    span: Span
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Expr
+    then: Block
+    orelse: Block | None
+    span: Span
+
+
+@dataclass(frozen=True)
+class Copy:
+    """`tma DST <- SRC` or `bulk DST <- SRC`, optionally `via BARRIER` (manual sync)."""
+
+    engine: str  # "tma" | "bulk"
+    dst: Expr
+    src: Expr
+    via: Expr | None
+    span: Span
+
+
+@dataclass(frozen=True)
+class TileDecl:
+    """`name: dtype[shape] = init`: a register tile (or vector) of the running threads."""
+
+    name: str
+    dtype: str
+    shape: tuple[Expr, ...]
+    init: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
+class Assign:
+    target: Expr
+    op: str  # "=" | "+="
+    value: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
+class Elect:
+    body: Block
+    span: Span
+
+
+@dataclass(frozen=True)
+class Manual:
+    body: Block
+    span: Span
+
+
+@dataclass(frozen=True)
+class SyncStmt:
+    """A synchronization primitive written by hand (manual code only)."""
+
+    op: str
+    args: tuple[Expr, ...]
+    span: Span
+
+
+Stmt = (SharedDecl | MBarrierDecl | Role | For | If | Copy | TileDecl | Assign | Elect
+        | Manual | SyncStmt)
+
+
+# ---------------------------------------------------------------- kernel
+@dataclass(frozen=True)
+class TensorParam:
+    name: str
+    dtype: str
+    dims: tuple[Name | IntLit, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class ScalarParam:
+    name: str
+    dtype: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class ConstDef:
+    name: str
+    value: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
+class GridDim:
+    name: str
+    extent: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    params: tuple[TensorParam | ScalarParam, ...]
+    consts: tuple[ConstDef, ...]
+    grid: tuple[GridDim, ...]
+    cluster: tuple[int, ...] | None
+    threads: int | None
+    manual: bool
+    body: Block
+    span: Span

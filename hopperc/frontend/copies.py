@@ -1,0 +1,108 @@
+"""TMA and bulk copies: direction, box shape, coordinates and limits."""
+from __future__ import annotations
+
+from hopperc.diagnostics import CompileError
+from hopperc.frontend import ast, limits
+from hopperc.frontend.scope import Scope, scalar_expr
+from hopperc.frontend.tiles import ViewInfo, buffer_view
+from hopperc.ir import nodes as ir
+
+
+def lower_copy(stmt: ast.Copy, scope: Scope, warpgroups: int, manual: bool):
+    """`tma buf <- T[i, j]` loads, `tma T[i, j] <- buf` stores; indices count boxes."""
+    dst_view = buffer_view(stmt.dst, scope, warpgroups)
+    src_view = buffer_view(stmt.src, scope, warpgroups)
+    if dst_view is not None and src_view is None:
+        view, tensor_expr, load = dst_view, stmt.src, True
+    elif src_view is not None and dst_view is None:
+        view, tensor_expr, load = src_view, stmt.dst, False
+    else:
+        raise CompileError(stmt.span, f"a {stmt.engine} copy moves a tile between a shared "
+                                      "buffer and a global tensor: tma buf <- T[i, j] or "
+                                      "tma T[i, j] <- buf")
+    if view.view.transposed:
+        raise CompileError(stmt.span, "a copy moves a buffer as it is laid out; remove ^T")
+    tensor, indices = _tensor_ref(tensor_expr, scope)
+    engine = ir.Engine.TMA if stmt.engine == "tma" else ir.Engine.BULK
+    box = _box(stmt, view, tensor, engine)
+    coords = tuple(ir.ScalarOp("*", scalar_expr(i, scope), ir.const(b)) if b != 1
+                   else scalar_expr(i, scope) for i, b in zip(indices, box))
+    barrier = _via(stmt, scope, manual, load)
+    if load:
+        nbytes = view.buffer.dtype.nbytes
+        for extent in box:
+            nbytes *= extent
+        return ir.AsyncLoad(engine, view.view, tensor.name, coords, box, nbytes, barrier, stmt.span)
+    return ir.AsyncStore(engine, tensor.name, coords, box, view.view, stmt.span)
+
+
+def _tensor_ref(expr: ast.Expr, scope: Scope) -> tuple[ir.TensorParam, tuple[ast.Expr, ...]]:
+    if not (isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Name)):
+        raise CompileError(expr.span, "expected a global tensor tile like T[tile.m, k]")
+    tensor = scope.lookup(expr.value.id, expr.value.span)
+    if not isinstance(tensor, ir.TensorParam):
+        raise CompileError(expr.value.span, f"'{expr.value.id}' is not a global tensor")
+    if len(expr.indices) != len(tensor.dims):
+        raise CompileError(expr.span, f"'{tensor.name}' has {len(tensor.dims)} dimensions but "
+                                      f"{len(expr.indices)} indices are given")
+    for index in expr.indices:
+        if isinstance(index, (ast.FullSlice, ast.NewAxis)):
+            raise CompileError(index.span, "a copy takes one tile index per dimension")
+    return tensor, expr.indices
+
+
+def _box(stmt: ast.Copy, view: ViewInfo, tensor: ir.TensorParam, engine: ir.Engine):
+    shape = view.shape
+    if view.buffer.dtype is not tensor.dtype:
+        raise CompileError(stmt.span, f"dtype mismatch: buffer '{view.buffer.name}' is "
+                                      f"{view.buffer.dtype} but tensor '{tensor.name}' is "
+                                      f"{tensor.dtype} (copies do not convert)")
+    if len(shape) > len(tensor.dims):
+        raise CompileError(stmt.span, f"shape mismatch: a {len(shape)}-D buffer view does not "
+                                      f"fit the {len(tensor.dims)}-D tensor '{tensor.name}'")
+    box = (1,) * (len(tensor.dims) - len(shape)) + tuple(shape)
+    for extent, dim in zip(box, tensor.dims):
+        if isinstance(dim, int) and extent > dim:
+            raise CompileError(stmt.span, f"shape mismatch: the box {list(box)} is larger than "
+                                          f"'{tensor.name}' {list(tensor.dims)}")
+    if engine is ir.Engine.TMA:
+        limits.check_tma_box(box, tensor.dtype, view.buffer.swizzle, stmt.span)
+    else:
+        if len(tensor.dims) != 1 or len(shape) != 1:
+            raise CompileError(stmt.span, "a bulk copy moves a contiguous 1-D slice; use tma "
+                                          "for tiles")
+        limits.check_bulk_copy(box[0] * tensor.dtype.nbytes, stmt.span)
+    return box
+
+
+def _via(stmt: ast.Copy, scope: Scope, manual: bool, load: bool) -> ir.BarrierRef | None:
+    if stmt.via is None:
+        if manual and load:
+            raise CompileError(stmt.span, "in manual code a load names the mbarrier it "
+                                          "completes on: tma buf <- T[i, j] via bar[s]")
+        return None
+    if not manual:
+        raise CompileError(stmt.via.span, "'via' names an mbarrier in manual code; the "
+                                          "compiler chooses it otherwise")
+    if not load:
+        raise CompileError(stmt.via.span, "a store completes through bulk.commit/bulk.wait_read, "
+                                          "not an mbarrier")
+    return barrier_ref(stmt.via, scope)
+
+
+def barrier_ref(expr: ast.Expr, scope: Scope) -> ir.BarrierRef:
+    """`bar[i]` (or `bar` for bar[0]) naming a declared mbarrier array."""
+    index: ir.ScalarExpr = ir.const(0)
+    if isinstance(expr, ast.Subscript) and len(expr.indices) == 1:
+        index = scalar_expr(expr.indices[0], scope)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        raise CompileError(expr.span, "expected an mbarrier like bar[i]")
+    symbol = scope.lookup(expr.id, expr.span)
+    if not isinstance(symbol, ir.MBarrierArray):
+        raise CompileError(expr.span, f"'{expr.id}' is not an mbarrier")
+    if isinstance(index, ir.Scalar) and index.kind is ir.ScalarKind.CONST and not (
+            0 <= index.value < symbol.count):
+        raise CompileError(expr.span, f"mbarrier index {index.value} is out of range for "
+                                      f"'{symbol.name}' ({symbol.count} barriers)")
+    return ir.BarrierRef(symbol.name, index)

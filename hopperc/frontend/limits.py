@@ -1,0 +1,99 @@
+"""Hopper hardware limits, checked where the construct is declared or used.
+
+Each check raises a located `CompileError` that names the limit and the
+number that broke it, so the user can fix the kernel without the PTX ISA.
+"""
+from __future__ import annotations
+
+from hopperc.diagnostics import CompileError, Span
+from hopperc.dtypes import DType, Swizzle
+from hopperc.ir import nodes as ir
+
+SHARED_MEMORY_LIMIT = 227 * 1024  # bytes of dynamic shared memory per block on sm_90
+REGISTER_FILE = 64 * 1024  # 32-bit registers per SM, shared by all warps of the block
+TMA_MAX_BOX = 256
+WGMMA_M = 64
+WGMMA_MAX_N = 256
+MAX_THREADS = 1024
+MBARRIER_BYTES = 8
+
+
+def check_tma_box(box: tuple[int, ...], dtype: DType, swizzle: Swizzle, span: Span) -> None:
+    """cuTensorMapEncodeTiled: each box dim in [1, 256]; inner bytes % 16 == 0 and
+    within the swizzle span (the swizzle pattern repeats every span bytes)."""
+    for extent in box:
+        if not 1 <= extent <= TMA_MAX_BOX:
+            raise CompileError(span, f"TMA box dimension {extent} is out of range: each box "
+                                     f"dimension must be between 1 and {TMA_MAX_BOX}")
+    inner_bytes = box[-1] * dtype.nbytes
+    if inner_bytes % 16:
+        raise CompileError(span, f"TMA inner box dimension is {inner_bytes} bytes "
+                                 f"({box[-1]} x {dtype}); it must be a multiple of 16 bytes")
+    if swizzle is not Swizzle.NONE and inner_bytes > swizzle.span:
+        raise CompileError(span, f"TMA inner box dimension is {inner_bytes} bytes, wider than "
+                                 f"the {swizzle} swizzle span; use at most "
+                                 f"{swizzle.span // dtype.nbytes} {dtype} elements")
+
+
+def check_bulk_copy(nbytes: int, span: Span) -> None:
+    """cp.async.bulk moves a multiple of 16 bytes between 16-byte aligned addresses."""
+    if nbytes % 16:
+        raise CompileError(span, f"a bulk copy moves {nbytes} bytes; it must be a multiple of 16")
+
+
+def check_wgmma(shape: tuple[int, int, int], dtype: DType, span: Span) -> None:
+    """wgmma.mma_async: M = 64 per warpgroup, N a multiple of 8 up to 256,
+    K a multiple of the instruction K (16 for 16-bit inputs, 32 for fp8)."""
+    m, n, k = shape
+    if m != WGMMA_M:
+        raise CompileError(span, f"wgmma computes {WGMMA_M} rows per warpgroup, but this product "
+                                 f"has M = {m}; give each warpgroup its rows with buf[wg]")
+    if n % 8 or not 8 <= n <= WGMMA_MAX_N:
+        raise CompileError(span, f"wgmma N = {n} is not supported: N must be a multiple of 8 "
+                                 f"between 8 and {WGMMA_MAX_N}")
+    k_step = 32 if dtype.is_fp8 else 16
+    if k % k_step:
+        raise CompileError(span, f"wgmma K = {k} is not a multiple of the instruction K "
+                                 f"({k_step} for {dtype})")
+
+
+def check_role_registers(role: ir.RoleInfo) -> None:
+    """setmaxnreg takes a multiple of 8 in [24, 256]."""
+    if role.regs is not None and (role.regs % 8 or not 24 <= role.regs <= 256):
+        raise CompileError(role.span, f"role '{role.name}' asks for {role.regs} registers; "
+                                      "setmaxnreg needs a multiple of 8 between 24 and 256")
+
+
+def check_register_file(roles: tuple[ir.RoleInfo, ...], span: Span) -> None:
+    """The per-warpgroup budgets (x 128 threads) must fit the 64K-register file."""
+    total = sum(r.regs * r.threads for r in roles if r.regs is not None)
+    if total > REGISTER_FILE:
+        parts = " + ".join(f"{r.regs} x {r.threads} ({r.name})" for r in roles if r.regs)
+        raise CompileError(span, f"register budgets need {total} registers ({parts}), more "
+                                 f"than the {REGISTER_FILE} of the register file")
+
+
+def check_shared_memory(total: int, span: Span) -> None:
+    if total > SHARED_MEMORY_LIMIT:
+        raise CompileError(span, f"shared memory needs {total} bytes, more than the "
+                                 f"{SHARED_MEMORY_LIMIT} bytes (227 KB) a block can have")
+
+
+def check_wgmma_role_start(role: ir.RoleInfo, span: Span) -> None:
+    """wgmma is issued by a warpgroup: 4 consecutive warps starting at a multiple of 4."""
+    if role.first_warp % 4:
+        raise CompileError(span, f"role '{role.name}' issues wgmma but starts at warp "
+                                 f"{role.first_warp}, which is not a multiple of 4; put "
+                                 "warpgroup roles first, or give every role a register "
+                                 "budget so one-warp roles are padded to a warpgroup")
+
+
+def shared_layout(buffers: tuple[ir.SharedBuffer, ...], barrier_count: int) -> tuple[dict[str, int], int]:
+    """Offsets of each buffer (aligned for its swizzle) and the total bytes with mbarriers."""
+    offsets, cursor = {}, 0
+    for buf in buffers:
+        cursor = -(-cursor // buf.alignment) * buf.alignment
+        offsets[buf.name] = cursor
+        cursor += buf.stage_bytes * buf.stages
+    cursor = -(-cursor // MBARRIER_BYTES) * MBARRIER_BYTES
+    return offsets, cursor + barrier_count * MBARRIER_BYTES

@@ -1,0 +1,64 @@
+"""wgmma products: operand kinds, dtypes, shapes and where they may run."""
+from __future__ import annotations
+
+from hopperc.diagnostics import CompileError, Span
+from hopperc.dtypes import DType
+from hopperc.frontend import ast, limits
+from hopperc.frontend.scope import Scope, TileSymbol
+from hopperc.frontend.tiles import buffer_view
+from hopperc.ir import nodes as ir
+
+MMA_INPUT_TYPES = {DType.BF16, DType.F16, DType.E4M3, DType.E5M2}
+
+
+def lower_mma(acc: str, acc_symbol: TileSymbol, product: ast.BinOp, accumulate: bool,
+              scope: Scope, role: ir.RoleInfo | None, warpgroups: int, span: Span) -> ir.Mma:
+    """`acc (+)= a @ b`: A from shared memory (SS) or registers (RS), B from shared memory."""
+    if warpgroups < 1:
+        raise CompileError(span, "wgmma runs on whole warpgroups; run it in a 'warpgroup' role "
+                                 "(or a block of 128 threads or more)")
+    if role is not None:
+        limits.check_wgmma_role_start(role, span)
+    if acc_symbol.dtype is not DType.F32:
+        raise CompileError(span, f"accumulator '{acc}' is {acc_symbol.dtype}; wgmma "
+                                 "accumulates in f32")
+    a, a_dtype, a_shape = _operand_a(product.left, scope, warpgroups)
+    b_view = buffer_view(product.right, scope, warpgroups)
+    if b_view is None:
+        raise CompileError(product.right.span, "wgmma's B operand must be a shared buffer")
+    b_dtype = b_view.buffer.dtype
+    for dtype, operand in ((a_dtype, product.left), (b_dtype, product.right)):
+        if dtype not in MMA_INPUT_TYPES:
+            raise CompileError(operand.span, f"wgmma takes bf16, f16 or fp8 inputs, not {dtype}")
+    if a_dtype.is_fp8 != b_dtype.is_fp8 or (not a_dtype.is_fp8 and a_dtype is not b_dtype):
+        raise CompileError(product.span, f"dtype mismatch: wgmma operands are {a_dtype} and "
+                                         f"{b_dtype}")
+    if a_dtype.is_fp8 and (not b_view.view.transposed
+                           or (isinstance(a, ir.BufferView) and a.transposed)):
+        raise CompileError(product.span, "fp8 wgmma needs K-major operands: a as [M, K] and "
+                                         "b^T from a [N, K] buffer")
+    m, k = a_shape
+    k_b, n = b_view.shape
+    if k != k_b:
+        raise CompileError(product.span, f"shape mismatch: A is {m}x{k} but B is {k_b}x{n} "
+                                         "(the K dimensions differ)")
+    if acc_symbol.shape != (m, n):
+        raise CompileError(product.span, f"shape mismatch: {m}x{k} @ {k_b}x{n} gives {m}x{n}, "
+                                         f"but '{acc}' is {acc_symbol.shape[0]}x"
+                                         f"{acc_symbol.shape[1]}")
+    limits.check_wgmma((m, n, k), a_dtype, product.span)
+    return ir.Mma(acc, a, b_view.view, accumulate, (m, n, k), span)
+
+
+def _operand_a(expr: ast.Expr, scope: Scope, warpgroups: int):
+    if isinstance(expr, ast.Name):
+        symbol = scope.lookup(expr.id, expr.span)
+        if isinstance(symbol, TileSymbol):
+            if len(symbol.shape) != 2:
+                raise CompileError(expr.span, "wgmma's A operand must be 2-D")
+            return ir.TileRef(expr.id), symbol.dtype, symbol.shape
+    view = buffer_view(expr, scope, warpgroups)
+    if view is None:
+        raise CompileError(expr.span, "wgmma's A operand must be a shared buffer or a register "
+                                      "tile")
+    return view.view, view.buffer.dtype, view.shape

@@ -1,0 +1,253 @@
+"""Parse `.hk` text into the AST (Lark LALR with propagated positions)."""
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+import lark
+from lark import Token, Transformer, v_args
+
+from hopperc.diagnostics import CompileError, SourceFile, Span
+from hopperc.frontend import ast
+
+# Friendly names for the terminals a syntax error lists as expected.
+_TOKEN_NAMES = {
+    "NAME": "a name", "INT": "an integer", "FLOAT": "a number", "DTYPE": "a dtype",
+    "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['",
+    "RSQB": "']'", "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "ARROW": "'<-'",
+    "ASSIGN_OP": "'=' or '+='", "SWIZZLE": "a swizzle mode (none, 32B, 64B, 128B)",
+    "SYNC_OP": "a sync primitive", "WG_COUNT": "a warpgroup count like x2",
+    "MANUAL": "'manual'", "$END": "end of file",
+}
+
+
+@lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    grammar = resources.files("hopperc.grammar").joinpath("hk.lark").read_text()
+    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+def parse(source: SourceFile) -> ast.Kernel:
+    """Parse one kernel; syntax errors become located `CompileError`s."""
+    try:
+        tree = _parser().parse(source.text)
+    except lark.UnexpectedInput as exc:
+        raise _syntax_error(source, exc) from None
+    return _ToAst(source.name).transform(tree)
+
+
+def _syntax_error(source: SourceFile, exc: lark.UnexpectedInput) -> CompileError:
+    line, col = exc.line, exc.column
+    if line is None or line < 1:  # unexpected end of input
+        lines = source.text.splitlines() or [""]
+        line, col = len(lines), len(lines[-1]) + 1
+    span = Span(source.name, line, col, line, col + 1)
+    if isinstance(exc, lark.UnexpectedToken):
+        token = exc.token
+        found = "end of file" if token.type == "$END" else f"'{token}'"
+        expected = sorted({_TOKEN_NAMES.get(t, _literal(t)) for t in exc.accepts or exc.expected})
+        span = Span(source.name, line, col, line, col + max(1, len(str(token))))
+        hint = f"; expected {', '.join(expected[:6])}" if expected else ""
+        return CompileError(span, f"unexpected {found}{hint}")
+    if isinstance(exc, lark.UnexpectedCharacters):
+        return CompileError(span, f"unexpected character {source.line_text(line)[col - 1:col]!r}")
+    return CompileError(span, "unexpected end of file")
+
+
+def _literal(terminal: str) -> str:
+    """Lark names anonymous keyword terminals by their text, upper-cased."""
+    return f"'{terminal.lower()}'" if terminal.isalpha() else terminal
+
+
+def _span(file: str, meta) -> Span:
+    return Span(file, meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+def _tok_span(file: str, tok: Token) -> Span:
+    return Span(file, tok.line, tok.column, tok.end_line, tok.end_column)
+
+
+def _binop(op: str):
+    def method(self, meta, children):
+        return ast.BinOp(op, children[0], children[1], self._s(meta))
+    return method
+
+
+def _boolop(op: str):
+    def method(self, meta, children):
+        return ast.BoolOp(op, children[0], children[1], self._s(meta))
+    return method
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    """Build AST nodes bottom-up; each rule method receives Lark's position meta."""
+
+    def __init__(self, file: str):
+        super().__init__()
+        self.file = file
+
+    def _s(self, meta) -> Span:
+        return _span(self.file, meta)
+
+    # ---- kernel
+    def start(self, meta, children):
+        return children[0]
+
+    def kernel(self, meta, children):
+        name, *rest = children
+        manual = any(isinstance(c, Token) and c.type == "MANUAL" for c in rest)
+        body = rest[-1]
+        params = tuple(c for c in rest if isinstance(c, (ast.TensorParam, ast.ScalarParam)))
+        consts, grid, cluster, threads = (), (), None, None
+        for clause in rest:
+            if isinstance(clause, tuple) and clause and clause[0] == "tile":
+                consts += clause[1]
+            elif isinstance(clause, tuple) and clause and clause[0] == "grid":
+                grid += clause[1]
+            elif isinstance(clause, tuple) and clause and clause[0] == "cluster":
+                cluster = clause[1]
+            elif isinstance(clause, tuple) and clause and clause[0] == "threads":
+                threads = clause[1]
+        return ast.Kernel(str(name), params, consts, grid, cluster, threads, manual, body,
+                          self._s(meta))
+
+    def tensor_param(self, meta, children):
+        name, dtype, *dims = children
+        return ast.TensorParam(str(name), dtype, tuple(self._dim(d) for d in dims), self._s(meta))
+
+    def _dim(self, tok: Token) -> ast.Name | ast.IntLit:
+        span = _tok_span(self.file, tok)
+        return ast.IntLit(int(tok), span) if tok.type == "INT" else ast.Name(str(tok), span)
+
+    def scalar_param(self, meta, children):
+        name, dtype = children
+        return ast.ScalarParam(str(name), dtype, self._s(meta))
+
+    def tile_clause(self, meta, children):
+        return ("tile", tuple(children))
+
+    def grid_clause(self, meta, children):
+        return ("grid", tuple(children))
+
+    def cluster_clause(self, meta, children):
+        return ("cluster", tuple(int(c) for c in children))
+
+    def threads_clause(self, meta, children):
+        return ("threads", int(children[0]))
+
+    def const_def(self, meta, children):
+        return ast.ConstDef(str(children[0]), children[1], self._s(meta))
+
+    def grid_dim(self, meta, children):
+        return ast.GridDim(str(children[0]), children[1], self._s(meta))
+
+    def dtype(self, meta, children):
+        return str(children[0])
+
+    # ---- statements
+    def block(self, meta, children):
+        return ast.Block(tuple(children), self._s(meta))
+
+    def shared_decl(self, meta, children):
+        name, dtype, *shape, stages, swizzle = children
+        return ast.SharedDecl(str(name), dtype, tuple(shape), stages,
+                              None if swizzle is None else str(swizzle), self._s(meta))
+
+    def mbarrier_decl(self, meta, children):
+        return ast.MBarrierDecl(str(children[0]), children[1], self._s(meta))
+
+    def role(self, meta, children):
+        name, (unit, count), regs, body = children
+        return ast.Role(str(name), unit, count, None if regs is None else int(regs), body,
+                        self._s(meta))
+
+    def one_warp(self, meta, children):
+        return ("warp", 1)
+
+    def n_warps(self, meta, children):
+        return ("warps", int(children[0]))
+
+    def warpgroups(self, meta, children):
+        return ("warpgroup", 1 if children[0] is None else int(str(children[0])[1:]))
+
+    def for_stmt(self, meta, children):
+        var, start, stop, body = children
+        return ast.For(str(var), start, stop, body, self._s(meta))
+
+    def if_stmt(self, meta, children):
+        cond, then, orelse = children
+        if isinstance(orelse, ast.If):
+            orelse = ast.Block((orelse,), orelse.span)
+        return ast.If(cond, then, orelse, self._s(meta))
+
+    def tma_stmt(self, meta, children):
+        dst, _arrow, src, via = children
+        return ast.Copy("tma", dst, src, via, self._s(meta))
+
+    def bulk_stmt(self, meta, children):
+        dst, _arrow, src, via = children
+        return ast.Copy("bulk", dst, src, via, self._s(meta))
+
+    def tile_decl(self, meta, children):
+        name, dtype, *shape, init = children
+        return ast.TileDecl(str(name), dtype, tuple(shape), init, self._s(meta))
+
+    def assign(self, meta, children):
+        target, op, value = children
+        return ast.Assign(target, str(op), value, self._s(meta))
+
+    def elect_block(self, meta, children):
+        return ast.Elect(children[0], self._s(meta))
+
+    def manual_block(self, meta, children):
+        return ast.Manual(children[1], self._s(meta))
+
+    def sync_stmt(self, meta, children):
+        op, *args = children
+        return ast.SyncStmt(str(op), tuple(a for a in args if a is not None), self._s(meta))
+
+    # ---- expressions
+    def int_lit(self, meta, children):
+        return ast.IntLit(int(children[0]), self._s(meta))
+
+    def float_lit(self, meta, children):
+        return ast.FloatLit(float(children[0]), self._s(meta))
+
+    def name(self, meta, children):
+        return ast.Name(str(children[0]), self._s(meta))
+
+    def attribute(self, meta, children):
+        return ast.Attribute(children[0], str(children[1]), self._s(meta))
+
+    def subscript(self, meta, children):
+        return ast.Subscript(children[0], tuple(children[1:]), self._s(meta))
+
+    def full_slice(self, meta, children):
+        return ast.FullSlice(self._s(meta))
+
+    def new_axis(self, meta, children):
+        return ast.NewAxis(self._s(meta))
+
+    def transpose(self, meta, children):
+        return ast.Transpose(children[0], self._s(meta))
+
+    def cast(self, meta, children):
+        return ast.Cast(children[0], children[1], self._s(meta))
+
+    def call(self, meta, children):
+        name, *args = children
+        return ast.Call(str(name), tuple(a for a in args if a is not None), self._s(meta))
+
+    def neg(self, meta, children):
+        return ast.Neg(children[0], self._s(meta))
+
+    def not_(self, meta, children):
+        return ast.Not(children[0], self._s(meta))
+
+    def compare(self, meta, children):
+        left, op, right = children
+        return ast.Compare(str(op), left, right, self._s(meta))
+
+    add, sub, mul, div, mod, matmul = (_binop(o) for o in ("+", "-", "*", "/", "%", "@"))
+    and_, or_ = _boolop("and"), _boolop("or")

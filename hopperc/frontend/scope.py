@@ -1,0 +1,154 @@
+"""Names and scalar expressions: what each name means, and integer arithmetic.
+
+Scalar expressions index tiles, bound loops and guard conditionals. `/`
+rounds up, so `K / BK` counts the last partial tile (TMA fills it with zeros).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hopperc.diagnostics import CompileError, Span
+from hopperc.dtypes import DType
+from hopperc.frontend import ast
+from hopperc.ir import nodes as ir
+
+BUILTINS = {"warp", "lane", "thread", "wg"}
+# Builtins that differ between the threads of a role: a condition on them splits warps.
+DIVERGENT_BUILTINS = {"lane", "thread"}
+
+
+@dataclass(frozen=True)
+class TileSymbol:
+    dtype: DType
+    shape: tuple[int, ...]
+    layout: ir.Layout
+    span: Span
+
+
+@dataclass(frozen=True)
+class VectorSymbol:
+    """`v: f32[BN] = bias[tile.n]`: a slice of a 1-D tensor, read where it is used."""
+
+    tensor: str
+    dtype: DType
+    start: ir.ScalarExpr
+    length: int
+    span: Span
+
+
+Symbol = (int | ir.TensorParam | ir.ScalarParam | ir.SharedBuffer | ir.MBarrierArray
+          | TileSymbol | VectorSymbol | str)
+
+
+class Scope:
+    """Nested name tables: kernel-level names, then one table per block."""
+
+    def __init__(self) -> None:
+        self.tables: list[dict[str, tuple[Symbol, Span | None]]] = [{}]
+        self.dims: set[str] = set()
+        self.grid_axes: dict[str, Span] = {}
+        self.loop_vars: set[str] = set()
+
+    def declare(self, name: str, symbol: Symbol, span: Span) -> None:
+        for table in self.tables:
+            if name in table:
+                prev = table[name][1]
+                where = f" (first declared at {prev})" if prev else ""
+                raise CompileError(span, f"'{name}' is already declared{where}")
+        if name in BUILTINS or name == "tile":
+            raise CompileError(span, f"'{name}' is a built-in name and cannot be redeclared")
+        self.tables[-1][name] = (symbol, span)
+
+    def lookup(self, name: str, span: Span) -> Symbol:
+        for table in reversed(self.tables):
+            if name in table:
+                return table[name][0]
+        raise CompileError(span, f"unknown name '{name}'")
+
+    def push(self) -> None:
+        self.tables.append({})
+
+    def pop(self) -> None:
+        self.tables.pop()
+
+
+def scalar_expr(expr: ast.Expr, scope: Scope, *, builtins: frozenset[str] = frozenset(BUILTINS)
+                ) -> ir.ScalarExpr:
+    """Lower an integer/boolean expression, folding constants."""
+    match expr:
+        case ast.IntLit(value=v):
+            return ir.const(v)
+        case ast.Name(id=name, span=span):
+            if name in BUILTINS:
+                if name not in builtins:
+                    raise CompileError(span, f"'{name}' is not available here")
+                return ir.Scalar(ir.ScalarKind.BUILTIN, name)
+            symbol = scope.lookup(name, span)
+            if isinstance(symbol, int) and not isinstance(symbol, bool):
+                return ir.const(symbol)
+            if symbol == "dim":
+                return ir.Scalar(ir.ScalarKind.DIM, name)
+            if symbol == "loop":
+                return ir.Scalar(ir.ScalarKind.LOOP, name)
+            if isinstance(symbol, ir.ScalarParam):
+                if symbol.dtype is not DType.I32:
+                    raise CompileError(span, f"'{name}' is {symbol.dtype}; an index needs i32")
+                return ir.Scalar(ir.ScalarKind.PARAM, name)
+            raise CompileError(span, f"'{name}' is not an integer value")
+        case ast.Attribute(value=ast.Name(id="tile"), attr=axis, span=span):
+            if axis not in scope.grid_axes:
+                known = ", ".join(f"tile.{a}" for a in scope.grid_axes) or "none"
+                raise CompileError(span, f"unknown grid axis 'tile.{axis}' (declared: {known})")
+            return ir.Scalar(ir.ScalarKind.TILE, axis)
+        case ast.BinOp(op=op, left=left, right=right, span=span) if op in "+-*/%":
+            return fold(op, scalar_expr(left, scope, builtins=builtins),
+                        scalar_expr(right, scope, builtins=builtins), span)
+        case ast.Neg(operand=operand, span=span):
+            return fold("-", ir.const(0), scalar_expr(operand, scope, builtins=builtins), span)
+        case ast.Compare(op=op, left=left, right=right, span=span):
+            return fold(op, scalar_expr(left, scope, builtins=builtins),
+                        scalar_expr(right, scope, builtins=builtins), span)
+        case ast.BoolOp(op=op, left=left, right=right, span=span):
+            return fold(op, scalar_expr(left, scope, builtins=builtins),
+                        scalar_expr(right, scope, builtins=builtins), span)
+        case ast.Not(operand=operand, span=span):
+            return ir.ScalarOp("not", scalar_expr(operand, scope, builtins=builtins))
+    raise CompileError(expr.span, "expected an integer expression here")
+
+
+_FOLD = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "/": lambda a, b: -(-a // b), "%": lambda a, b: a % b,
+    "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
+    "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b),
+    ">": lambda a, b: int(a > b), ">=": lambda a, b: int(a >= b),
+    "and": lambda a, b: int(bool(a) and bool(b)), "or": lambda a, b: int(bool(a) or bool(b)),
+}
+
+
+def fold(op: str, left: ir.ScalarExpr, right: ir.ScalarExpr, span: Span) -> ir.ScalarExpr:
+    if op in "/%" and right == ir.const(0):
+        raise CompileError(span, "division by zero")
+    if is_const(left) and is_const(right):
+        return ir.const(_FOLD[op](left.value, right.value))
+    return ir.ScalarOp(op, left, right)
+
+
+def is_const(expr: ir.ScalarExpr) -> bool:
+    return isinstance(expr, ir.Scalar) and expr.kind is ir.ScalarKind.CONST
+
+
+def const_value(expr: ast.Expr, scope: Scope, what: str) -> int:
+    """Evaluate an expression that must be a compile-time integer."""
+    lowered = scalar_expr(expr, scope, builtins=frozenset())
+    if not is_const(lowered):
+        raise CompileError(expr.span, f"{what} must be a compile-time constant")
+    return int(lowered.value)
+
+
+def uses(expr: ir.ScalarExpr, kinds: set[ir.ScalarKind], names: set[str] | None = None) -> bool:
+    """Whether `expr` mentions a scalar of one of `kinds` (and, if given, `names`)."""
+    if isinstance(expr, ir.Scalar):
+        return expr.kind in kinds and (names is None or expr.name in names)
+    return uses(expr.left, kinds, names) or (
+        expr.right is not None and uses(expr.right, kinds, names))

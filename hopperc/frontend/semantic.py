@@ -1,0 +1,372 @@
+"""Semantic checks: resolve names, evaluate sizes, check types, shapes and
+hardware limits, and build the kernel IR. The first error stops the compile.
+"""
+from __future__ import annotations
+
+from hopperc.diagnostics import CompileError, Span
+from hopperc.dtypes import DType, Swizzle
+from hopperc.frontend import ast, limits
+from hopperc.frontend.copies import lower_copy
+from hopperc.frontend.manual import lower_sync
+from hopperc.frontend.mma import lower_mma
+from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, VectorSymbol,
+                                    const_value, scalar_expr, uses)
+from hopperc.frontend.tiles import buffer_view, lower_tile_expr
+from hopperc.ir import nodes as ir
+
+DEFAULT_THREADS = 128
+
+
+def analyze(kernel: ast.Kernel, defines: dict[str, int] | None = None) -> ir.Kernel:
+    """Check `kernel` and lower it to IR; `defines` override tile constants (-D)."""
+    return _Analyzer(kernel, dict(defines or {})).run()
+
+
+class _Analyzer:
+    def __init__(self, kernel: ast.Kernel, defines: dict[str, int]):
+        self.kernel = kernel
+        self.defines = defines
+        self.scope = Scope()
+        self.buffers: list[ir.SharedBuffer] = []
+        self.barriers: list[ir.MBarrierArray] = []
+        self.accumulators = _accumulator_names(kernel.body)
+        self.role: ir.RoleInfo | None = None
+        self.threads = DEFAULT_THREADS
+        self.manual = kernel.manual
+
+    # ---------------------------------------------------------------- kernel
+    def run(self) -> ir.Kernel:
+        k = self.kernel
+        tensors, scalars = self._params()
+        consts = self._consts()
+        grid = self._grid()
+        roles = self._roles()
+        if roles:
+            if k.threads is not None:
+                raise CompileError(k.span, "'threads' is implied by the roles; remove it")
+            self.threads = sum(r.threads for r in roles)
+        elif k.threads is not None:
+            self.threads = k.threads
+        if self.threads % 32 or not 32 <= self.threads <= limits.MAX_THREADS:
+            raise CompileError(k.span, f"a block of {self.threads} threads is not possible: use "
+                                       f"a multiple of 32 up to {limits.MAX_THREADS}")
+        body = self._top_level(k.body, roles)
+        if self.manual:
+            body = ir.Block((ir.ManualRegion(body, k.body.span),))
+        _, smem = limits.shared_layout(tuple(self.buffers), sum(b.count for b in self.barriers))
+        limits.check_shared_memory(smem, k.span)
+        cluster = tuple(k.cluster or ()) + (1,) * (3 - len(k.cluster or ()))
+        if len(cluster) != 3 or any(c < 1 for c in cluster) or cluster[0] * cluster[1] * cluster[2] > 16:
+            raise CompileError(k.span, "a cluster has 1 to 3 dimensions of at most 16 blocks")
+        return ir.Kernel(k.name, tensors, scalars, consts, grid, cluster, self.threads,
+                         roles, tuple(self.buffers), tuple(self.barriers), body, k.span)
+
+    def _params(self):
+        tensors, scalars = [], []
+        for p in self.kernel.params:
+            if isinstance(p, ast.ScalarParam):
+                sym = ir.ScalarParam(p.name, DType.parse(p.dtype), p.span)
+                scalars.append(sym)
+                self.scope.declare(p.name, sym, p.span)
+                continue
+            dims: list[str | int] = []
+            for d in p.dims:
+                if isinstance(d, ast.IntLit):
+                    dims.append(d.value)
+                    continue
+                dims.append(d.id)
+                if d.id not in self.scope.dims:
+                    self.scope.dims.add(d.id)
+                    self.scope.declare(d.id, "dim", d.span)
+            sym = ir.TensorParam(p.name, DType.parse(p.dtype), tuple(dims), p.span)
+            tensors.append(sym)
+            self.scope.declare(p.name, sym, p.span)
+        return tuple(tensors), tuple(scalars)
+
+    def _consts(self) -> tuple[tuple[str, int], ...]:
+        declared = {c.name for c in self.kernel.consts}
+        for name in self.defines:
+            if name not in declared:
+                raise CompileError(None, f"-D {name}: the kernel has no tile constant '{name}' "
+                                         f"(it has: {', '.join(sorted(declared)) or 'none'})")
+        values = []
+        for c in self.kernel.consts:
+            value = self.defines.get(c.name)
+            if value is None:
+                value = const_value(c.value, self.scope, f"tile constant '{c.name}'")
+            if value <= 0:
+                raise CompileError(c.span, f"tile constant '{c.name}' must be positive, not {value}")
+            self.scope.declare(c.name, value, c.span)
+            values.append((c.name, value))
+        return tuple(values)
+
+    def _grid(self) -> tuple[ir.GridAxis, ...]:
+        if len(self.kernel.grid) > 3:
+            raise CompileError(self.kernel.grid[3].span, "a grid has at most 3 axes")
+        axes = []
+        for g in self.kernel.grid:
+            if g.name in self.scope.grid_axes:
+                raise CompileError(g.span, f"grid axis '{g.name}' is already declared")
+            self.scope.grid_axes[g.name] = g.span
+            axes.append(_grid_axis(g, self.scope))
+        return tuple(axes)
+
+    def _roles(self) -> tuple[ir.RoleInfo, ...]:
+        roles, warp = [], 0
+        decls = [s for s in self.kernel.body.stmts if isinstance(s, ast.Role)]
+        budgeted = [r.regs is not None for r in decls]
+        if any(budgeted) and not all(budgeted):
+            bare = next(r for r in decls if r.regs is None)
+            raise CompileError(bare.span, f"role '{bare.name}' has no register budget; when one "
+                                          "role sets 'regs', every role must (setmaxnreg is per "
+                                          "warpgroup)")
+        seen: dict[str, Span] = {}
+        for r in decls:
+            if r.name in seen:
+                raise CompileError(r.span, f"role '{r.name}' is already declared (first "
+                                           f"declared at {seen[r.name]})")
+            seen[r.name] = r.span
+            active = r.count * (4 if r.unit == "warpgroup" else 1)
+            # setmaxnreg applies to whole warpgroups: pad a budgeted role to one.
+            warps = -(-active // 4) * 4 if r.regs is not None else active
+            info = ir.RoleInfo(r.name, warp, warps, active, r.regs, r.span)
+            limits.check_role_registers(info)
+            roles.append(info)
+            warp += warps
+        if any(budgeted):
+            limits.check_register_file(tuple(roles), self.kernel.span)
+        return tuple(roles)
+
+    def _top_level(self, block: ast.Block, roles: tuple[ir.RoleInfo, ...]) -> ir.Block:
+        out = []
+        for stmt in block.stmts:
+            if isinstance(stmt, ast.SharedDecl):
+                self._shared(stmt)
+            elif isinstance(stmt, ast.MBarrierDecl):
+                self._mbarrier(stmt)
+            elif isinstance(stmt, ast.Role):
+                role = next(r for r in roles if r.span == stmt.span)
+                self.role = role
+                out.append(ir.RoleBlock(role, self._block(stmt.body), stmt.span))
+                self.role = None
+            elif roles:
+                raise CompileError(stmt.span, "with roles, every statement belongs to a role; "
+                                              "move this into one")
+            else:
+                out.extend(self._stmt(stmt))
+        return ir.Block(tuple(out))
+
+    # ---------------------------------------------------------------- declarations
+    def _shared(self, d: ast.SharedDecl) -> None:
+        shape = tuple(const_value(e, self.scope, "a buffer dimension") for e in d.shape)
+        for extent, e in zip(shape, d.shape):
+            if extent <= 0:
+                raise CompileError(e.span, f"buffer dimension must be positive, not {extent}")
+        stages = 1 if d.stages is None else const_value(d.stages, self.scope, "'stages'")
+        if stages < 1:
+            raise CompileError(d.stages.span, f"'stages' must be at least 1, not {stages}")
+        buf = ir.SharedBuffer(d.name, DType.parse(d.dtype), shape, stages,
+                              Swizzle.parse(d.swizzle), d.span)
+        self.scope.declare(d.name, buf, d.span)
+        self.buffers.append(buf)
+
+    def _mbarrier(self, d: ast.MBarrierDecl) -> None:
+        count = const_value(d.count, self.scope, "the mbarrier count")
+        if count < 1:
+            raise CompileError(d.count.span, "an mbarrier array needs at least one barrier")
+        bar = ir.MBarrierArray(d.name, count, d.span)
+        self.scope.declare(d.name, bar, d.span)
+        self.barriers.append(bar)
+
+    # ---------------------------------------------------------------- statements
+    def _block(self, block: ast.Block) -> ir.Block:
+        self.scope.push()
+        try:
+            return ir.Block(tuple(s for stmt in block.stmts for s in self._stmt(stmt)))
+        finally:
+            self.scope.pop()
+
+    @property
+    def _warpgroups(self) -> int:
+        if self.role is not None:
+            return self.role.active_warps // 4
+        return self.threads // 128
+
+    def _stmt(self, stmt: ast.Stmt) -> list[ir.Stmt]:
+        match stmt:
+            case ast.SharedDecl() | ast.MBarrierDecl() | ast.Role():
+                raise CompileError(stmt.span, "declare shared buffers, mbarriers and roles at "
+                                              "the top level of the kernel")
+            case ast.For():
+                return [self._for(stmt)]
+            case ast.If():
+                return [self._if(stmt)]
+            case ast.Copy():
+                return [lower_copy(stmt, self.scope, self._warpgroups, self.manual)]
+            case ast.TileDecl():
+                return self._tile_decl(stmt)
+            case ast.Assign():
+                return [self._assign(stmt)]
+            case ast.Elect():
+                self._require_manual(stmt.span, "'elect'")
+                return [ir.ElectLane(self._block(stmt.body), stmt.span)]
+            case ast.Manual():
+                if self.manual:
+                    raise CompileError(stmt.span, "this code is already manual")
+                self.manual = True
+                try:
+                    return [ir.ManualRegion(self._block(stmt.body), stmt.span)]
+                finally:
+                    self.manual = False
+            case ast.SyncStmt():
+                self._require_manual(stmt.span, f"'{stmt.op}'")
+                return [lower_sync(stmt, self.scope, self.threads)]
+        raise CompileError(stmt.span, "unsupported statement")
+
+    def _require_manual(self, span: Span, what: str) -> None:
+        if not self.manual:
+            raise CompileError(span, f"{what} is synchronization the compiler writes; to write "
+                                     "it yourself, put it in a 'manual { ... }' block")
+
+    def _for(self, stmt: ast.For) -> ir.ForLoop:
+        start = scalar_expr(stmt.start, self.scope)
+        stop = scalar_expr(stmt.stop, self.scope)
+        self.scope.push()
+        try:
+            self.scope.declare(stmt.var, "loop", stmt.span)
+            body = self._block(stmt.body)
+        finally:
+            self.scope.pop()
+        return ir.ForLoop(stmt.var, start, stop, body, stmt.span)
+
+    def _if(self, stmt: ast.If) -> ir.IfThen:
+        cond = scalar_expr(stmt.cond, self.scope)
+        if not self.manual and uses(cond, {ir.ScalarKind.BUILTIN}, DIVERGENT_BUILTINS):
+            raise CompileError(stmt.cond.span, "this condition differs between the threads of a "
+                                               "warp, so the barriers the compiler inserts could "
+                                               "not be reached by all of them; branch on warp, "
+                                               "wg or uniform values, or use a 'manual' block")
+        then = self._block(stmt.then)
+        orelse = self._block(stmt.orelse) if stmt.orelse is not None else ir.Block()
+        return ir.IfThen(cond, then, orelse, stmt.span)
+
+    def _tile_decl(self, d: ast.TileDecl) -> list[ir.Stmt]:
+        dtype = DType.parse(d.dtype)
+        shape = tuple(const_value(e, self.scope, "a tile dimension") for e in d.shape)
+        if len(shape) == 1:
+            return self._vector_decl(d, dtype, shape[0])
+        if len(shape) != 2:
+            raise CompileError(d.span, "register tiles are 2-D (vectors are 1-D)")
+        is_acc = d.name in self.accumulators
+        layout = ir.Layout.WGMMA_ACC if is_acc else ir.Layout.ROW_MAJOR
+        threads = self.role.active_warps * 32 if self.role else self.threads
+        if is_acc and dtype is not DType.F32:
+            raise CompileError(d.span, f"accumulator '{d.name}' is {dtype}; wgmma accumulates "
+                                       "in f32")
+        if not is_acc and (shape[0] * shape[1]) % threads:
+            raise CompileError(d.span, f"a {shape[0]}x{shape[1]} tile does not split evenly "
+                                       f"over the {threads} threads that hold it")
+        symbol = TileSymbol(dtype, shape, layout, d.span)
+        mma = isinstance(d.init, ast.BinOp) and d.init.op == "@"
+        init = ir.Literal(0.0) if mma else self._tile_value(d.init, dtype, shape, d.span)
+        self.scope.declare(d.name, symbol, d.span)
+        out: list[ir.Stmt] = [ir.TileDef(d.name, dtype, shape, layout, threads, init, d.span)]
+        if mma:
+            out.append(lower_mma(d.name, symbol, d.init, False, self.scope, self.role,
+                                 self._warpgroups, d.span))
+        return out
+
+    def _vector_decl(self, d: ast.TileDecl, dtype: DType, length: int) -> list[ir.Stmt]:
+        src = d.init
+        if not (isinstance(src, ast.Subscript) and isinstance(src.value, ast.Name)
+                and len(src.indices) == 1):
+            raise CompileError(d.init.span, "a vector binds a slice of a 1-D tensor: "
+                                            "v: f32[BN] = bias[tile.n]")
+        tensor = self.scope.lookup(src.value.id, src.value.span)
+        if not isinstance(tensor, ir.TensorParam) or len(tensor.dims) != 1:
+            raise CompileError(src.value.span, f"'{src.value.id}' is not a 1-D tensor")
+        if tensor.dtype is not dtype:
+            raise CompileError(d.span, f"dtype mismatch: '{d.name}' is {dtype} but "
+                                       f"'{tensor.name}' is {tensor.dtype}")
+        block = scalar_expr(src.indices[0], self.scope)
+        start = ir.ScalarOp("*", block, ir.const(length))
+        self.scope.declare(d.name, VectorSymbol(tensor.name, dtype, start, length, d.span), d.span)
+        return []
+
+    def _tile_value(self, expr: ast.Expr, dtype: DType, shape: tuple[int, ...], span: Span):
+        typed = lower_tile_expr(expr, self.scope, self._warpgroups)
+        if typed.dtype is not None and typed.dtype is not dtype:
+            raise CompileError(span, f"dtype mismatch: the value is {typed.dtype} but the target "
+                                     f"is {dtype}; convert it explicitly, e.g. {dtype}(...)")
+        if typed.shape is not None and typed.shape[0] == "vector":
+            raise CompileError(span, "a broadcast vector alone does not make a tile; combine "
+                                     "it with one")
+        if typed.shape is not None and typed.shape != shape:
+            raise CompileError(span, f"shape mismatch: the value is {list(typed.shape)} but the "
+                                     f"target is {list(shape)}")
+        return typed.expr
+
+    def _assign(self, stmt: ast.Assign) -> ir.Stmt:
+        target = stmt.target
+        if isinstance(target, ast.Name):
+            symbol = self.scope.lookup(target.id, target.span)
+            if isinstance(symbol, TileSymbol):
+                if isinstance(stmt.value, ast.BinOp) and stmt.value.op == "@":
+                    return lower_mma(target.id, symbol, stmt.value, stmt.op == "+=", self.scope,
+                                     self.role, self._warpgroups, stmt.span)
+                if symbol.layout is ir.Layout.WGMMA_ACC and stmt.op == "+=":
+                    raise CompileError(stmt.span, "'+=' on an accumulator takes a matrix "
+                                                  "product: acc += a @ b")
+                value = stmt.value
+                if stmt.op == "+=":
+                    value = ast.BinOp("+", target, stmt.value, stmt.span)
+                return ir.TileAssign(target.id, self._tile_value(value, symbol.dtype,
+                                                                 symbol.shape, stmt.span),
+                                     stmt.span)
+        view = buffer_view(target, self.scope, self._warpgroups)
+        if view is None:
+            raise CompileError(target.span, "can only assign to a register tile or a shared "
+                                            "buffer")
+        if stmt.op != "=":
+            raise CompileError(stmt.span, "a shared buffer is written with '='")
+        if view.view.transposed:
+            raise CompileError(target.span, "write a shared buffer without ^T")
+        value = self._tile_value(stmt.value, view.buffer.dtype, view.shape, stmt.span)
+        return ir.SharedStore(view.view, value, stmt.span)
+
+
+def _grid_axis(g: ast.GridDim, scope: Scope) -> ir.GridAxis:
+    e = g.extent
+    if isinstance(e, ast.IntLit):
+        return ir.GridAxis(g.name, None, e.value, g.span)
+    if isinstance(e, ast.BinOp) and e.op == "/" and isinstance(e.left, ast.Name):
+        if e.left.id in scope.dims:
+            divisor = const_value(e.right, scope, "a grid divisor")
+            if divisor <= 0:
+                raise CompileError(e.right.span, "a grid divisor must be positive")
+            return ir.GridAxis(g.name, e.left.id, divisor, g.span)
+    if isinstance(e, ast.Name) and e.id in scope.dims:
+        return ir.GridAxis(g.name, e.id, 1, g.span)
+    raise CompileError(e.span, "a grid extent is a tensor dimension divided by a tile size "
+                               "(M / BM), a dimension, or a constant")
+
+
+def _accumulator_names(block: ast.Block) -> set[str]:
+    """Register tiles that some wgmma writes: they take the accumulator layout."""
+    names: set[str] = set()
+
+    def visit(stmts):
+        for s in stmts:
+            if isinstance(s, (ast.Assign, ast.TileDecl)):
+                value = s.value if isinstance(s, ast.Assign) else s.init
+                target = s.target.id if isinstance(s, ast.Assign) and isinstance(
+                    s.target, ast.Name) else getattr(s, "name", None)
+                if isinstance(value, ast.BinOp) and value.op == "@" and target:
+                    names.add(target)
+            for child in ("body", "then", "orelse"):
+                sub = getattr(s, child, None)
+                if isinstance(sub, ast.Block):
+                    visit(sub.stmts)
+
+    visit(block.stmts)
+    return names

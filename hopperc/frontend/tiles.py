@@ -1,0 +1,161 @@
+"""Register tiles, shared-memory views and element-wise expressions.
+
+A tile expression is typed by its dtype and shape; operands of an element-wise
+operation must agree on both (casts are explicit: `f32(x)`), except literals,
+scalar parameters and vectors broadcast with `v[:, None]` / `v[None, :]`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hopperc.diagnostics import CompileError, Span
+from hopperc.dtypes import DType
+from hopperc.frontend import ast
+from hopperc.frontend.scope import Scope, TileSymbol, VectorSymbol, scalar_expr
+from hopperc.ir import nodes as ir
+
+UNARY_FUNCS = {"relu", "abs", "exp"}
+BINARY_FUNCS = {"max", "min"}
+BINARY_OPS = {"+", "-", "*", "/"}
+
+
+@dataclass(frozen=True)
+class Typed:
+    """A lowered tile expression with its dtype; shape None means it broadcasts."""
+
+    expr: ir.TileExpr
+    dtype: DType | None
+    shape: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class ViewInfo:
+    view: ir.BufferView
+    buffer: ir.SharedBuffer
+    shape: tuple[int, ...]  # logical shape of the view (after part and transpose)
+
+
+def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int) -> ViewInfo | None:
+    """`buf`, `buf[wg]`, `buf[i]` (rank >= 3) or any of them `^T`; None if not a buffer."""
+    transposed = isinstance(expr, ast.Transpose)
+    inner = expr.value if transposed else expr
+    index = None
+    if isinstance(inner, ast.Subscript):
+        index, inner = inner, inner.value
+    if not isinstance(inner, ast.Name):
+        return None
+    symbol = scope.lookup(inner.id, inner.span)
+    if not isinstance(symbol, ir.SharedBuffer):
+        return None
+    shape, part = symbol.shape, None
+    if index is not None:
+        if len(index.indices) != 1:
+            raise CompileError(index.span, "a shared buffer takes one index: buf[wg] or buf[i]")
+        idx = index.indices[0]
+        if len(shape) >= 3:
+            part = ir.ViewPart(scalar_expr(idx, scope), shape[0])
+            shape = shape[1:]
+        elif isinstance(idx, ast.Name) and idx.id == "wg":
+            if warpgroups < 1:
+                raise CompileError(idx.span, "'wg' is only available in warpgroup roles")
+            if shape[0] % warpgroups:
+                raise CompileError(idx.span, f"{shape[0]} rows of '{symbol.name}' do not split "
+                                             f"evenly over {warpgroups} warpgroups")
+            part = ir.ViewPart(ir.Scalar(ir.ScalarKind.BUILTIN, "wg"), warpgroups)
+            shape = (shape[0] // warpgroups, *shape[1:])
+        else:
+            raise CompileError(idx.span, f"'{symbol.name}' has rank {len(shape)}: index it with "
+                                         "wg (a warpgroup's rows), or give it a leading axis")
+    if transposed:
+        if len(shape) != 2:
+            raise CompileError(expr.span, "only a 2-D view can be transposed")
+        shape = (shape[1], shape[0])
+    return ViewInfo(ir.BufferView(symbol.name, None, part, transposed), symbol, shape)
+
+
+def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
+    match expr:
+        case ast.IntLit(value=v) | ast.FloatLit(value=v):
+            return Typed(ir.Literal(float(v)), None, None)
+        case ast.Name(id=name, span=span):
+            symbol = scope.lookup(name, span)
+            if isinstance(symbol, TileSymbol):
+                return Typed(ir.TileRef(name), symbol.dtype, symbol.shape)
+            if isinstance(symbol, ir.ScalarParam):
+                return Typed(ir.ScalarValue(ir.Scalar(ir.ScalarKind.PARAM, name)), None, None)
+            if isinstance(symbol, VectorSymbol):
+                raise CompileError(span, f"vector '{name}' needs a broadcast: {name}[:, None] "
+                                         f"(one value per row) or {name}[None, :] (per column)")
+        case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if isinstance(
+                scope.lookup(name, expr.value.span), VectorSymbol):
+            return _broadcast(scope.lookup(name, expr.value.span), a, b, expr.span)
+        case ast.Cast(dtype=dtype, operand=operand):
+            inner = lower_tile_expr(operand, scope, warpgroups)
+            return Typed(ir.Convert(DType.parse(dtype), inner.expr), DType.parse(dtype), inner.shape)
+        case ast.Neg(operand=operand):
+            inner = lower_tile_expr(operand, scope, warpgroups)
+            return Typed(ir.Elementwise("neg", (inner.expr,)), inner.dtype, inner.shape)
+        case ast.BinOp(op="@", span=span):
+            raise CompileError(span, "a matrix product must be the whole right side of an "
+                                     "accumulator update: acc = a @ b or acc += a @ b")
+        case ast.BinOp(op=op, left=left, right=right, span=span) if op in BINARY_OPS:
+            return _combine(op, [lower_tile_expr(x, scope, warpgroups) for x in (left, right)], span)
+        case ast.Call(func=func, args=args, span=span) if func in UNARY_FUNCS | BINARY_FUNCS:
+            arity = 1 if func in UNARY_FUNCS else 2
+            if len(args) != arity:
+                raise CompileError(span, f"{func}() takes {arity} argument{'s' * (arity > 1)}")
+            return _combine(func, [lower_tile_expr(x, scope, warpgroups) for x in args], span)
+        case ast.Call(func=func, span=span):
+            known = ", ".join(sorted(UNARY_FUNCS | BINARY_FUNCS))
+            raise CompileError(span, f"unknown function '{func}' (known: {known}, and casts "
+                                     "like f32(x))")
+    view = buffer_view(expr, scope, warpgroups)
+    if view is not None:
+        return Typed(ir.SharedRead(view.view), view.buffer.dtype, view.shape)
+    raise CompileError(expr.span, "expected a tile expression: a register tile, a shared "
+                                  "buffer, a broadcast vector, a literal or a scalar parameter")
+
+
+def _broadcast(vector: VectorSymbol, first: ast.Expr, second: ast.Expr, span: Span) -> Typed:
+    if isinstance(first, ast.FullSlice) and isinstance(second, ast.NewAxis):
+        axis = "rows"
+    elif isinstance(first, ast.NewAxis) and isinstance(second, ast.FullSlice):
+        axis = "cols"
+    else:
+        raise CompileError(span, "broadcast a vector with v[:, None] or v[None, :]")
+    return Typed(ir.GlobalVector(vector.tensor, vector.start, axis), vector.dtype,
+                 ("vector", axis, vector.length))
+
+
+def _combine(op: str, operands: list[Typed], span: Span) -> Typed:
+    dtypes = {o.dtype for o in operands if o.dtype is not None}
+    if len(dtypes) > 1:
+        a, b = sorted(d.text for d in dtypes)
+        raise CompileError(span, f"dtype mismatch: {a} and {b} in '{op}'; convert one "
+                                 f"explicitly, e.g. f32(x)")
+    shape = None
+    for operand in operands:
+        if operand.shape is None or operand.shape[0] == "vector":
+            continue
+        if shape is not None and operand.shape != shape:
+            raise CompileError(span, f"shape mismatch in '{op}': {list(shape)} and "
+                                     f"{list(operand.shape)}")
+        shape = operand.shape
+    for operand in operands:
+        if operand.shape is not None and operand.shape[0] == "vector":
+            shape = check_broadcast(operand.shape, shape, span)
+    return Typed(ir.Elementwise(op, tuple(o.expr for o in operands)),
+                 next(iter(dtypes), None), shape)
+
+
+def check_broadcast(vector_shape: tuple, shape: tuple[int, ...] | None, span: Span):
+    """A row vector (v[:, None]) needs as many values as the tile has rows."""
+    _, axis, length = vector_shape
+    if shape is None:
+        return vector_shape
+    expected = shape[0] if axis == "rows" else shape[-1]
+    if length != expected:
+        what = "rows" if axis == "rows" else "columns"
+        raise CompileError(span, f"shape mismatch: a vector of {length} broadcast over "
+                                 f"{expected} {what}")
+    return shape

@@ -1,0 +1,94 @@
+"""Which shared buffers a statement touches, through which proxy, by whom.
+
+The sync passes reason about these accesses only: a generic access is an
+ordinary ld/st.shared by the running threads; an async access is a TMA/bulk
+copy or a wgmma operand read. TMA and bulk copies are issued by one thread.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Iterator
+
+from hopperc.diagnostics import Span
+from hopperc.ir import nodes as ir
+
+
+class Proxy(Enum):
+    GENERIC = "generic"
+    ASYNC = "async"
+
+
+@dataclass(frozen=True)
+class Access:
+    buffer: str
+    proxy: Proxy
+    write: bool
+    single_thread: bool  # issued by the role's one elected thread
+    what: str  # e.g. "written by st.shared", for explanations
+    span: Span
+
+
+def tile_reads(expr: ir.TileExpr) -> Iterator[str]:
+    """Buffers an element-wise expression reads from shared memory."""
+    match expr:
+        case ir.SharedRead(view=view):
+            yield view.buffer
+        case ir.Elementwise(args=args):
+            for arg in args:
+                yield from tile_reads(arg)
+        case ir.Convert(operand=operand):
+            yield from tile_reads(operand)
+
+
+def leaf_accesses(stmt: ir.Stmt) -> list[Access]:
+    """Accesses of a statement that has no body."""
+    match stmt:
+        case ir.AsyncLoad(dst=dst, engine=engine, span=span):
+            return [Access(dst.buffer, Proxy.ASYNC, True, True, f"written by {engine.value} load",
+                           span)]
+        case ir.AsyncStore(src=src, engine=engine, span=span):
+            return [Access(src.buffer, Proxy.ASYNC, False, True, f"read by {engine.value} store",
+                           span)]
+        case ir.SharedStore(dst=dst, value=value, span=span):
+            reads = [Access(b, Proxy.GENERIC, False, False, "read by ld.shared", span)
+                     for b in tile_reads(value)]
+            return reads + [Access(dst.buffer, Proxy.GENERIC, True, False, "written by st.shared",
+                                   span)]
+        case ir.TileDef(init=value, span=span) | ir.TileAssign(value=value, span=span):
+            return [Access(b, Proxy.GENERIC, False, False, "read by ld.shared", span)
+                    for b in tile_reads(value)]
+        case ir.Mma(a=a, b=b, span=span):
+            views = [v for v in (a, b) if isinstance(v, ir.BufferView)]
+            return [Access(v.buffer, Proxy.ASYNC, False, False, "read by wgmma", span)
+                    for v in views]
+    return []
+
+
+def all_accesses(stmt: ir.Stmt) -> list[Access]:
+    """Accesses of a statement and everything nested in it (manual code excluded)."""
+    if isinstance(stmt, ir.ManualRegion):
+        return []
+    out = leaf_accesses(stmt)
+    for body in bodies(stmt):
+        for inner in body.stmts:
+            out.extend(all_accesses(inner))
+    return out
+
+
+def bodies(stmt: ir.Stmt) -> tuple[ir.Block, ...]:
+    match stmt:
+        case ir.IfThen(then=then, orelse=orelse):
+            return (then, orelse)
+        case ir.ForLoop(body=body) | ir.RoleBlock(body=body) | ir.OneThread(body=body) | \
+                ir.ElectLane(body=body) | ir.ManualRegion(body=body):
+            return (body,)
+    return ()
+
+
+def walk(block: ir.Block) -> Iterator[ir.Stmt]:
+    """Every statement, depth first, in program order."""
+    for stmt in block.stmts:
+        yield stmt
+        for body in bodies(stmt):
+            yield from walk(body)

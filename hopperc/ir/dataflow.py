@@ -1,0 +1,88 @@
+"""A forward dataflow rewriter over structured IR, shared by the sync passes.
+
+A pass supplies a state (any hashable value), a join, and two hooks:
+`before(stmt, state)` returns the statements to insert before `stmt` (which
+sees the accesses of everything nested in it, so a sync needed by a loop as a
+whole lands before the loop, not in every iteration) and the state after them;
+`transfer(stmt, state)` steps over a leaf statement. Loops iterate to a
+fixpoint; an if joins its branches; a role starts from the initial state;
+manual code is opaque and resets the state.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Generic, TypeVar
+
+from hopperc.ir import nodes as ir
+
+S = TypeVar("S")
+
+
+class ForwardRewrite(Generic[S]):
+    def initial(self) -> S:
+        raise NotImplementedError
+
+    def join(self, a: S, b: S) -> S:
+        raise NotImplementedError
+
+    def before(self, stmt: ir.Stmt, state: S) -> tuple[list[ir.Stmt], S]:
+        return [], state
+
+    def transfer(self, stmt: ir.Stmt, state: S) -> S:
+        return state
+
+    def at_exit(self, state: S) -> list[ir.Stmt]:
+        """Statements to append where a role (or the kernel) ends in `state`."""
+        return []
+
+    def place(self, out: list[ir.Stmt], inserted: list[ir.Stmt]) -> None:
+        out.extend(inserted)
+
+    # ---------------------------------------------------------------- driver
+    def run(self, kernel: ir.Kernel) -> ir.Kernel:
+        body, state = self.block(kernel.body, self.initial())
+        if not any(isinstance(s, ir.RoleBlock) for s in body.stmts):
+            body = ir.Block(body.stmts + tuple(self.at_exit(state)))
+        return replace(kernel, body=body)
+
+    def block(self, block: ir.Block, state: S) -> tuple[ir.Block, S]:
+        out: list[ir.Stmt] = []
+        for stmt in block.stmts:
+            if isinstance(stmt, ir.ManualRegion):
+                out.append(stmt)
+                state = self.initial()
+                continue
+            inserted, state = self.before(stmt, state)
+            self.place(out, inserted)
+            stmt, state = self.step(stmt, state)
+            out.append(stmt)
+        return ir.Block(tuple(out)), state
+
+    def step(self, stmt: ir.Stmt, state: S) -> tuple[ir.Stmt, S]:
+        match stmt:
+            case ir.ForLoop():
+                return self.loop(stmt, state)
+            case ir.IfThen():
+                then, s1 = self.block(stmt.then, state)
+                orelse, s2 = self.block(stmt.orelse, state)
+                return replace(stmt, then=then, orelse=orelse), self.join(s1, s2)
+            case ir.RoleBlock():
+                body, end = self.block(stmt.body, self.initial())
+                body = ir.Block(body.stmts + tuple(self.at_exit(end)))
+                return replace(stmt, body=body), state
+            case ir.OneThread() | ir.ElectLane():
+                body, state = self.block(stmt.body, state)
+                return replace(stmt, body=body), state
+        return stmt, self.transfer(stmt, state)
+
+    def loop(self, stmt: ir.ForLoop, state: S) -> tuple[ir.ForLoop, S]:
+        entry = state
+        while True:
+            _, end = self.block(stmt.body, entry)
+            widened = self.join(state, end)
+            if widened == entry:
+                break
+            entry = widened
+        body, end = self.block(stmt.body, entry)
+        # The loop may run zero times: after it, the state is entry's or end's.
+        return replace(stmt, body=body), self.join(entry, end)

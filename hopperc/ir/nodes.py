@@ -1,0 +1,496 @@
+"""Kernel IR: small frozen dataclasses.
+
+Statements carry the source span they come from; inserted synchronization
+carries a `Reason` naming the hazard, the buffer and both accesses. Expressions
+are values (their statement holds the span). Passes build new trees with
+`dataclasses.replace`; nothing is mutated, so before/after can be compared.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from hopperc.diagnostics import Span
+from hopperc.dtypes import DType, Swizzle
+
+
+# ---------------------------------------------------------------- declarations
+@dataclass(frozen=True)
+class TensorParam:
+    name: str
+    dtype: DType
+    dims: tuple[str | int, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class ScalarParam:
+    name: str
+    dtype: DType
+    span: Span
+
+
+@dataclass(frozen=True)
+class SharedBuffer:
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    stages: int
+    swizzle: Swizzle
+    span: Span
+
+    @property
+    def stage_bytes(self) -> int:
+        size = self.dtype.nbytes
+        for extent in self.shape:
+            size *= extent
+        return size
+
+    @property
+    def alignment(self) -> int:
+        return self.swizzle.alignment
+
+
+@dataclass(frozen=True)
+class MBarrierArray:
+    """`count` mbarriers in shared memory (8 bytes each)."""
+
+    name: str
+    count: int
+    span: Span
+
+
+@dataclass(frozen=True)
+class GridAxis:
+    """Block index axis `tile.<name>`: extent = ceil(dim / divisor) (or a constant)."""
+
+    name: str
+    dim: str | None
+    divisor: int
+    span: Span
+
+
+@dataclass(frozen=True)
+class RoleInfo:
+    """A warp role: `warps` consecutive warps starting at `first_warp`."""
+
+    name: str
+    first_warp: int
+    warps: int
+    active_warps: int
+    regs: int | None
+    span: Span
+
+    @property
+    def threads(self) -> int:
+        return self.warps * 32
+
+    @property
+    def warpgroups(self) -> int:
+        return self.warps // 4
+
+
+# ---------------------------------------------------------------- scalar expressions
+class ScalarKind(Enum):
+    CONST = "const"
+    DIM = "dim"
+    PARAM = "param"
+    TILE = "tile"  # block coordinate along a grid axis
+    LOOP = "loop"
+    BUILTIN = "builtin"  # warp, lane, thread, wg (relative to the running role)
+    PHASE = "phase"  # compiler-carried mbarrier phase bit
+
+
+@dataclass(frozen=True)
+class Scalar:
+    kind: ScalarKind
+    name: str = ""
+    value: int | float = 0
+
+
+@dataclass(frozen=True)
+class ScalarOp:
+    """Integer or boolean arithmetic; `/` rounds down, `cdiv` rounds up."""
+
+    op: str
+    left: "ScalarExpr"
+    right: "ScalarExpr | None" = None
+
+
+ScalarExpr = Scalar | ScalarOp
+
+
+def const(value: int) -> Scalar:
+    return Scalar(ScalarKind.CONST, value=value)
+
+
+def phase_register(barrier_array: str) -> str:
+    """The register carrying the phase bit of a compiler-owned mbarrier."""
+    return f"phase_{barrier_array}"
+
+
+# ---------------------------------------------------------------- shared-memory views
+@dataclass(frozen=True)
+class BufferView:
+    """A buffer (one stage of it), optionally one slice along its first axis.
+
+    `part` selects block `part.index` of `part.count` equal blocks of the first
+    axis (a warpgroup's rows for `buf[wg]`, a plane for `buf[i]` on rank >= 3).
+    """
+
+    buffer: str
+    stage: ScalarExpr | None = None
+    part: "ViewPart | None" = None
+    transposed: bool = False
+
+
+@dataclass(frozen=True)
+class ViewPart:
+    index: ScalarExpr
+    count: int
+
+
+# ---------------------------------------------------------------- tile expressions
+@dataclass(frozen=True)
+class TileRef:
+    name: str
+
+
+@dataclass(frozen=True)
+class SharedRead:
+    """Element-wise read of shared memory by the running threads (generic proxy)."""
+
+    view: BufferView
+
+
+@dataclass(frozen=True)
+class GlobalVector:
+    """A slice of a 1-D global tensor, broadcast along `axis` ('rows' or 'cols')."""
+
+    tensor: str
+    start: ScalarExpr
+    axis: str
+
+
+@dataclass(frozen=True)
+class Literal:
+    value: float
+
+
+@dataclass(frozen=True)
+class ScalarValue:
+    expr: ScalarExpr
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """An element-wise operation: + - * / max min neg relu abs exp."""
+
+    op: str
+    args: tuple["TileExpr", ...]
+
+
+@dataclass(frozen=True)
+class Convert:
+    dtype: DType
+    operand: "TileExpr"
+
+
+TileExpr = TileRef | SharedRead | GlobalVector | Literal | ScalarValue | Elementwise | Convert
+
+
+class Layout(Enum):
+    """How a register tile's elements are spread over the running threads."""
+
+    ROW_MAJOR = "row_major"  # slot k of thread t holds linear element k * threads + t
+    WGMMA_ACC = "wgmma_acc"  # the wgmma accumulator fragment of a warpgroup
+
+
+# ---------------------------------------------------------------- statements
+class Engine(Enum):
+    TMA = "tma"  # cp.async.bulk.tensor through a tensor map
+    BULK = "bulk"  # cp.async.bulk of contiguous bytes
+
+
+@dataclass(frozen=True)
+class BarrierRef:
+    array: str
+    index: ScalarExpr
+
+
+@dataclass(frozen=True)
+class Block:
+    stmts: tuple["Stmt", ...] = ()
+
+
+@dataclass(frozen=True)
+class RoleBlock:
+    role: RoleInfo
+    body: Block
+    span: Span
+
+
+@dataclass(frozen=True)
+class ForLoop:
+    var: str
+    start: ScalarExpr
+    stop: ScalarExpr
+    body: Block
+    span: Span
+
+
+@dataclass(frozen=True)
+class IfThen:
+    cond: ScalarExpr
+    then: Block
+    orelse: Block
+    span: Span
+
+
+@dataclass(frozen=True)
+class AsyncLoad:
+    """Global -> shared through the async proxy, completing on `barrier`."""
+
+    engine: Engine
+    dst: BufferView
+    tensor: str
+    coords: tuple[ScalarExpr, ...]
+    box: tuple[int, ...]
+    nbytes: int
+    barrier: BarrierRef | None
+    span: Span
+
+
+@dataclass(frozen=True)
+class AsyncStore:
+    """Shared -> global through the async proxy (a bulk group)."""
+
+    engine: Engine
+    tensor: str
+    coords: tuple[ScalarExpr, ...]
+    box: tuple[int, ...]
+    src: BufferView
+    span: Span
+
+
+@dataclass(frozen=True)
+class TileDef:
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    layout: Layout
+    threads: int
+    init: TileExpr
+    span: Span
+
+
+@dataclass(frozen=True)
+class TileAssign:
+    name: str
+    value: TileExpr
+    span: Span
+
+
+@dataclass(frozen=True)
+class SharedStore:
+    """Registers -> shared memory by the running threads (generic proxy write)."""
+
+    dst: BufferView
+    value: TileExpr
+    span: Span
+
+
+@dataclass(frozen=True)
+class Mma:
+    """acc (+)= a @ b on the tensor cores (wgmma); a from shared memory or registers."""
+
+    acc: str
+    a: BufferView | TileRef
+    b: BufferView
+    accumulate: bool
+    shape: tuple[int, int, int]  # M, N, K of the whole product for one warpgroup
+    span: Span
+
+
+@dataclass(frozen=True)
+class ElectLane:
+    """`elect.sync`: one lane of each running warp executes the body."""
+
+    body: Block
+    span: Span
+
+
+@dataclass(frozen=True)
+class OneThread:
+    """One thread of the running role (first warp, elected lane) executes the body."""
+
+    body: Block
+    span: Span
+
+
+@dataclass(frozen=True)
+class ManualRegion:
+    """Code whose synchronization the user wrote; sync passes leave it alone."""
+
+    body: Block
+    span: Span
+
+
+# ---------------------------------------------------------------- synchronization
+class Hazard(Enum):
+    GENERIC_WRITE_ASYNC_READ = "generic write -> async read"
+    GENERIC_READ_ASYNC_WRITE = "generic read -> async write"
+    ASYNC_WRITE_READ = "async write -> read"
+    ASYNC_READ_WRITE = "async read -> write"
+    THREAD_HANDOFF = "hand-off between threads"
+    SETUP = "barrier setup"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why the compiler inserted a sync: the hazard, the buffer, both accesses."""
+
+    hazard: Hazard
+    buffer: str
+    before: str
+    before_span: Span | None
+    after: str
+    after_span: Span | None
+
+
+@dataclass(frozen=True)
+class ProxyFence:
+    """fence.proxy.async.shared::cta"""
+
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class NamedBarrier:
+    """bar.sync id, threads (id 0 with all threads is the block-wide barrier)."""
+
+    id: int
+    threads: int
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class MBarrierInit:
+    barrier: BarrierRef
+    count: int
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class MBarrierInitFence:
+    """fence.mbarrier_init.release.cluster: make inits visible before first use."""
+
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class MBarrierArrive:
+    barrier: BarrierRef
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class MBarrierExpectTx:
+    """mbarrier.arrive.expect_tx: arrive and expect `nbytes` of async transactions."""
+
+    barrier: BarrierRef
+    nbytes: ScalarExpr
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class MBarrierWait:
+    barrier: BarrierRef
+    parity: ScalarExpr
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class MBarrierInval:
+    barrier: BarrierRef
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class PhaseFlip:
+    """Toggle the carried phase bit of a compiler-owned mbarrier after a wait."""
+
+    phase: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class WgmmaFence:
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class WgmmaCommit:
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class WgmmaWait:
+    pending: int
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class BulkCommit:
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class BulkWaitRead:
+    pending: int
+    span: Span
+    reason: Reason | None = None
+
+
+SyncStmt = (ProxyFence | NamedBarrier | MBarrierInit | MBarrierInitFence | MBarrierArrive
+            | MBarrierExpectTx | MBarrierWait | MBarrierInval | WgmmaFence | WgmmaCommit
+            | WgmmaWait | BulkCommit | BulkWaitRead)
+
+Stmt = (RoleBlock | ForLoop | IfThen | AsyncLoad | AsyncStore | TileDef | TileAssign
+        | SharedStore | Mma | ElectLane | OneThread | ManualRegion | PhaseFlip | SyncStmt)
+
+
+# ---------------------------------------------------------------- kernel
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    tensors: tuple[TensorParam, ...]
+    scalars: tuple[ScalarParam, ...]
+    consts: tuple[tuple[str, int], ...]
+    grid: tuple[GridAxis, ...]
+    cluster: tuple[int, int, int]
+    threads: int
+    roles: tuple[RoleInfo, ...]
+    buffers: tuple[SharedBuffer, ...]
+    barriers: tuple[MBarrierArray, ...]
+    body: Block
+    span: Span
+    phases: tuple[str, ...] = field(default=())
+
+    def buffer(self, name: str) -> SharedBuffer:
+        return next(b for b in self.buffers if b.name == name)
+
+    def tensor(self, name: str) -> TensorParam:
+        return next(t for t in self.tensors if t.name == name)

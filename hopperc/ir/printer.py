@@ -1,0 +1,170 @@
+"""The readable text form of the IR (`hopperc emit --ir`).
+
+One statement a line, nested blocks indented, each inserted sync followed by
+`# why: ...`, each statement ending with its source location.
+"""
+from __future__ import annotations
+
+from hopperc.ir import nodes as ir
+
+_PRECEDENCE = {"or": 1, "and": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
+               "+": 4, "-": 4, "*": 5, "/": 5, "%": 5}
+
+
+def scalar(expr: ir.ScalarExpr, parent: int = 0) -> str:
+    if isinstance(expr, ir.Scalar):
+        match expr.kind:
+            case ir.ScalarKind.CONST:
+                return str(expr.value)
+            case ir.ScalarKind.TILE:
+                return f"tile.{expr.name}"
+        return expr.name
+    if expr.op == "not":
+        return f"not {scalar(expr.left, 6)}"
+    prec = _PRECEDENCE[expr.op]
+    text = f"{scalar(expr.left, prec)} {expr.op} {scalar(expr.right, prec + 1)}"
+    return f"({text})" if prec < parent else text
+
+
+def view(v: ir.BufferView) -> str:
+    text = v.buffer
+    if v.stage is not None:
+        text += f"{{stage {scalar(v.stage)}}}"
+    if v.part is not None:
+        text += f"[{scalar(v.part.index)} of {v.part.count}]"
+    return text + ("^T" if v.transposed else "")
+
+
+def tile(expr: ir.TileExpr) -> str:
+    match expr:
+        case ir.TileRef(name=name):
+            return name
+        case ir.SharedRead(view=v):
+            return f"ld.shared({view(v)})"
+        case ir.GlobalVector(tensor=t, start=start, axis=axis):
+            return f"{t}[{scalar(start)} ..] per {axis[:-1]}"
+        case ir.Literal(value=value):
+            return f"{value:g}"
+        case ir.ScalarValue(expr=e):
+            return scalar(e)
+        case ir.Convert(dtype=dtype, operand=operand):
+            return f"{dtype}({tile(operand)})"
+        case ir.Elementwise(op=op, args=(a, b)) if op in "+-*/":
+            return f"({tile(a)} {op} {tile(b)})"
+        case ir.Elementwise(op=op, args=args):
+            return f"{op}({', '.join(tile(a) for a in args)})"
+    raise TypeError(expr)
+
+
+def barrier(ref: ir.BarrierRef) -> str:
+    return f"{ref.array}[{scalar(ref.index)}]"
+
+
+def explain(reason: ir.Reason | None) -> str:
+    """`sc written by st.shared (k.hk:31), read by TMA store (k.hk:33)`."""
+    if reason is None:
+        return ""
+    before = f" ({_loc(reason.before_span)})" if reason.before_span else ""
+    after = f" ({_loc(reason.after_span)})" if reason.after_span else ""
+    return f"{reason.buffer} {reason.before}{before}, {reason.after}{after}"
+
+
+def _loc(span) -> str:
+    return f"{span.file.rsplit('/', 1)[-1]}:{span.line}"
+
+
+def statement(stmt: ir.Stmt) -> str:
+    """The head line of a statement (without nested blocks)."""
+    match stmt:
+        case ir.RoleBlock(role=r):
+            regs = f" regs {r.regs}" if r.regs else ""
+            return f"role {r.name} warps {r.first_warp}..{r.first_warp + r.warps - 1}{regs}:"
+        case ir.ForLoop(var=var, start=start, stop=stop):
+            return f"for {var} in {scalar(start)} .. {scalar(stop)}:"
+        case ir.IfThen(cond=cond):
+            return f"if {scalar(cond)}:"
+        case ir.OneThread():
+            return "one_thread:"
+        case ir.ElectLane():
+            return "elect:"
+        case ir.ManualRegion():
+            return "manual:"
+        case ir.AsyncLoad(engine=e, dst=dst, tensor=t, coords=c, nbytes=n, barrier=b):
+            via = f" on {barrier(b)}" if b else ""
+            return f"{e.value}.load {view(dst)} <- {t}[{', '.join(scalar(x) for x in c)}] ({n} B){via}"
+        case ir.AsyncStore(engine=e, tensor=t, coords=c, src=src):
+            return f"{e.value}.store {t}[{', '.join(scalar(x) for x in c)}] <- {view(src)}"
+        case ir.TileDef(name=name, dtype=dtype, shape=shape, layout=layout, init=init):
+            return f"{name}: {dtype}{list(shape)} {layout.value} = {tile(init)}"
+        case ir.TileAssign(name=name, value=value):
+            return f"{name} = {tile(value)}"
+        case ir.SharedStore(dst=dst, value=value):
+            return f"st.shared {view(dst)} = {tile(value)}"
+        case ir.Mma(acc=acc, a=a, b=b, accumulate=acc_flag, shape=(m, n, k)):
+            lhs = a.name if isinstance(a, ir.TileRef) else view(a)
+            return f"wgmma {acc} {'+=' if acc_flag else '='} {lhs} @ {view(b)} (m{m}n{n}k{k})"
+        case ir.PhaseFlip(phase=phase):
+            return f"flip {phase}"
+        case ir.ProxyFence():
+            return "fence.proxy.async.shared::cta"
+        case ir.NamedBarrier(id=i, threads=t):
+            return f"bar.sync {i}, {t}"
+        case ir.MBarrierInit(barrier=b, count=c):
+            return f"mbarrier.init {barrier(b)}, {c}"
+        case ir.MBarrierInitFence():
+            return "fence.mbarrier_init.release.cluster"
+        case ir.MBarrierArrive(barrier=b):
+            return f"mbarrier.arrive {barrier(b)}"
+        case ir.MBarrierExpectTx(barrier=b, nbytes=n):
+            return f"mbarrier.arrive.expect_tx {barrier(b)}, {scalar(n)}"
+        case ir.MBarrierWait(barrier=b, parity=p):
+            return f"mbarrier.wait {barrier(b)}, parity {scalar(p)}"
+        case ir.MBarrierInval(barrier=b):
+            return f"mbarrier.inval {barrier(b)}"
+        case ir.WgmmaFence():
+            return "wgmma.fence"
+        case ir.WgmmaCommit():
+            return "wgmma.commit_group"
+        case ir.WgmmaWait(pending=n):
+            return f"wgmma.wait_group {n}"
+        case ir.BulkCommit():
+            return "cp.async.bulk.commit_group"
+        case ir.BulkWaitRead(pending=n):
+            return f"cp.async.bulk.wait_group.read {n}"
+    raise TypeError(stmt)
+
+
+def print_kernel(kernel: ir.Kernel) -> str:
+    lines = [f"kernel {kernel.name} threads {kernel.threads} cluster {list(kernel.cluster)}"]
+    for t in kernel.tensors:
+        lines.append(f"  tensor {t.name}: {t.dtype}{list(t.dims)}".replace("'", ""))
+    for s in kernel.scalars:
+        lines.append(f"  scalar {s.name}: {s.dtype}")
+    for g in kernel.grid:
+        extent = f"ceil({g.dim} / {g.divisor})" if g.dim else str(g.divisor)
+        lines.append(f"  grid tile.{g.name} < {extent}")
+    for b in kernel.buffers:
+        lines.append(f"  shared {b.name}: {b.dtype}{list(b.shape)} stages {b.stages} "
+                     f"swizzle {b.swizzle}")
+    for m in kernel.barriers:
+        lines.append(f"  mbarrier {m.name}[{m.count}]")
+    for p in kernel.phases:
+        lines.append(f"  phase {p}")
+    _block(kernel.body, 1, lines)
+    return "\n".join(lines) + "\n"
+
+
+def _block(block: ir.Block, depth: int, lines: list[str]) -> None:
+    from hopperc.ir.accesses import bodies
+
+    for stmt in block.stmts:
+        text = "  " * depth + statement(stmt)
+        why = explain(getattr(stmt, "reason", None))
+        span = getattr(stmt, "span", None)
+        suffix = f"  # why: {why}" if why else (f"  # {_loc(span)}" if span else "")
+        lines.append(text + suffix)
+        parts = bodies(stmt)
+        for i, body in enumerate(parts):
+            if i == 1:
+                lines.append("  " * depth + "else:")
+            _block(body, depth + 1, lines)

@@ -1,0 +1,60 @@
+"""The IR verifier, run after the front end and after every pass.
+
+It checks what every stage may rely on: names resolve, barrier references are
+in range, registers and phases exist, sync nodes sit where they can execute.
+A failure is a compiler bug (exit code 2), never a user error.
+"""
+from __future__ import annotations
+
+from hopperc.diagnostics import ToolchainError
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import bodies
+
+ISSUE_ONLY = (ir.AsyncLoad, ir.AsyncStore, ir.MBarrierExpectTx, ir.BulkCommit, ir.BulkWaitRead)
+
+
+class VerifyError(ToolchainError):
+    pass
+
+
+def verify(kernel: ir.Kernel, stage: str, *, elected: bool = False) -> None:
+    """Raise VerifyError naming `stage` if the IR is malformed.
+
+    With `elected`, async issue outside manual code must sit in a OneThread.
+    """
+    buffers = {b.name for b in kernel.buffers}
+    barriers = {b.name: b.count for b in kernel.barriers}
+    problems: list[str] = []
+
+    def check_barrier(ref: ir.BarrierRef, where: ir.Stmt) -> None:
+        if ref.array not in barriers:
+            problems.append(f"{type(where).__name__} uses unknown mbarrier '{ref.array}'")
+        elif isinstance(ref.index, ir.Scalar) and ref.index.kind is ir.ScalarKind.CONST and not (
+                0 <= ref.index.value < barriers[ref.array]):
+            problems.append(f"mbarrier index {ref.index.value} out of range for '{ref.array}'")
+
+    def visit(block: ir.Block, in_one: bool, manual: bool) -> None:
+        for stmt in block.stmts:
+            for field in ("dst", "src", "a", "b"):
+                view = getattr(stmt, field, None)
+                if isinstance(view, ir.BufferView) and view.buffer not in buffers:
+                    problems.append(f"{type(stmt).__name__} uses unknown buffer '{view.buffer}'")
+            barrier = getattr(stmt, "barrier", None)
+            if isinstance(barrier, ir.BarrierRef):
+                check_barrier(barrier, stmt)
+            elif isinstance(stmt, ir.AsyncLoad) and not manual and stage != "front end":
+                problems.append(f"async load at {stmt.span} has no mbarrier")
+            if isinstance(stmt, ir.PhaseFlip) and stmt.phase not in kernel.phases:
+                problems.append(f"phase register '{stmt.phase}' is not declared")
+            if isinstance(stmt, ir.NamedBarrier) and not (
+                    0 <= stmt.id < 16 and stmt.threads % 32 == 0 and stmt.threads <= kernel.threads):
+                problems.append(f"bad named barrier {stmt.id}, {stmt.threads}")
+            if elected and not manual and not in_one and isinstance(stmt, ISSUE_ONLY):
+                problems.append(f"{type(stmt).__name__} at {stmt.span} is not elected")
+            for body in bodies(stmt):
+                visit(body, in_one or isinstance(stmt, ir.OneThread),
+                      manual or isinstance(stmt, ir.ManualRegion))
+
+    visit(kernel.body, False, False)
+    if problems:
+        raise VerifyError(f"internal error: IR invalid after {stage}: " + "; ".join(problems))

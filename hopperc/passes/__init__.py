@@ -1,0 +1,26 @@
+"""The pass pipeline: one ordered table, used by the driver, `emit --after`,
+`explain` and the tests. Each pass is IR -> IR; the verifier runs after each."""
+from __future__ import annotations
+
+from typing import Callable
+
+from hopperc.ir import nodes as ir
+from hopperc.passes.allocate_load_barriers import allocate_load_barriers
+from hopperc.passes.complete_async_loads import complete_async_loads
+from hopperc.passes.complete_bulk_stores import complete_bulk_stores
+from hopperc.passes.elect_async_issue import elect_async_issue
+from hopperc.passes.insert_barriers import insert_barriers
+from hopperc.passes.insert_proxy_fences import insert_proxy_fences
+
+Pass = Callable[[ir.Kernel], ir.Kernel]
+
+PIPELINE: tuple[tuple[str, Pass], ...] = (
+    ("allocate_load_barriers", allocate_load_barriers),
+    ("complete_async_loads", complete_async_loads),
+    ("complete_bulk_stores", complete_bulk_stores),
+    ("insert_barriers", insert_barriers),
+    ("insert_proxy_fences", insert_proxy_fences),
+    ("elect_async_issue", elect_async_issue),
+)
+
+PASS_NAMES: tuple[str, ...] = tuple(name for name, _ in PIPELINE)

@@ -1,0 +1,73 @@
+"""complete_async_loads
+
+Requires: every automatic async load names its mbarrier (allocate_load_barriers).
+Establishes: the issuer arms the barrier with arrive.expect_tx of exactly the
+load's bytes just before the load; every thread of the role waits on the
+barrier's carried phase, then flips it, before the first later statement of the
+same block that touches the buffer (or at the block's end), so independent
+work overlaps the copy.
+
+Hardware rule: an mbarrier phase completes when its pending arrivals and
+transaction bytes reach zero; `try_wait.parity` on the completed phase makes
+the TMA-written data visible to the waiting threads, so async write -> generic
+or async read needs the wait and no proxy fence.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import all_accesses, bodies
+
+
+def complete_async_loads(kernel: ir.Kernel) -> ir.Kernel:
+    return replace(kernel, body=_block(kernel.body))
+
+
+def _block(block: ir.Block) -> ir.Block:
+    out: list[ir.Stmt] = []
+    pending: list[ir.AsyncLoad] = []  # loads whose wait is not yet placed
+    for stmt in block.stmts:
+        if isinstance(stmt, ir.ManualRegion):
+            for load in pending:
+                out.extend(_wait(load, stmt))
+            pending = []
+            out.append(stmt)
+            continue
+        touched = {a.buffer for a in all_accesses(stmt)}
+        due = [load for load in pending if load.dst.buffer in touched]
+        for load in due:
+            out.extend(_wait(load, stmt))
+            pending.remove(load)
+        if isinstance(stmt, ir.AsyncLoad) and stmt.barrier is not None:
+            out.append(ir.MBarrierExpectTx(stmt.barrier, ir.const(stmt.nbytes), stmt.span,
+                                           _reason(stmt, "armed before the load")))
+            out.append(stmt)
+            pending.append(stmt)
+            continue
+        out.append(_recurse(stmt))
+    for load in pending:
+        out.extend(_wait(load, None))
+    return ir.Block(tuple(out))
+
+
+def _recurse(stmt: ir.Stmt) -> ir.Stmt:
+    if isinstance(stmt, ir.IfThen):
+        return replace(stmt, then=_block(stmt.then), orelse=_block(stmt.orelse))
+    if bodies(stmt):
+        return replace(stmt, body=_block(stmt.body))
+    return stmt
+
+
+def _wait(load: ir.AsyncLoad, user: ir.Stmt | None) -> list[ir.Stmt]:
+    phase = ir.phase_register(load.barrier.array)
+    span = getattr(user, "span", None)
+    reason = _reason(load, "used next" if span else "complete before the block ends", span)
+    return [ir.MBarrierWait(load.barrier, ir.Scalar(ir.ScalarKind.PHASE, phase), load.span,
+                            reason),
+            ir.PhaseFlip(phase, load.span)]
+
+
+def _reason(load: ir.AsyncLoad, after: str, after_span=None) -> ir.Reason:
+    return ir.Reason(ir.Hazard.ASYNC_WRITE_READ, load.dst.buffer,
+                     f"written by {load.engine.value} load", load.span, after, after_span)

@@ -1,0 +1,1 @@
+"""The CUDA C++ templates, shipped as package data (hopperc.templates)."""

@@ -264,3 +264,24 @@ class Kernel:
     manual: bool
     body: Block
     span: Span
+
+
+def dump(node, indent: int = 0) -> str:
+    """An indented tree of the AST without spans (`hopperc emit --ast`)."""
+    pad = "  " * indent
+    if isinstance(node, tuple):
+        return "\n".join(dump(item, indent) for item in node)
+    if not hasattr(node, "__dataclass_fields__"):
+        return f"{pad}{node!r}"
+    lines = [f"{pad}{type(node).__name__} @{node.span.line}:{node.span.col}"]
+    for name in node.__dataclass_fields__:
+        if name == "span":
+            continue
+        value = getattr(node, name)
+        if hasattr(value, "__dataclass_fields__") or (isinstance(value, tuple) and value and
+                                                      hasattr(value[0], "__dataclass_fields__")):
+            lines.append(f"{pad}  {name}:")
+            lines.append(dump(value, indent + 2))
+        else:
+            lines.append(f"{pad}  {name}: {value!r}")
+    return "\n".join(lines)

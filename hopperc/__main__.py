@@ -1,0 +1,3 @@
+from hopperc.cli import main
+
+main()

@@ -1,0 +1,216 @@
+"""The `hopperc` command line.
+
+Exit codes: 0 success, 1 an error in the user's input, 2 a toolchain or
+internal error. Errors print as `file:line:col: error: ...` with the source
+line and a caret; no traceback unless HOPPERC_TRACEBACK=1.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import click
+
+from hopperc import __version__, driver
+from hopperc.backend.nvrtc import validate_arch
+from hopperc.diagnostics import CompileError, ToolchainError, format_diagnostic
+from hopperc.explain import inserted_syncs
+from hopperc.frontend.ast import dump
+from hopperc.ir.printer import print_kernel
+from hopperc.metadata import launch_metadata
+from hopperc.outputs import remove_stale, write_atomically
+from hopperc.passes import PASS_NAMES
+
+EXIT_USER, EXIT_TOOLCHAIN = 1, 2
+
+
+class _Failure(Exception):
+    """An error already reported; carries the exit code."""
+
+    def __init__(self, code: int):
+        self.code = code
+
+
+def _parse_defines(values: tuple[str, ...]) -> dict[str, int]:
+    defines = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier():
+            raise click.BadParameter(f"expected NAME=INTEGER, got {item!r}", param_hint="-D")
+        try:
+            defines[name] = int(value, 0)
+        except ValueError:
+            raise click.BadParameter(f"{name}: {value!r} is not an integer",
+                                     param_hint="-D") from None
+    return defines
+
+
+def _check_arch(arch: str) -> str:
+    try:
+        validate_arch(arch)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--arch") from None
+    return arch
+
+
+def _report(exc: Exception, source, diagnostics: str) -> int:
+    """Print one error the user can read; return its exit code."""
+    if isinstance(exc, CompileError):
+        code, text = EXIT_USER, format_diagnostic(exc, source)
+        where = exc.span
+    elif isinstance(exc, ToolchainError):
+        code, text, where = EXIT_TOOLCHAIN, f"error: {exc}", None
+    else:
+        code, where = EXIT_TOOLCHAIN, None
+        text = f"internal error: {type(exc).__name__}: {exc}\nnote: this is a bug in hopperc"
+        if os.environ.get("HOPPERC_TRACEBACK"):
+            text += "\n" + traceback.format_exc()
+    if diagnostics == "json":
+        record = {"severity": "error", "exit_code": code, "message": str(getattr(exc, "message", exc)),
+                  "file": where.file if where else getattr(source, "name", None),
+                  "line": where.line if where else None, "column": where.col if where else None}
+        click.echo(json.dumps(record), err=True)
+    else:
+        click.echo(text, err=True)
+    return code
+
+
+def _guarded(action, source_path: str | None, diagnostics: str):
+    """Run `action(source)`, turning every error into a report and a _Failure."""
+    source = None
+    try:
+        if source_path is not None:
+            source = driver.read_source(source_path)
+        return action(source)
+    except (CompileError, ToolchainError, Exception) as exc:  # noqa: BLE001 - the CLI boundary
+        raise _Failure(_report(exc, source, diagnostics)) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hopperc")
+def main() -> None:
+    """hopperc: compile .hk kernels for NVIDIA Hopper (sm_90a), synchronization included."""
+
+
+_define_option = click.option("-D", "defines", multiple=True, metavar="NAME=VALUE",
+                              help="Override a tile constant (repeatable).")
+_arch_option = click.option("--arch", default=driver.DEFAULT_ARCH, show_default=True,
+                            callback=lambda c, p, v: _check_arch(v),
+                            help="Target architecture (wgmma and setmaxnreg need sm_90a).")
+_diag_option = click.option("--diagnostics", type=click.Choice(["text", "json"]), default="text",
+                            show_default=True, help="Error format on stderr.")
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Output cubin (one input file); the JSON goes beside it.")
+@click.option("--out-dir", type=click.Path(file_okay=False),
+              help="Directory for NAME.cubin and NAME.json of each input.")
+@_define_option
+@_arch_option
+@_diag_option
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+def build(files, output, out_dir, defines, arch, diagnostics, quiet):
+    """Compile FILES to cubins with launch metadata JSON beside each."""
+    if output and len(files) > 1:
+        raise click.UsageError("-o takes one input file; use --out-dir for several")
+    if output and out_dir:
+        raise click.UsageError("give either -o or --out-dir, not both")
+    defs = _parse_defines(defines)
+    worst = 0
+    for file in files:
+        cubin = Path(output) if output else Path(out_dir or ".") / (Path(file).stem + ".cubin")
+        outputs = [cubin, cubin.with_suffix(".json")]
+        try:
+            _guarded(lambda src: _build_one(src, cubin, defs, arch, quiet), file, diagnostics)
+        except _Failure as failure:
+            remove_stale(outputs)
+            worst = max(worst, failure.code)
+    sys.exit(worst)
+
+
+def _build_one(source, cubin: Path, defines, arch: str, quiet: bool) -> None:
+    start = time.perf_counter()
+    built = driver.build(source, defines, arch)
+    res = built.result.resources
+    meta = launch_metadata(built.generated.kernel, built.generated.launch, source.name, arch,
+                           defines, res)
+    write_atomically({cubin: built.result.cubin,
+                      cubin.with_suffix(".json"): (json.dumps(meta, indent=2) + "\n").encode()})
+    if not quiet:
+        regs = res.registers if res else "-"
+        spills = f"{res.spill_stores}/{res.spill_loads}" if res else "-"
+        click.echo(f"{built.generated.kernel.name:<18} regs {regs:>3}  spills {spills:<5} "
+                   f"smem {built.generated.launch.dynamic_shared_bytes:>6} B  "
+                   f"nvrtc {built.result.seconds * 1000:5.0f} ms  total "
+                   f"{(time.perf_counter() - start) * 1000:5.0f} ms  -> {cubin}")
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--ptx", "what", flag_value="ptx", help="PTX from NVRTC.")
+@click.option("--cu", "what", flag_value="cu", help="The generated CUDA C++.")
+@click.option("--ir", "what", flag_value="ir", help="The IR (after all passes, or --after).")
+@click.option("--ast", "what", flag_value="ast", help="The parsed AST.")
+@click.option("--sass", "what", flag_value="sass", help="SASS (needs nvidia-cuda-nvdisasm).")
+@click.option("--after", type=click.Choice(("front-end",) + PASS_NAMES),
+              help="With --ir: stop after this pass.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to a file.")
+@_define_option
+@_arch_option
+@_diag_option
+def emit(file, what, after, output, defines, arch, diagnostics):
+    """Print an intermediate form of FILE."""
+    if what is None:
+        raise click.UsageError("choose one of --ptx, --cu, --ir, --ast, --sass")
+    if after and what != "ir":
+        raise click.UsageError("--after goes with --ir")
+    defs = _parse_defines(defines)
+
+    def produce(source) -> str:
+        if what == "ast":
+            return dump(driver.parse_source(source)) + "\n"
+        if what == "ir":
+            kernel = driver.check(source, defs)
+            if after != "front-end":
+                kernel = driver.lower(kernel, after)
+            return print_kernel(kernel)
+        if what == "cu":
+            return driver.generate(source, defs).cuda
+        built = driver.build(source, defs, arch)
+        if what == "ptx":
+            return built.result.ptx
+        from hopperc.backend.cubin_tools import disassemble
+
+        return disassemble(built.result.cubin)
+
+    try:
+        text = _guarded(produce, file, diagnostics)
+    except _Failure as failure:
+        if output:
+            remove_stale([Path(output)])
+        sys.exit(failure.code)
+    if output:
+        write_atomically({Path(output): text.encode()})
+    else:
+        click.echo(text, nl=False)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@_define_option
+@_diag_option
+def explain(file, defines, diagnostics):
+    """List every synchronization hopperc inserts in FILE, with its reason."""
+    defs = _parse_defines(defines)
+    try:
+        lines = _guarded(lambda src: inserted_syncs(driver.lower(driver.check(src, defs))),
+                         file, diagnostics)
+    except _Failure as failure:
+        sys.exit(failure.code)
+    click.echo("\n".join(lines) if lines else "no synchronization inserted")

@@ -1,0 +1,119 @@
+"""The compiler driver: text -> AST -> IR -> passes -> CUDA -> cubin.
+
+Each stage is a function so the CLI, the Python API and the tests drive the
+same code; the pass list comes from `hopperc.passes.PIPELINE` only.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from hopperc.backend.nvrtc import CompileResult, NvrtcError, compile_cuda
+from hopperc.codegen.launch import LaunchInfo
+from hopperc.codegen.render import render
+from hopperc.diagnostics import CompileError, SourceFile, ToolchainError
+from hopperc.frontend import ast
+from hopperc.frontend.parser import parse
+from hopperc.frontend.semantic import analyze
+from hopperc.ir import nodes as ir
+from hopperc.ir.verify import verify
+from hopperc.passes import PASS_NAMES, PIPELINE
+
+DEFAULT_ARCH = "sm_90a"
+
+
+@dataclass(frozen=True)
+class Generated:
+    kernel: ir.Kernel  # after the whole pipeline
+    cuda: str
+    launch: LaunchInfo
+
+
+@dataclass(frozen=True)
+class Built:
+    generated: Generated
+    result: CompileResult
+    arch: str
+
+
+class GeneratedCodeError(ToolchainError):
+    """NVRTC rejected the CUDA hopperc generated: a compiler bug, located both ways."""
+
+
+def read_source(path: str | Path) -> SourceFile:
+    path = Path(path)
+    try:
+        return SourceFile(str(path), path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CompileError(None, f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise CompileError(None, f"{path}: is a directory, not a .hk file") from None
+    except UnicodeDecodeError as exc:
+        raise CompileError(None, f"{path}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise CompileError(None, f"{path}: cannot read ({exc.strerror})") from None
+
+
+def parse_source(source: SourceFile) -> ast.Kernel:
+    return parse(source)
+
+
+def check(source: SourceFile, defines: dict[str, int] | None = None) -> ir.Kernel:
+    """Parse and check; returns the kernel IR as the front end builds it."""
+    kernel = analyze(parse(source), defines)
+    verify(kernel, "front end")
+    return kernel
+
+
+def lower(kernel: ir.Kernel, after: str | None = None) -> ir.Kernel:
+    """Run the pipeline (up to and including `after`), verifying after each pass."""
+    if after is not None and after not in PASS_NAMES:
+        raise ValueError(f"unknown pass {after!r}; passes: {', '.join(PASS_NAMES)}")
+    for name, run in PIPELINE:
+        kernel = run(kernel)
+        verify(kernel, name, elected=name == PASS_NAMES[-1])
+        if name == after:
+            break
+    return kernel
+
+
+def generate(source: SourceFile, defines: dict[str, int] | None = None) -> Generated:
+    kernel = lower(check(source, defines))
+    cuda, launch = render(kernel, source.name)
+    return Generated(kernel, cuda, launch)
+
+
+def build(source: SourceFile, defines: dict[str, int] | None = None,
+          arch: str = DEFAULT_ARCH) -> Built:
+    generated = generate(source, defines)
+    cu_name = Path(source.name).with_suffix(".cu").name
+    try:
+        result = compile_cuda(generated.cuda, cu_name, arch)
+    except NvrtcError as exc:
+        raise _locate(exc, generated.cuda, cu_name, arch) from None
+    return Built(generated, result, arch)
+
+
+def _locate(exc: NvrtcError, cuda: str, cu_name: str, arch: str) -> GeneratedCodeError:
+    """Report an NVRTC error at its .hk line (from #line) and its generated line.
+
+    NVRTC reports only the #line-mapped location, so the source is compiled
+    once more with the directives blanked out to learn the generated line.
+    """
+    first = next((d for d in exc.diagnostics if d.severity == "error"), None)
+    if first is None:
+        return GeneratedCodeError(f"NVRTC failed on generated code:\n{exc.log.strip()}")
+    unmapped = re.sub(r'(?m)^#line \d+ "[^"]*"$', "", cuda)
+    generated_line = ""
+    try:
+        compile_cuda(unmapped, cu_name, arch)
+    except NvrtcError as again:
+        raw = next((d for d in again.diagnostics if d.severity == "error"), None)
+        if raw is not None and 0 < raw.line <= len(cuda.splitlines()):
+            text = cuda.splitlines()[raw.line - 1].strip()
+            generated_line = f"\n{cu_name}:{raw.line}: generated code: {text}"
+    return GeneratedCodeError(
+        f"{first.file}:{first.line}: error: NVRTC rejected the code generated for this line: "
+        f"{first.message}{generated_line}\nnote: this is a bug in hopperc; please report it "
+        "with the .hk file")

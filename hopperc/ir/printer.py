@@ -163,8 +163,7 @@ def _block(block: ir.Block, depth: int, lines: list[str]) -> None:
         span = getattr(stmt, "span", None)
         suffix = f"  # why: {why}" if why else (f"  # {_loc(span)}" if span else "")
         lines.append(text + suffix)
-        parts = bodies(stmt)
-        for i, body in enumerate(parts):
-            if i == 1:
+        for i, body in enumerate(bodies(stmt)):
+            if i == 1 and body.stmts:
                 lines.append("  " * depth + "else:")
             _block(body, depth + 1, lines)

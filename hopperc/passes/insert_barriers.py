@@ -63,6 +63,13 @@ class _Barriers(ForwardRewrite[Pending]):
                     return [barrier], self.transfer(barrier, state)
         return [], state
 
+    def place(self, out: list[ir.Stmt], inserted: list[ir.Stmt]) -> None:
+        """An arrive.expect_tx belongs to the load after it: the barrier goes first."""
+        at = len(out)
+        while at > 0 and isinstance(out[at - 1], ir.MBarrierExpectTx):
+            at -= 1
+        out[at:at] = inserted
+
     def transfer(self, stmt: ir.Stmt, state: Pending) -> Pending:
         match stmt:
             case ir.NamedBarrier():

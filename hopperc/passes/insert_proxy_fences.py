@@ -53,8 +53,10 @@ class _Fences(ForwardRewrite[Unfenced]):
         return state | frozenset(a for a in leaf_accesses(stmt) if a.proxy is Proxy.GENERIC)
 
     def place(self, out: list[ir.Stmt], inserted: list[ir.Stmt]) -> None:
-        """A fence goes before the hand-off barrier that precedes the async access."""
+        """A fence goes before the hand-off barrier (and the issue sequence) that
+        precedes the async access."""
         at = len(out)
-        while at > 0 and isinstance(out[at - 1], (ir.NamedBarrier, ir.BulkWaitRead)):
+        while at > 0 and isinstance(out[at - 1], (ir.NamedBarrier, ir.BulkWaitRead,
+                                                  ir.MBarrierExpectTx)):
             at -= 1
         out[at:at] = inserted

@@ -1,0 +1,45 @@
+"""Shared test helpers: compile .hk text through the same driver the CLI uses."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hopperc import driver
+from hopperc.diagnostics import SourceFile
+from hopperc.ir.printer import print_kernel
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = sorted((ROOT / "samples").glob("*.hk"))
+
+
+def source(text: str, name: str = "t.hk") -> SourceFile:
+    return SourceFile(name, text)
+
+
+def ir_after(text: str, after: str | None = None, name: str = "t.hk") -> str:
+    """The printed IR of `text` after pass `after` (front end only when 'front-end')."""
+    kernel = driver.check(source(text, name))
+    if after != "front-end":
+        kernel = driver.lower(kernel, after)
+    return print_kernel(kernel)
+
+
+def filecheck(text: str, checks: str, tmp_path: Path) -> None:
+    """Run FileCheck-style CHECK / CHECK-NEXT / CHECK-NOT lines against `text`."""
+    check_file = tmp_path / "checks.txt"
+    check_file.write_text(checks)
+    proc = subprocess.run([str(Path(sys.executable).parent / "filecheck"), str(check_file)],
+                          input=text, capture_output=True, text=True)
+    assert proc.returncode == 0, f"filecheck failed:\n{proc.stderr}\n--- input ---\n{text}"
+
+
+@pytest.fixture
+def hopperc_cli():
+    """Run the CLI as a user would: `python -m hopperc ARGS` in a subprocess."""
+    def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "hopperc", *args], capture_output=True,
+                              text=True, cwd=cwd)
+    return run

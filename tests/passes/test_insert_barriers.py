@@ -1,0 +1,79 @@
+"""insert_barriers: named barriers scoped to the role, only at real hand-offs."""
+from tests.conftest import filecheck, ir_after
+from tests.passes.kernels import (COPY, LOAD_THEN_READ, READ_THEN_REFILL,
+                                  REWRITE_EACH_ITERATION, STORE_LOOP, WRITE_THEN_STORE)
+
+PASS = "insert_barriers"
+
+
+def test_generic_write_handed_to_store(tmp_path):
+    filecheck(ir_after(WRITE_THEN_STORE, PASS), """
+CHECK: st.shared sy
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: why: sy written by st.shared (t.hk:5), read by tma store (t.hk:6)
+CHECK-NEXT: tma.store Y
+""", tmp_path)
+
+
+def test_negative_load_then_read_needs_only_the_wait():
+    out = ir_after(LOAD_THEN_READ, PASS)
+    assert "bar.sync 1" not in out  # the mbarrier wait orders the TMA write for every thread
+
+
+def test_negative_load_then_store_by_the_same_thread():
+    assert "bar.sync 1" not in ir_after(COPY, PASS)
+
+
+def test_store_loop_gets_one_barrier_before_the_loop(tmp_path):
+    filecheck(ir_after(STORE_LOOP, PASS), """
+CHECK: st.shared sc
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: for i in 0 .. 2:
+CHECK-NOT: bar.sync
+CHECK: tma.store
+""", tmp_path)
+
+
+def test_rewrite_after_store_waits_then_barrier(tmp_path):
+    filecheck(ir_after(REWRITE_EACH_ITERATION, PASS), """
+CHECK: for i in 0 .. 4:
+CHECK-NEXT: cp.async.bulk.wait_group.read 0
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: sy read by tma store (t.hk:7), written by st.shared (t.hk:6)
+CHECK-NEXT: st.shared sy
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: tma.store Y
+""", tmp_path)
+
+
+def test_read_then_refill_waits_for_the_readers(tmp_path):
+    filecheck(ir_after(READ_THEN_REFILL, PASS), """
+CHECK: for i in 0 .. 4:
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: sx read by ld.shared (t.hk:7), written by tma load (t.hk:6)
+CHECK-NEXT: mbarrier.arrive.expect_tx
+""", tmp_path)
+
+
+def test_roles_get_their_own_ids_and_thread_counts(tmp_path):
+    text = """kernel k(X: bf16[M, N], Y: bf16[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM, n: N / BN)
+{
+    shared a: bf16[BM, BN]
+    shared b: bf16[BM, BN]
+    role first: warps 2 {
+        a = 1.0
+        tma Y[tile.m, tile.n] <- a
+    }
+    role second: warp {
+        b = 2.0
+        tma X[tile.m, tile.n] <- b
+    }
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: role first warps 0..1:
+CHECK: bar.sync 1, 64
+CHECK: role second warps 2..2:
+CHECK: bar.sync 2, 32
+""", tmp_path)

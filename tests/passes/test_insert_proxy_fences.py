@@ -1,0 +1,73 @@
+"""insert_proxy_fences: fence generic -> async hand-offs, before the barrier, hoisted."""
+from tests.conftest import filecheck, ir_after
+from tests.passes.kernels import (BRANCH_WRITE_THEN_STORE, COPY, LOAD_THEN_READ,
+                                  READ_THEN_REFILL, REWRITE_EACH_ITERATION, STORE_LOOP,
+                                  WRITE_THEN_STORE)
+
+PASS = "insert_proxy_fences"
+
+
+def test_fence_in_writers_before_the_handoff_barrier(tmp_path):
+    filecheck(ir_after(WRITE_THEN_STORE, PASS), """
+CHECK: st.shared sy
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-SAME: why: sy written by st.shared (t.hk:5), read by tma store (t.hk:6)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: tma.store Y
+""", tmp_path)
+
+
+def test_negative_async_to_async(tmp_path):
+    assert "fence.proxy" not in ir_after(COPY, PASS)
+
+
+def test_negative_async_write_then_generic_read(tmp_path):
+    assert "fence.proxy" not in ir_after(LOAD_THEN_READ, PASS)
+
+
+def test_store_loop_gets_one_hoisted_fence(tmp_path):
+    out = ir_after(STORE_LOOP, PASS)
+    assert out.count("fence.proxy.async") == 1
+    filecheck(out, """
+CHECK: st.shared sc
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: for i in 0 .. 2:
+CHECK-NOT: fence
+""", tmp_path)
+
+
+def test_write_in_one_branch_then_store_after_join(tmp_path):
+    out = ir_after(BRANCH_WRITE_THEN_STORE, PASS)
+    fence = next(line for line in out.splitlines() if "fence.proxy" in line)
+    assert fence.startswith("  fence"), "the fence sits after the join, not in the branch"
+    filecheck(out, """
+CHECK: if flag > 0:
+CHECK-NEXT: st.shared sy
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-SAME: sy written by st.shared (t.hk:7), read by tma store (t.hk:9)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: tma.store Y
+""", tmp_path)
+
+
+def test_rewrite_each_iteration_fences_each_handoff(tmp_path):
+    out = ir_after(REWRITE_EACH_ITERATION, PASS)
+    assert out.count("fence.proxy.async") == 1  # inside the loop: one per hand-off
+    filecheck(out, """
+CHECK: for i in 0 .. 4:
+CHECK: st.shared sy
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: tma.store
+""", tmp_path)
+
+
+def test_generic_read_then_async_refill(tmp_path):
+    filecheck(ir_after(READ_THEN_REFILL, PASS), """
+CHECK: for i in 0 .. 4:
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-SAME: sx read by ld.shared (t.hk:7), written by tma load (t.hk:6)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: mbarrier.arrive.expect_tx
+""", tmp_path)

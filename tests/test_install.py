@@ -1,0 +1,29 @@
+"""After `pip install .`, hopperc works from any directory (grammar and templates ship)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+
+def test_installed_wheel_runs_from_a_temporary_directory(tmp_path):
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels),
+                    str(ROOT)], check=True, capture_output=True)
+    wheel = next(wheels.glob("hopperc-*.whl"))
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)],
+                   check=True, capture_output=True)
+    workdir = tmp_path / "elsewhere"
+    workdir.mkdir()
+    (workdir / "k.hk").write_text((ROOT / "samples" / "tma_copy.hk").read_text())
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    proc = subprocess.run([sys.executable, "-c", "import hopperc, sys; print(hopperc.__file__)"],
+                          cwd=workdir, env=env, capture_output=True, text=True)
+    assert proc.stdout.startswith(str(site)), "hopperc must come from the installed wheel"
+    proc = subprocess.run([sys.executable, "-m", "hopperc", "build", "k.hk", "-o", "k.cubin"],
+                          cwd=workdir, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (workdir / "k.cubin").read_bytes()[:4] == b"\x7fELF"

@@ -66,6 +66,9 @@ class _Analyzer:
         for p in self.kernel.params:
             if isinstance(p, ast.ScalarParam):
                 sym = ir.ScalarParam(p.name, DType.parse(p.dtype), p.span)
+                if sym.dtype not in (DType.F32, DType.I32):
+                    raise CompileError(p.span, f"scalar parameter '{p.name}' is {sym.dtype}; "
+                                               "scalar parameters are f32 or i32")
                 scalars.append(sym)
                 self.scope.declare(p.name, sym, p.span)
                 continue

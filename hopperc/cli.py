@@ -71,7 +71,7 @@ def _report(exc: Exception, source, diagnostics: str) -> int:
             text += "\n" + traceback.format_exc()
     if diagnostics == "json":
         record = {"severity": "error", "exit_code": code, "message": str(getattr(exc, "message", exc)),
-                  "file": where.file if where else getattr(source, "name", None),
+                  "file": where.file if where else getattr(exc, "file", None) or getattr(source, "name", None),
                   "line": where.line if where else None, "column": where.col if where else None}
         click.echo(json.dumps(record), err=True)
     else:

@@ -38,11 +38,13 @@ class SourceFile:
 class CompileError(Exception):
     """An error in the user's input (exit code 1)."""
 
-    def __init__(self, span: Span | None, message: str, notes: tuple[str, ...] = ()):
+    def __init__(self, span: Span | None, message: str, notes: tuple[str, ...] = (),
+                 file: str | None = None):
         super().__init__(message)
         self.span = span
         self.message = message
         self.notes = notes
+        self.file = span.file if span is not None else file
 
 
 class ToolchainError(Exception):
@@ -52,7 +54,8 @@ class ToolchainError(Exception):
 def format_diagnostic(error: CompileError, source: SourceFile | None, severity: str = "error") -> str:
     """`file:line:col: error: message`, the quoted line and a caret under the span."""
     if error.span is None:
-        head = f"{source.name if source else '<input>'}: {severity}: {error.message}"
+        name = error.file or (source.name if source else "<input>")
+        head = f"{name}: {severity}: {error.message}"
         return "\n".join([head, *(f"note: {n}" for n in error.notes)])
     span = error.span
     lines = [f"{span}: {severity}: {error.message}"]

@@ -46,13 +46,13 @@ def read_source(path: str | Path) -> SourceFile:
     try:
         return SourceFile(str(path), path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CompileError(None, f"{path}: no such file") from None
+        raise CompileError(None, f"no such file", file=str(path)) from None
     except IsADirectoryError:
-        raise CompileError(None, f"{path}: is a directory, not a .hk file") from None
+        raise CompileError(None, f"is a directory, not a .hk file", file=str(path)) from None
     except UnicodeDecodeError as exc:
-        raise CompileError(None, f"{path}: not UTF-8 text ({exc.reason})") from None
+        raise CompileError(None, f"not UTF-8 text ({exc.reason})", file=str(path)) from None
     except OSError as exc:
-        raise CompileError(None, f"{path}: cannot read ({exc.strerror})") from None
+        raise CompileError(None, f"cannot read ({exc.strerror})", file=str(path)) from None
 
 
 def parse_source(source: SourceFile) -> ast.Kernel:

@@ -194,6 +194,11 @@ SEMANTIC = [
     case("builtin_redeclared", COPY, [("shared buf:", "shared lane:")], "shared lane",
          "'lane' is a built-in name"),
     case("unknown_function", EW, [("f32(sx) *", "sqrt(sx) *")], "sqrt(", "unknown function 'sqrt'"),
+    case("scalar_param_dtype", COPY, [("Y: bf16[M, N])", "Y: bf16[M, N], s: bf16)")], "s: bf16",
+         "scalar parameter 's' is bf16", "f32 or i32"),
+    case("index_not_i32", COPY, [("Y: bf16[M, N])", "Y: bf16[M, N], s: f32)"),
+                                 ("X[tile.m, tile.n]", "X[tile.m, s]")],
+         "s]", "'s' is f32; an index needs i32"),
     case("not_compile_time_constant", COPY, [("buf: bf16[BM, BN]", "buf: bf16[M, BN]")],
          "M, BN]", "a buffer dimension must be a compile-time constant"),
     case("tile_constant_not_positive", COPY, [("BM = 64", "BM = 0")], "BM = 0",
@@ -233,7 +238,10 @@ SEMANTIC = [
          "tma buf <-", "shape mismatch", "2-D buffer view does not fit the 1-D tensor 'X'"),
     case("tensor_index_count", COPY, [("X[tile.m, tile.n]", "X[tile.m]")], "X[tile.m]",
          "'X' has 2 dimensions but 1 ind"),
-    case("tile_assign_shape", EW, [("t: f32[BM, BN]", "t: f32[BM, 2 * BN]")], "t: f32",
+    case("tile_decl_shape", EW, [("t: f32[BM, BN]", "t: f32[BM, 2 * BN]")], "t: f32",
+         "shape mismatch", "the value is [64, 64] but the target is [64, 128]"),
+    case("tile_assign_shape", EW, [("    sy = bf16", "    u: f32[BM, 2 * BN] = 0.0\n"
+                                    "    u = t\n    sy = bf16")], "u = t",
          "shape mismatch", "the value is [64, 64] but the target is [64, 128]"),
     case("elementwise_shape_mismatch", EW, [("sy = bf16(t + 1.0)", "u: f32[BM, 2 * BN] = 0.0\n"
                                              "    sy = bf16(t + u)")],
@@ -270,12 +278,12 @@ SEMANTIC = [
          "256", "up to the block's 128", "not 256"),
     case("sync_arity", MANUAL, [("mbarrier.init bar[0], 1", "mbarrier.init bar[0]")],
          "mbarrier.init", "'mbarrier.init' takes 2 operands, not 1"),
-    case("mbarrier_index_out_of_range", MANUAL, [("wait bar[0]", "wait bar[1]")], "bar[1]",
+    case("mbarrier_index_out_of_range", MANUAL, [("wait bar[0]", "wait bar[1]")], "bar[1], 0",
          "mbarrier index 1 is out of range for 'bar'"),
     case("not_an_mbarrier", MANUAL, [("via bar[0]", "via buf")], "buf\n",
          "'buf' is not an mbarrier"),
     case("pending_groups_out_of_range", MANUAL, [("wait_read 0", "wait_read 8")], "8\n",
-         "pending group count 8 is out of range (0 to 7)"),
+         "pending group count 8 is out of range (0 to 7)", nth=-1),
     case("arrival_count_out_of_range", MANUAL, [("bar[0], 1\n", "bar[0], 0\n")], "0\n",
          "arrival count 0 is out of range"),
 ]
@@ -331,22 +339,21 @@ def test_pipelined_buffer_is_rejected_during_lowering() -> None:
 
 # ---------------------------------------------------------------- the command line
 def _cli_case(kind: str, tmp_path):
-    """Returns (input path argument, expected first stderr line prefix, expected words)."""
+    """Writes the input; returns (path argument, (line, col) or None, words of the message)."""
     if kind == "missing_file":
-        return "missing.hk", None, ["missing.hk: no such file"]
-    text = (mutate(COPY, ("shared buf: bf16", "shared buf bf16")) if kind == "malformed"
-            else mutate(COPY, ("<- X[", "<- Z[")))
+        return "missing.hk", None, ["missing.hk: error: no such file"]
+    if kind == "malformed":
+        text, marker, word = mutate(COPY, ("buf: bf16", "buf bf16")), "bf16[BM", "unexpected"
+    else:
+        text, marker, word = mutate(COPY, ("<- X[", "<- Z[")), "Z[", "unknown name 'Z'"
     (tmp_path / NAME).write_text(text)
-    marker, words = ("bf16[BM", ["unexpected 'bf16'"]) if kind == "malformed" else (
-        "Z[", ["unknown name 'Z'"])
-    line, col = locate(text, marker)
-    return NAME, f"{NAME}:{line}:{col}: error: ", words
+    return NAME, locate(text, marker), [word]
 
 
 @pytest.mark.parametrize("stale", [False, True], ids=["fresh", "stale_outputs"])
 @pytest.mark.parametrize("kind", ["malformed", "missing_file", "semantic"])
 def test_cli_build_failure(kind: str, stale: bool, tmp_path) -> None:
-    path, prefix, words = _cli_case(kind, tmp_path)
+    path, where, words = _cli_case(kind, tmp_path)
     cubin, meta = tmp_path / "out.cubin", tmp_path / "out.json"
     if stale:
         cubin.write_bytes(b"old cubin")
@@ -355,14 +362,41 @@ def test_cli_build_failure(kind: str, stale: bool, tmp_path) -> None:
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
-    first = proc.stderr.splitlines()[0]
-    if prefix is not None:
-        assert first.startswith(prefix), first
-        caret = proc.stderr.splitlines()[2]
-        assert caret.index("^") == len(prefix.split(":")[2]) and caret.index("^") == int(
-            prefix.split(":")[2]) - 1
+    lines = proc.stderr.splitlines()
+    if where is not None:
+        line, col = where
+        assert lines[0].startswith(f"{NAME}:{line}:{col}: error: "), lines[0]
+        assert lines[1] == (tmp_path / NAME).read_text().splitlines()[line - 1]
+        assert lines[2].index("^") == col - 1
     else:
-        assert ": error: " in first, first
+        assert ": error: " in lines[0], lines[0]
     for word in words:
-        assert word in first, first
+        assert word in lines[0], lines[0]
     assert not cubin.exists() and not meta.exists()
+
+
+# ---------------------------------------------------------------- found by these tests
+def test_non_2d_wgmma_operand_is_a_located_error() -> None:
+    text = mutate(GEMM, ("    shared sb:", "    shared v: bf16[64]\n    shared sb:"),
+                  ("acc += sa @ sb^T", "acc += v @ sb^T"))
+    expect_error(text, "v @", ["wgmma operands are 2-D", "[64]"])
+
+
+def test_zero_sized_tile_is_a_located_error() -> None:
+    text = mutate(EW, ("t: f32[BM, BN]", "t: f32[0, BN]"))
+    expect_error(text, "0, BN]", ["tile dimension must be positive"])
+
+
+def test_role_without_warps_is_a_located_error() -> None:
+    text = mutate(ROLES, ("warp regs 40", "warps 0 regs 40"))
+    expect_error(text, "role producer", ["has no warps"])
+
+
+def test_end_of_file_points_past_the_last_character() -> None:
+    text = COPY.rstrip().removesuffix("}")
+    last = text.rstrip().splitlines()
+    with pytest.raises(CompileError) as info:
+        driver.check(SourceFile(NAME, text))
+    err = info.value
+    assert (err.span.line, err.span.col) == (len(last), len(last[-1]) + 1)
+    assert "expected" in err.message and "'}'" in err.message

@@ -43,8 +43,9 @@ def _tensor_ref(expr: ast.Expr, scope: Scope) -> tuple[ir.TensorParam, tuple[ast
     if not isinstance(tensor, ir.TensorParam):
         raise CompileError(expr.value.span, f"'{expr.value.id}' is not a global tensor")
     if len(expr.indices) != len(tensor.dims):
-        raise CompileError(expr.span, f"'{tensor.name}' has {len(tensor.dims)} dimensions but "
-                                      f"{len(expr.indices)} indices are given")
+        raise CompileError(expr.span, f"'{tensor.name}' has {_count(len(tensor.dims), 'dimension')} "
+                                      f"but {_count(len(expr.indices), 'index', 'indices')} "
+                                      "are given")
     for index in expr.indices:
         if isinstance(index, (ast.FullSlice, ast.NewAxis)):
             raise CompileError(index.span, "a copy takes one tile index per dimension")
@@ -63,8 +64,8 @@ def _box(stmt: ast.Copy, view: ViewInfo, tensor: ir.TensorParam, engine: ir.Engi
     box = (1,) * (len(tensor.dims) - len(shape)) + tuple(shape)
     for extent, dim in zip(box, tensor.dims):
         if isinstance(dim, int) and extent > dim:
-            raise CompileError(stmt.span, f"shape mismatch: the box {list(box)} is larger than "
-                                          f"'{tensor.name}' {list(tensor.dims)}")
+            raise CompileError(stmt.span, f"shape mismatch: the box {_dims(box)} is larger than "
+                                          f"'{tensor.name}' {_dims(tensor.dims)}")
     if engine is ir.Engine.TMA:
         limits.check_tma_box(box, tensor.dtype, view.buffer.swizzle, stmt.span)
     else:
@@ -104,5 +105,13 @@ def barrier_ref(expr: ast.Expr, scope: Scope) -> ir.BarrierRef:
     if isinstance(index, ir.Scalar) and index.kind is ir.ScalarKind.CONST and not (
             0 <= index.value < symbol.count):
         raise CompileError(expr.span, f"mbarrier index {index.value} is out of range for "
-                                      f"'{symbol.name}' ({symbol.count} barriers)")
+                                      f"'{symbol.name}' ({_count(symbol.count, 'barrier')})")
     return ir.BarrierRef(symbol.name, index)
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _dims(dims) -> str:
+    return "[" + ", ".join(str(d) for d in dims) + "]"

@@ -27,6 +27,10 @@ def lower_mma(acc: str, acc_symbol: TileSymbol, product: ast.BinOp, accumulate: 
     if b_view is None:
         raise CompileError(product.right.span, "wgmma's B operand must be a shared buffer")
     b_dtype = b_view.buffer.dtype
+    for shape, operand in ((a_shape, product.left), (b_view.shape, product.right)):
+        if len(shape) != 2:
+            raise CompileError(operand.span, f"wgmma operands are 2-D, but this one has shape "
+                                             f"{_shape(shape)}")
     for dtype, operand in ((a_dtype, product.left), (b_dtype, product.right)):
         if dtype not in MMA_INPUT_TYPES:
             raise CompileError(operand.span, f"wgmma takes bf16, f16 or fp8 inputs, not {dtype}")
@@ -54,11 +58,13 @@ def _operand_a(expr: ast.Expr, scope: Scope, warpgroups: int):
     if isinstance(expr, ast.Name):
         symbol = scope.lookup(expr.id, expr.span)
         if isinstance(symbol, TileSymbol):
-            if len(symbol.shape) != 2:
-                raise CompileError(expr.span, "wgmma's A operand must be 2-D")
             return ir.TileRef(expr.id), symbol.dtype, symbol.shape
     view = buffer_view(expr, scope, warpgroups)
     if view is None:
         raise CompileError(expr.span, "wgmma's A operand must be a shared buffer or a register "
                                       "tile")
     return view.view, view.buffer.dtype, view.shape
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(x) for x in shape) + "]"

@@ -10,7 +10,9 @@ from lark import Token, Transformer, v_args
 from hopperc.diagnostics import CompileError, SourceFile, Span
 from hopperc.frontend import ast
 
-# Friendly names for the terminals a syntax error lists as expected.
+MAX_EXPECTED = 12
+CLOSERS = ("'}'", "')'", "']'")
+# Friendly names for the named terminals a syntax error lists as expected.
 _TOKEN_NAMES = {
     "NAME": "a name", "INT": "an integer", "FLOAT": "a number", "DTYPE": "a dtype",
     "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['",
@@ -38,25 +40,35 @@ def parse(source: SourceFile) -> ast.Kernel:
 
 def _syntax_error(source: SourceFile, exc: lark.UnexpectedInput) -> CompileError:
     line, col = exc.line, exc.column
-    if line is None or line < 1:  # unexpected end of input
-        lines = source.text.splitlines() or [""]
+    at_end = isinstance(exc, lark.UnexpectedEOF) or (
+        isinstance(exc, lark.UnexpectedToken) and exc.token.type == "$END")
+    if at_end or line is None or line < 1:
+        # Point just past the last character of the file.
+        lines = source.text.rstrip().splitlines() or [""]
         line, col = len(lines), len(lines[-1]) + 1
     span = Span(source.name, line, col, line, col + 1)
     if isinstance(exc, lark.UnexpectedToken):
         token = exc.token
-        found = "end of file" if token.type == "$END" else f"'{token}'"
-        expected = sorted({_TOKEN_NAMES.get(t, _literal(t)) for t in exc.accepts or exc.expected})
-        span = Span(source.name, line, col, line, col + max(1, len(str(token))))
-        hint = f"; expected {', '.join(expected[:6])}" if expected else ""
-        return CompileError(span, f"unexpected {found}{hint}")
+        found = "end of file" if at_end else f"'{token}'"
+        names = {_TOKEN_NAMES.get(t, _literal(t)) for t in exc.accepts or exc.expected}
+        # A missing closing bracket is the likeliest mistake: list closers first.
+        expected = sorted(names, key=lambda n: (n not in CLOSERS, n))
+        if not at_end:
+            span = Span(source.name, line, col, line, col + max(1, len(str(token))))
+        shown = ", ".join(expected[:MAX_EXPECTED]) + (", ..." if len(expected) > MAX_EXPECTED else "")
+        return CompileError(span, f"unexpected {found}" + (f"; expected {shown}" if expected else ""))
     if isinstance(exc, lark.UnexpectedCharacters):
         return CompileError(span, f"unexpected character {source.line_text(line)[col - 1:col]!r}")
     return CompileError(span, "unexpected end of file")
 
 
 def _literal(terminal: str) -> str:
-    """Lark names anonymous keyword terminals by their text, upper-cased."""
-    return f"'{terminal.lower()}'" if terminal.isalpha() else terminal
+    """The text of an anonymous terminal (Lark names them like CIRCUMFLEX or WARP)."""
+    try:
+        pattern = _parser().get_terminal(terminal).pattern
+    except KeyError:
+        return terminal.lower()
+    return f"'{pattern.value}'" if isinstance(pattern, lark.lexer.PatternStr) else terminal.lower()
 
 
 def _span(file: str, meta) -> Span:

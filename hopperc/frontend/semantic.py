@@ -129,6 +129,8 @@ class _Analyzer:
                 raise CompileError(r.span, f"role '{r.name}' is already declared (first "
                                            f"declared at {seen[r.name]})")
             seen[r.name] = r.span
+            if r.count < 1:
+                raise CompileError(r.span, f"role '{r.name}' has no warps; give it at least one")
             active = r.count * (4 if r.unit == "warpgroup" else 1)
             # setmaxnreg applies to whole warpgroups: pad a budgeted role to one.
             warps = -(-active // 4) * 4 if r.regs is not None else active
@@ -256,6 +258,9 @@ class _Analyzer:
     def _tile_decl(self, d: ast.TileDecl) -> list[ir.Stmt]:
         dtype = DType.parse(d.dtype)
         shape = tuple(const_value(e, self.scope, "a tile dimension") for e in d.shape)
+        for extent, e in zip(shape, d.shape):
+            if extent <= 0:
+                raise CompileError(e.span, f"tile dimension must be positive, not {extent}")
         if len(shape) == 1:
             return self._vector_decl(d, dtype, shape[0])
         if len(shape) != 2:

@@ -1,0 +1,112 @@
+"""Hardware-limit diagnostics: TMA boxes, wgmma shapes, register budgets,
+shared memory, block and cluster sizes. Same method as test_diagnostics.py:
+break one thing in a valid kernel and expect a located `CompileError`.
+"""
+from __future__ import annotations
+
+import pytest
+
+from hopperc import driver
+from hopperc.diagnostics import SourceFile
+from test_diagnostics import COPY, GEMM, ROLES, case, expect_error, mutate
+
+LIMITS = [
+    # TMA (cuTensorMapEncodeTiled) and bulk copies
+    case("tma_box_dim_too_large", COPY, [("BM = 64", "BM = 512")], "tma buf <-",
+         "TMA box dimension 512 is out of range", "between 1 and 256"),
+    case("tma_inner_bytes_not_multiple_of_16", COPY,
+         [("bf16[BM, BN] swizzle", "bf16[BM, 4] swizzle")],
+         "tma buf <-", "TMA inner box dimension is 8 bytes", "multiple of 16 bytes"),
+    case("tma_inner_wider_than_swizzle", COPY,
+         [("bf16[BM, BN] swizzle", "bf16[BM, 2 * BN] swizzle")],
+         "tma buf <-", "256 bytes, wider than the 128B swizzle span", "at most 64 bf16 elements"),
+    case("tma_store_box_checked_too", COPY, [("Y: bf16[M, N]", "Y: bf16[M, 32]")], "tma Y[",
+         "shape mismatch", "larger than 'Y'"),
+    case("bulk_copy_not_1d", COPY, [("tma buf <- X", "bulk buf <- X")], "bulk buf <-",
+         "a bulk copy moves a contiguous 1-D slice"),
+    case("bulk_copy_bytes", COPY, [("X: bf16[M, N]", "X: bf16[N]"),
+                                   ("    tma buf <- X[tile.m, tile.n]", "    bulk v <- X[tile.n]"),
+                                   ("128B\n", "128B\n    shared v: bf16[4]\n")],
+         "bulk v <-", "a bulk copy moves 8 bytes; it must be a multiple of 16"),
+    # wgmma.mma_async shapes
+    case("wgmma_m_not_64", GEMM, [("BM = 64", "BM = 128")], "sa @ sb^T",
+         "wgmma computes 64 rows per warpgroup", "M = 128"),
+    case("wgmma_n_not_multiple_of_8", GEMM, [("BN = 64", "BN = 60")], "sa @ sb^T",
+         "wgmma N = 60 is not supported", "multiple of 8 between 8 and 256"),
+    case("wgmma_n_above_256", GEMM,
+         [("BN = 64", "BN = 272"), ("        tma sb <- B[tile.n, k]\n", "")],
+         "sa @ sb^T", "wgmma N = 272 is not supported"),
+    case("wgmma_k_not_multiple_of_16", GEMM, [("BK = 64", "BK = 8")], "sa @ sb^T",
+         "wgmma K = 8 is not a multiple of the instruction K (16 for bf16)"),
+    case("wgmma_fp8_needs_k_major", GEMM, [("A: bf16", "A: e4m3"), ("B: bf16", "B: e4m3"),
+                                           ("sa: bf16", "sa: e4m3"), ("sb: bf16", "sb: e4m3"),
+                                           ("sa @ sb^T", "sa @ sa")],
+         "sa @ sa", "fp8 wgmma needs K-major operands"),
+    case("wgmma_below_a_warpgroup", GEMM, [("threads 128", "threads 64")], "acc += sa",
+         "wgmma runs on whole warpgroups"),
+    case("wgmma_b_not_shared", GEMM, [("acc += sa @ sb^T", "acc += sa @ acc")], "acc\n",
+         "wgmma's B operand must be a shared buffer", nth=-1),
+    case("wgmma_role_not_at_warpgroup_start", ROLES, [("warp regs 40", "warp"),
+                                                      ("warpgroup regs 232", "warpgroup")],
+         "acc: f32", "role 'consumer' issues wgmma but starts at warp 1", "multiple of 4"),
+    # setmaxnreg budgets and the register file
+    case("regs_not_multiple_of_8", ROLES, [("regs 40", "regs 44")], "role producer",
+         "role 'producer' asks for 44 registers", "multiple of 8 between 24 and 256"),
+    case("regs_below_24", ROLES, [("regs 40", "regs 16")], "role producer",
+         "asks for 16 registers", "between 24 and 256"),
+    case("regs_above_256", ROLES, [("regs 232", "regs 264")], "role consumer",
+         "role 'consumer' asks for 264 registers", "between 24 and 256"),
+    case("register_file_exceeded", ROLES, [("warpgroup regs 232", "warpgroup x2 regs 256")],
+         "kernel ws", f"register budgets need {40 * 128 + 256 * 256} registers",
+         "40 x 128 (producer) + 256 x 256 (consumer)", "65536"),
+    case("register_budget_on_some_roles", ROLES, [("warp regs 40", "warp")], "role producer",
+         "role 'producer' has no register budget", "every role must"),
+    case("threads_with_roles", ROLES, [("N / BN)\n", "N / BN) threads 160\n")], "kernel ws",
+         "'threads' is implied by the roles"),
+    case("statement_outside_roles", ROLES, [("    role producer", "    acc: f32[BM, BN] = 0.0\n"
+                                                                 "    role producer")],
+         "acc: f32[BM, BN] = 0.0", "with roles, every statement belongs to a role"),
+    # shared memory, block, grid and cluster
+    case("shared_memory_exceeded", COPY, [("128B\n", "128B\n    shared big: f32[256, 256]\n")],
+         "kernel copy", f"shared memory needs {64 * 64 * 2 + 256 * 256 * 4} bytes",
+         f"more than the {227 * 1024} bytes (227 KB)"),
+    case("block_size_not_multiple_of_32", COPY, [("threads 128", "threads 100")], "kernel copy",
+         "a block of 100 threads is not possible", "multiple of 32 up to 1024"),
+    case("block_size_too_large", COPY, [("threads 128", "threads 2048")], "kernel copy",
+         "a block of 2048 threads is not possible"),
+    case("tile_does_not_split_over_threads", COPY,
+         [("threads 128", "threads 96"), ("    tma Y", "    t: f32[2, 8] = 0.0\n    tma Y")],
+         "t: f32", "a 2x8 tile does not split evenly over the 96 threads"),
+    case("grid_too_many_axes", COPY, [("n: N / BN)", "n: N / BN, a: 1, b: 1)")], "b: 1",
+         "a grid has at most 3 axes"),
+    case("cluster_too_large", COPY, [("threads 128", "threads 128 cluster(4, 8)")],
+         "kernel copy", "a cluster has 1 to 3 dimensions of at most 16 blocks"),
+]
+
+
+@pytest.mark.parametrize("text, marker, keywords, nth, defines", LIMITS)
+def test_limit(text, marker, keywords, nth, defines) -> None:
+    expect_error(text, marker, keywords, nth, defines)
+
+
+def test_limit_from_define_is_located_at_the_use() -> None:
+    """-D BM=512 passes the tile constant check but the TMA box it makes does not fit."""
+    expect_error(COPY, "tma buf <-", ["TMA box dimension 512"], defines={"BM": 512})
+
+
+INCLUSIVE = [
+    pytest.param(mutate(COPY, ("BM = 64", "BM = 256")), id="tma_box_dim_256"),
+    pytest.param(mutate(GEMM, ("BN = 64", "BN = 256")), id="wgmma_n_256"),
+    pytest.param(mutate(COPY, ("BN = 64)", f"BN = 64, R = {227 * 1024 - 64 * 64 * 2})"),
+                         ("128B\n", "128B\n    shared pad: e4m3[R]\n")), id="shared_227_kb"),
+    pytest.param(mutate(ROLES, ("regs 40", "regs 24"), ("regs 232", "regs 256")), id="regs_24_256"),
+    pytest.param(mutate(ROLES, ("warp regs 40", "warpgroup regs 256"), ("regs 232", "regs 256")),
+                 id="register_file_full"),
+    pytest.param(mutate(COPY, ("threads 128", "threads 1024")), id="block_1024"),
+]
+
+
+@pytest.mark.parametrize("text", INCLUSIVE)
+def test_limits_are_inclusive(text: str) -> None:
+    """The largest (or smallest) legal value of each limit compiles."""
+    driver.check(SourceFile("ok.hk", text))

@@ -12,6 +12,10 @@ from enum import Enum
 
 from hopperc.diagnostics import Span
 from hopperc.dtypes import DType, Swizzle
+from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace for the IR
+    BarrierRef, BulkCommit, BulkWaitRead, Hazard, MBarrierArrive, MBarrierExpectTx, MBarrierInit,
+    MBarrierInitFence, MBarrierInval, MBarrierWait, NamedBarrier, PhaseFlip, ProxyFence, Reason,
+    SyncStmt, WgmmaCommit, WgmmaFence, WgmmaWait)
 
 
 # ---------------------------------------------------------------- declarations
@@ -213,12 +217,6 @@ class Engine(Enum):
 
 
 @dataclass(frozen=True)
-class BarrierRef:
-    array: str
-    index: ScalarExpr
-
-
-@dataclass(frozen=True)
 class Block:
     stmts: tuple["Stmt", ...] = ()
 
@@ -336,137 +334,6 @@ class ManualRegion:
     span: Span
 
 
-# ---------------------------------------------------------------- synchronization
-class Hazard(Enum):
-    GENERIC_WRITE_ASYNC_READ = "generic write -> async read"
-    GENERIC_READ_ASYNC_WRITE = "generic read -> async write"
-    ASYNC_WRITE_READ = "async write -> read"
-    ASYNC_READ_WRITE = "async read -> write"
-    THREAD_HANDOFF = "hand-off between threads"
-    SETUP = "barrier setup"
-
-
-@dataclass(frozen=True)
-class Reason:
-    """Why the compiler inserted a sync: the hazard, the buffer, both accesses."""
-
-    hazard: Hazard
-    buffer: str
-    before: str
-    before_span: Span | None
-    after: str
-    after_span: Span | None
-
-
-@dataclass(frozen=True)
-class ProxyFence:
-    """fence.proxy.async.shared::cta"""
-
-    span: Span
-    reason: Reason | None = None
-
-
-@dataclass(frozen=True)
-class NamedBarrier:
-    """bar.sync id, threads (id 0 with all threads is the block-wide barrier)."""
-
-    id: int
-    threads: int
-    span: Span
-    reason: Reason | None = None
-
-
-@dataclass(frozen=True)
-class MBarrierInit:
-    barrier: BarrierRef
-    count: int
-    span: Span
-    reason: Reason | None = None
-
-
-@dataclass(frozen=True)
-class MBarrierInitFence:
-    """fence.mbarrier_init.release.cluster: make inits visible before first use."""
-
-    span: Span
-    reason: Reason | None = None
-
-
-@dataclass(frozen=True)
-class MBarrierArrive:
-    barrier: BarrierRef
-    span: Span
-    reason: Reason | None = None
-
-
-@dataclass(frozen=True)
-class MBarrierExpectTx:
-    """mbarrier.arrive.expect_tx: arrive and expect `nbytes` of async transactions."""
-
-    barrier: BarrierRef
-    nbytes: ScalarExpr
-    span: Span
-    reason: Reason | None = None
-
-
-@dataclass(frozen=True)
-class MBarrierWait:
-    barrier: BarrierRef
-    parity: ScalarExpr
-    span: Span
-    reason: Reason | None = None
-
-
-@dataclass(frozen=True)
-class MBarrierInval:
-    barrier: BarrierRef
-    span: Span
-    reason: Reason | None = None
-
-
-@dataclass(frozen=True)
-class PhaseFlip:
-    """Toggle the carried phase bit of a compiler-owned mbarrier after a wait."""
-
-    phase: str
-    span: Span
-
-
-@dataclass(frozen=True)
-class WgmmaFence:
-    span: Span
-    reason: Reason | None = None
-
-
-@dataclass(frozen=True)
-class WgmmaCommit:
-    span: Span
-    reason: Reason | None = None
-
-
-@dataclass(frozen=True)
-class WgmmaWait:
-    pending: int
-    span: Span
-    reason: Reason | None = None
-
-
-@dataclass(frozen=True)
-class BulkCommit:
-    span: Span
-    reason: Reason | None = None
-
-
-@dataclass(frozen=True)
-class BulkWaitRead:
-    pending: int
-    span: Span
-    reason: Reason | None = None
-
-
-SyncStmt = (ProxyFence | NamedBarrier | MBarrierInit | MBarrierInitFence | MBarrierArrive
-            | MBarrierExpectTx | MBarrierWait | MBarrierInval | WgmmaFence | WgmmaCommit
-            | WgmmaWait | BulkCommit | BulkWaitRead)
 
 Stmt = (RoleBlock | ForLoop | IfThen | AsyncLoad | AsyncStore | TileDef | TileAssign
         | SharedStore | Mma | ElectLane | OneThread | ManualRegion | PhaseFlip | SyncStmt)

@@ -14,6 +14,7 @@ from hopperc.codegen.launch import LaunchInfo
 from hopperc.codegen.render import render
 from hopperc.diagnostics import CompileError, SourceFile, ToolchainError
 from hopperc.frontend import ast
+from hopperc.frontend.limits import check_shared_memory
 from hopperc.frontend.parser import parse
 from hopperc.frontend.semantic import analyze
 from hopperc.ir import nodes as ir
@@ -81,6 +82,8 @@ def lower(kernel: ir.Kernel, after: str | None = None) -> ir.Kernel:
 def generate(source: SourceFile, defines: dict[str, int] | None = None) -> Generated:
     kernel = lower(check(source, defines))
     cuda, launch = render(kernel, source.name)
+    # The passes add mbarriers and the base-alignment slack: check the final figure.
+    check_shared_memory(launch.dynamic_shared_bytes, kernel.span)
     return Generated(kernel, cuda, launch)
 
 

@@ -8,6 +8,7 @@ from hopperc import driver
 from hopperc.codegen import render as render_module
 from hopperc.diagnostics import SourceFile
 from hopperc.explain import inserted_syncs
+from hopperc.ir.printer import print_kernel
 from tests.conftest import ROOT
 
 
@@ -45,3 +46,37 @@ def test_nvrtc_error_is_located_in_hk_and_generated_code(monkeypatch):
     assert message.startswith("bad.hk:10: error: NVRTC rejected")
     assert "undefined_symbol" in message
     assert "bad.cu:" in message and "generated code:" in message
+
+
+def test_bulk_copies_compile_to_cp_async_bulk():
+    text = """kernel k(V: f32[N], W: f32[N])
+    tile(BN = 256) grid(n: N / BN) threads 128
+{
+    shared sv: f32[BN]
+    bulk sv <- V[tile.n]
+    bulk W[tile.n] <- sv
+}
+"""
+    built = driver.build(SourceFile("bulk.hk", text))
+    assert "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" in built.result.ptx
+    assert "cp.async.bulk.global.shared::cta.bulk_group" in built.result.ptx
+    assert "mbarrier.arrive.expect_tx sv_full[0], 1024" in print_kernel(built.generated.kernel)
+
+
+def test_two_warpgroups_each_cover_their_own_rows():
+    text = """kernel k(X: bf16[M, N], Y: bf16[M, N])
+    tile(BM = 128, BN = 64) grid(m: M / BM, n: N / BN) threads 256
+{
+    shared sx: bf16[BM, BN]
+    shared sy: bf16[BM, BN]
+    tma sx <- X[tile.m, tile.n]
+    sy[wg] = bf16(f32(sx[wg]) * 2.0)
+    tma Y[tile.m, tile.n] <- sy
+}
+"""
+    built = driver.build(SourceFile("wg.hk", text))
+    cu = built.generated.cuda
+    # 64 x 64 elements of one warpgroup's rows over its 128 threads: 32 each
+    assert "for (int k = 0; k < 32; ++k)" in cu
+    assert "(static_cast<int>(threadIdx.x) % 128)" in cu
+    assert "bar.sync 1, 256" in built.result.ptx

@@ -61,11 +61,13 @@ kernel ws(A: bf16[M, K], B: bf16[N, K])
 {
     shared sa: bf16[BM, BK] swizzle 128B
     shared sb: bf16[BN, BK] swizzle 128B
+    shared sp: bf16[BM, BK] swizzle 128B
     role producer: warp regs 40 {
-        tma sa <- A[tile.m, 0]
-        tma sb <- B[tile.n, 0]
+        tma sp <- A[tile.m, 0]
     }
     role consumer: warpgroup regs 232 {
+        tma sa <- A[tile.m, 0]
+        tma sb <- B[tile.n, 0]
         acc: f32[BM, BN] = sa @ sb^T
     }
 }
@@ -267,7 +269,7 @@ SEMANTIC = [
     case("divergent_condition", COPY, [("    tma Y[tile.m, tile.n] <- buf\n",
                                         "    if lane == 0 {\n        tma Y[tile.m, tile.n] <- buf\n"
                                         "    }\n")],
-         "lane == 0", "differs between the threads of a warp", "'manual' block"),
+         "lane == 0", "differs between the threads of a role", "'manual' block"),
     case("already_manual", MANUAL, [("    bar.sync", "    manual {\n    }\n    bar.sync")],
          "manual {", "already manual"),
     case("bar_sync_bad_id", MANUAL, [("bar.sync 0, 128", "bar.sync 16, 128")], "16, 128",
@@ -400,3 +402,20 @@ def test_end_of_file_points_past_the_last_character() -> None:
     err = info.value
     assert (err.span.line, err.span.col) == (len(last), len(last[-1]) + 1)
     assert "expected" in err.message and "'}'" in err.message
+
+
+def test_buffer_shared_between_roles_is_refused_not_raced() -> None:
+    text = mutate(ROLES, ("        tma sp <- A[tile.m, 0]", "        tma sa <- A[tile.m, 0]"))
+    expect_error(text, "tma sa <- A[tile.m, 0]\n        tma sb", ["used by roles 'producer' and "
+                                                               "'consumer'", "not do yet"])
+
+
+def test_condition_on_warp_is_refused_in_automatic_code() -> None:
+    text = mutate(COPY, ("    tma Y[tile.m, tile.n] <- buf\n",
+                         "    if warp == 1 {\n        tma Y[tile.m, tile.n] <- buf\n    }\n"))
+    expect_error(text, "warp == 1", ["differs between the threads of a role"])
+
+
+def test_several_warpgroups_need_their_own_rows() -> None:
+    text = mutate(EW, ("threads 128", "threads 256"))
+    expect_error(text, "sx) * s", ["2 warpgroups", "sx[wg]"])

@@ -17,6 +17,7 @@ from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.printer import explain
+from hopperc.frontend.limits import element_threads
 
 GRID_REGISTERS = ("x", "y", "z")
 INDENT = "  "
@@ -48,12 +49,8 @@ class CopyOperands:
     coords: tuple[str, ...]
     coord_slots: str
     barrier: str
-    global_: str
+    global_address: str
     nbytes: int
-
-    @property
-    def global_address(self) -> str:
-        return self.global_
 
 
 def render(kernel: ir.Kernel, source_name: str) -> tuple[str, LaunchInfo]:
@@ -171,15 +168,12 @@ class _Context:
     def per_element(self, stmt: ir.TileDef | ir.TileAssign | ir.SharedStore) -> PerElement:
         """Operands of the loop over this thread's elements (see `per_element` macro)."""
         role = self.role
-        thread = "static_cast<int>(threadIdx.x)"
-        if role.first_warp:
-            thread = f"(static_cast<int>(threadIdx.x) - {role.first_warp * 32})"
         if isinstance(stmt, ir.SharedStore):
             buf = self.kernel.buffer(stmt.dst.buffer)
             rows, cols = _view_shape(buf, stmt.dst)
             value = from_float(buf.dtype, self.exprs.value(_unrounded(stmt.value, buf.dtype), role))
             assign = shared_store(buf.dtype, self.exprs.element_address(stmt.dst, role), value) + ";"
-            threads = role.threads
+            threads = element_threads(role.threads)
         else:
             definition = stmt if isinstance(stmt, ir.TileDef) else self._tile_def(stmt.name)
             rows, cols = definition.shape
@@ -187,6 +181,10 @@ class _Context:
                 stmt.init if isinstance(stmt, ir.TileDef) else stmt.value, definition.dtype), role)
             assign = f"{definition.name}[k] = {from_float(definition.dtype, value)};"
             threads = definition.threads
+        local = "static_cast<int>(threadIdx.x)"
+        if role.first_warp:
+            local = f"(static_cast<int>(threadIdx.x) - {role.first_warp * 32})"
+        thread = local if threads == role.threads else f"({local} % {threads})"
         return PerElement(rows * cols // threads, threads, thread, cols, assign)
 
     def _tile_def(self, name: str) -> ir.TileDef:

@@ -45,7 +45,7 @@ def _tensor_ref(expr: ast.Expr, scope: Scope) -> tuple[ir.TensorParam, tuple[ast
     if len(expr.indices) != len(tensor.dims):
         raise CompileError(expr.span, f"'{tensor.name}' has {_count(len(tensor.dims), 'dimension')} "
                                       f"but {_count(len(expr.indices), 'index', 'indices')} "
-                                      "are given")
+                                      f"{'is' if len(expr.indices) == 1 else 'are'} given")
     for index in expr.indices:
         if isinstance(index, (ast.FullSlice, ast.NewAxis)):
             raise CompileError(index.span, "a copy takes one tile index per dimension")

@@ -97,3 +97,9 @@ def shared_layout(buffers: tuple[ir.SharedBuffer, ...], barrier_count: int) -> t
         cursor += buf.stage_bytes * buf.stages
     cursor = -(-cursor // MBARRIER_BYTES) * MBARRIER_BYTES
     return offsets, cursor + barrier_count * MBARRIER_BYTES
+
+
+def element_threads(running: int) -> int:
+    """Threads that share one register tile: a warpgroup when whole warpgroups run
+    (each warpgroup has its own tile, as wgmma gives each its own accumulator)."""
+    return 128 if running % 128 == 0 else running

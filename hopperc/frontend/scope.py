@@ -13,8 +13,9 @@ from hopperc.frontend import ast
 from hopperc.ir import nodes as ir
 
 BUILTINS = {"warp", "lane", "thread", "wg"}
-# Builtins that differ between the threads of a role: a condition on them splits warps.
-DIVERGENT_BUILTINS = {"lane", "thread"}
+# Builtins that differ between the threads of a role: a branch on them would leave some
+# of the role's threads out of the barriers and elected issues the compiler inserts.
+DIVERGENT_BUILTINS = {"lane", "thread", "warp", "wg"}
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ from hopperc.frontend.manual import lower_sync
 from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, VectorSymbol,
                                     const_value, scalar_expr, uses)
-from hopperc.frontend.tiles import buffer_view, lower_tile_expr
+from hopperc.frontend.tiles import buffer_view, lower_tile_expr, require_warpgroup_view
 from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import all_accesses
 
 DEFAULT_THREADS = 128
 
@@ -51,6 +52,7 @@ class _Analyzer:
             raise CompileError(k.span, f"a block of {self.threads} threads is not possible: use "
                                        f"a multiple of 32 up to {limits.MAX_THREADS}")
         body = self._top_level(k.body, roles)
+        _check_single_role_buffers(body)
         if self.manual:
             body = ir.Block((ir.ManualRegion(body, k.body.span),))
         _, smem = limits.shared_layout(tuple(self.buffers), sum(b.count for b in self.barriers))
@@ -248,9 +250,10 @@ class _Analyzer:
         cond = scalar_expr(stmt.cond, self.scope)
         if not self.manual and uses(cond, {ir.ScalarKind.BUILTIN}, DIVERGENT_BUILTINS):
             raise CompileError(stmt.cond.span, "this condition differs between the threads of a "
-                                               "warp, so the barriers the compiler inserts could "
-                                               "not be reached by all of them; branch on warp, "
-                                               "wg or uniform values, or use a 'manual' block")
+                                               "role, so the barriers the compiler inserts could "
+                                               "not be reached by all of them; branch on values "
+                                               "the whole block shares, use roles, or a 'manual' "
+                                               "block")
         then = self._block(stmt.then)
         orelse = self._block(stmt.orelse) if stmt.orelse is not None else ir.Block()
         return ir.IfThen(cond, then, orelse, stmt.span)
@@ -267,7 +270,7 @@ class _Analyzer:
             raise CompileError(d.span, "register tiles are 2-D (vectors are 1-D)")
         is_acc = d.name in self.accumulators
         layout = ir.Layout.WGMMA_ACC if is_acc else ir.Layout.ROW_MAJOR
-        threads = self.role.active_warps * 32 if self.role else self.threads
+        threads = limits.element_threads(self.role.active_warps * 32 if self.role else self.threads)
         if is_acc and dtype is not DType.F32:
             raise CompileError(d.span, f"accumulator '{d.name}' is {dtype}; wgmma accumulates "
                                        "in f32")
@@ -339,8 +342,24 @@ class _Analyzer:
             raise CompileError(stmt.span, "a shared buffer is written with '='")
         if view.view.transposed:
             raise CompileError(target.span, "write a shared buffer without ^T")
+        require_warpgroup_view(view, self._warpgroups, target.span)
         value = self._tile_value(stmt.value, view.buffer.dtype, view.shape, stmt.span)
         return ir.SharedStore(view.view, value, stmt.span)
+
+
+def _check_single_role_buffers(body: ir.Block) -> None:
+    """Buffers handed from one role to another need the producer/consumer pipeline
+    lowering, which this version does not do: refuse them rather than race."""
+    owners: dict[str, str] = {}
+    for stmt in body.stmts:
+        if isinstance(stmt, ir.RoleBlock):
+            for access in all_accesses(stmt):
+                first = owners.setdefault(access.buffer, stmt.role.name)
+                if first != stmt.role.name:
+                    raise CompileError(access.span, f"'{access.buffer}' is used by roles "
+                                                    f"'{first}' and '{stmt.role.name}'; hand-offs "
+                                                    "between roles need pipeline lowering, which "
+                                                    "this version does not do yet")
 
 
 def _grid_axis(g: ast.GridDim, scope: Scope) -> ir.GridAxis:

@@ -111,6 +111,7 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
                                      "like f32(x))")
     view = buffer_view(expr, scope, warpgroups)
     if view is not None:
+        require_warpgroup_view(view, warpgroups, expr.span)
         return Typed(ir.SharedRead(view.view), view.buffer.dtype, view.shape)
     raise CompileError(expr.span, "expected a tile expression: a register tile, a shared "
                                   "buffer, a broadcast vector, a literal or a scalar parameter")
@@ -159,3 +160,13 @@ def check_broadcast(vector_shape: tuple, shape: tuple[int, ...] | None, span: Sp
         raise CompileError(span, f"shape mismatch: a vector of {length} broadcast over "
                                  f"{expected} {what}")
     return shape
+
+
+def require_warpgroup_view(view: ViewInfo, warpgroups: int, span: Span) -> None:
+    """With several warpgroups, each holds its own tiles: element-wise shared access
+    must say whose rows it touches (buf[wg]), or warpgroups would race on one buffer."""
+    part = view.view.part
+    own_rows = part is not None and part.index == ir.Scalar(ir.ScalarKind.BUILTIN, "wg")
+    if warpgroups > 1 and not own_rows:
+        raise CompileError(span, f"{warpgroups} warpgroups each hold their own tiles; read or "
+                                 f"write this warpgroup's rows with {view.buffer.name}[wg]")

@@ -1,7 +1,7 @@
 """IR expressions -> C++ expression text.
 
-Element-wise math runs in f32 (i32 for integer tiles): 16-bit and fp8 values
-are widened when read and rounded when written to a tile or buffer.
+Element-wise math runs in f32: 16-bit, fp8 and i32 values are converted when
+read and rounded when written to a tile or buffer.
 """
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ class ExprRenderer:
         return f"{self.view_base(view, role)} + {offset}"
 
     def value(self, expr: ir.TileExpr, role: RoleContext) -> str:
-        """The expression's value as float (or int for i32)."""
+        """The expression's value as a float."""
         match expr:
             case ir.TileRef(name=name):
                 return to_float(self.tile_dtypes[name], f"{name}[k]")

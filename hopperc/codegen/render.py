@@ -16,6 +16,7 @@ from hopperc.codegen.cexpr import ExprRenderer, RoleContext, from_float, scalar,
 from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import walk
 from hopperc.ir.printer import explain
 from hopperc.frontend.limits import element_threads
 
@@ -59,8 +60,7 @@ def render(kernel: ir.Kernel, source_name: str) -> tuple[str, LaunchInfo]:
     lines: list[str] = []
     cx.block(kernel.body, RoleContext(0, kernel.threads), 1, lines)
     params = [_param_decl(p) for p in launch.params]
-    grid_axes = [{"name": g.name, "reg": GRID_REGISTERS[i], "cluster_div": False}
-                 for i, g in enumerate(kernel.grid)]
+    grid_axes = [{"name": g.name, "reg": GRID_REGISTERS[i]} for i, g in enumerate(kernel.grid)]
     text = _environment().get_template("kernel.cu.j2").render(
         version=__version__, source_name=source_name, kernel=kernel, params=params,
         grid_axes=grid_axes, alignment=launch.alignment, body="\n".join(lines))
@@ -188,8 +188,6 @@ class _Context:
         return PerElement(rows * cols // threads, threads, thread, cols, assign)
 
     def _tile_def(self, name: str) -> ir.TileDef:
-        from hopperc.ir.accesses import walk
-
         return next(s for s in walk(self.kernel.body) if isinstance(s, ir.TileDef) and s.name == name)
 
 

@@ -6,6 +6,7 @@ One statement a line, nested blocks indented, each inserted sync followed by
 from __future__ import annotations
 
 from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import bodies
 
 _PRECEDENCE = {"or": 1, "and": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
                "+": 4, "-": 4, "*": 5, "/": 5, "%": 5}
@@ -155,8 +156,6 @@ def print_kernel(kernel: ir.Kernel) -> str:
 
 
 def _block(block: ir.Block, depth: int, lines: list[str]) -> None:
-    from hopperc.ir.accesses import bodies
-
     for stmt in block.stmts:
         text = "  " * depth + statement(stmt)
         why = explain(getattr(stmt, "reason", None))

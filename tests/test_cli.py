@@ -130,4 +130,4 @@ def test_explain_lists_every_inserted_sync_in_source_order(hopperc_cli):
     assert numbers == sorted(numbers)
     assert any("fence.proxy.async.shared::cta" in x for x in lines)
     assert "generic write -> async read: sy written by st.shared (scale_rows.hk:13), read by " \
-           "tma store (scale_rows.hk:14)" in proc.stdout
+           "TMA store (scale_rows.hk:14)" in proc.stdout

@@ -57,6 +57,26 @@ def check_wgmma(shape: tuple[int, int, int], dtype: DType, span: Span) -> None:
                                  f"({k_step} for {dtype})")
 
 
+def check_wgmma_shared_operand(buf: ir.SharedBuffer, operand: str, k_major: bool,
+                               span: Span) -> None:
+    """wgmma reads a shared operand as swizzle atoms of 8 rows x the swizzle span
+    (PTX ISA, wgmma shared memory layout): the buffer's contiguous rows must be
+    exactly one span wide, which is what a TMA load with that swizzle writes."""
+    row_bytes = buf.shape[-1] * buf.dtype.nbytes
+    major = "K" if k_major else ("M" if operand == "A" else "N")
+    if buf.swizzle is Swizzle.NONE:
+        hint = next((f"swizzle {s}" for s in (Swizzle.B128, Swizzle.B64, Swizzle.B32)
+                     if s.span == row_bytes), "a swizzle whose span is its row width")
+        raise CompileError(span, f"wgmma reads '{buf.name}' ({operand}, {major}-major) from "
+                                 f"shared memory in a swizzled layout; declare it with {hint}")
+    if row_bytes != buf.swizzle.span:
+        raise CompileError(span, f"'{buf.name}' has rows of {row_bytes} bytes ({buf.shape[-1]} x "
+                                 f"{buf.dtype}), but wgmma with {buf.swizzle} swizzle reads rows "
+                                 f"of exactly {buf.swizzle.span} bytes: make its last dimension "
+                                 f"{buf.swizzle.span // buf.dtype.nbytes}, or pick the swizzle "
+                                 "that matches")
+
+
 def check_role_registers(role: ir.RoleInfo) -> None:
     """setmaxnreg takes a multiple of 8 in [24, 256]."""
     if role.regs is not None and (role.regs % 8 or not 24 <= role.regs <= 256):
@@ -103,3 +123,12 @@ def element_threads(running: int) -> int:
     """Threads that share one register tile: a warpgroup when whole warpgroups run
     (each warpgroup has its own tile, as wgmma gives each its own accumulator)."""
     return 128 if running % 128 == 0 else running
+
+
+def register_layout(shape: tuple[int, int], threads: int) -> ir.Layout:
+    """A warpgroup's [64, N] tiles (N % 8 == 0) take the wgmma fragment layout, so
+    accumulators, register A operands and everything computed from them agree
+    slot for slot; other tiles are spread row-major over their threads."""
+    if threads == 128 and shape[0] == WGMMA_M and shape[1] % 8 == 0:
+        return ir.Layout.WGMMA
+    return ir.Layout.ROW_MAJOR

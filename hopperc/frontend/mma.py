@@ -22,7 +22,7 @@ def lower_mma(acc: str, acc_symbol: TileSymbol, product: ast.BinOp, accumulate: 
     if acc_symbol.dtype is not DType.F32:
         raise CompileError(span, f"accumulator '{acc}' is {acc_symbol.dtype}; wgmma "
                                  "accumulates in f32")
-    a, a_dtype, a_shape = _operand_a(product.left, scope, warpgroups)
+    a, a_dtype, a_shape, a_buffer = _operand_a(product.left, scope, warpgroups)
     b_view = buffer_view(product.right, scope, warpgroups)
     if b_view is None:
         raise CompileError(product.right.span, "wgmma's B operand must be a shared buffer")
@@ -51,6 +51,14 @@ def lower_mma(acc: str, acc_symbol: TileSymbol, product: ast.BinOp, accumulate: 
                                          f"but '{acc}' is {acc_symbol.shape[0]}x"
                                          f"{acc_symbol.shape[1]}")
     limits.check_wgmma((m, n, k), a_dtype, product.span)
+    if a_buffer is not None:
+        limits.check_wgmma_shared_operand(a_buffer, "A", not a.transposed,
+                                          product.left.span)
+    elif a_dtype.is_fp8:
+        raise CompileError(product.left.span, "a register A operand must be bf16 or f16; "
+                                              "fp8 wgmma reads A from shared memory")
+    limits.check_wgmma_shared_operand(b_view.buffer, "B", b_view.view.transposed,
+                                      product.right.span)
     return ir.Mma(acc, a, b_view.view, accumulate, (m, n, k), span)
 
 
@@ -58,12 +66,12 @@ def _operand_a(expr: ast.Expr, scope: Scope, warpgroups: int):
     if isinstance(expr, ast.Name):
         symbol = scope.lookup(expr.id, expr.span)
         if isinstance(symbol, TileSymbol):
-            return ir.TileRef(expr.id), symbol.dtype, symbol.shape
+            return ir.TileRef(expr.id), symbol.dtype, symbol.shape, None
     view = buffer_view(expr, scope, warpgroups)
     if view is None:
         raise CompileError(expr.span, "wgmma's A operand must be a shared buffer or a register "
                                       "tile")
-    return view.view, view.buffer.dtype, view.shape
+    return view.view, view.buffer.dtype, view.shape, view.buffer
 
 
 def _shape(shape: tuple[int, ...]) -> str:

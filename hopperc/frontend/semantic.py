@@ -269,8 +269,8 @@ class _Analyzer:
         if len(shape) != 2:
             raise CompileError(d.span, "register tiles are 2-D (vectors are 1-D)")
         is_acc = d.name in self.accumulators
-        layout = ir.Layout.WGMMA_ACC if is_acc else ir.Layout.ROW_MAJOR
         threads = limits.element_threads(self.role.active_warps * 32 if self.role else self.threads)
+        layout = limits.register_layout(shape, threads)
         if is_acc and dtype is not DType.F32:
             raise CompileError(d.span, f"accumulator '{d.name}' is {dtype}; wgmma accumulates "
                                        "in f32")
@@ -325,7 +325,7 @@ class _Analyzer:
                 if isinstance(stmt.value, ast.BinOp) and stmt.value.op == "@":
                     return lower_mma(target.id, symbol, stmt.value, stmt.op == "+=", self.scope,
                                      self.role, self._warpgroups, stmt.span)
-                if symbol.layout is ir.Layout.WGMMA_ACC and stmt.op == "+=":
+                if target.id in self.accumulators and stmt.op == "+=":
                     raise CompileError(stmt.span, "'+=' on an accumulator takes a matrix "
                                                   "product: acc += a @ b")
                 value = stmt.value

@@ -41,14 +41,56 @@ def tile_reads(expr: ir.TileExpr) -> Iterator[str]:
             yield from tile_reads(operand)
 
 
+def tile_refs(expr: ir.TileExpr) -> Iterator[str]:
+    """Register tiles an element-wise expression reads."""
+    match expr:
+        case ir.TileRef(name=name):
+            yield name
+        case ir.Elementwise(args=args):
+            for arg in args:
+                yield from tile_refs(arg)
+        case ir.Convert(operand=operand):
+            yield from tile_refs(operand)
+
+
+@dataclass(frozen=True)
+class RegisterUse:
+    """A register tile read or written by a statement other than a wgmma."""
+
+    tile: str
+    write: bool
+    span: Span
+
+    @property
+    def what(self) -> str:
+        return "written by element-wise code" if self.write else "read by element-wise code"
+
+
+def register_uses(stmt: ir.Stmt) -> list[RegisterUse]:
+    """Register tiles a leaf statement other than a wgmma reads or writes."""
+    match stmt:
+        case ir.TileDef(name=name, init=value, span=span) | \
+                ir.TileAssign(name=name, value=value, span=span):
+            return ([RegisterUse(t, False, span) for t in tile_refs(value)]
+                    + [RegisterUse(name, True, span)])
+        case ir.SharedStore(value=value, span=span):
+            return [RegisterUse(t, False, span) for t in tile_refs(value)]
+    return []
+
+
+def mma_registers(mma: ir.Mma) -> tuple[str, ...]:
+    """The register tiles a wgmma uses: its accumulator and a register A."""
+    return (mma.acc,) + ((mma.a.name,) if isinstance(mma.a, ir.TileRef) else ())
+
+
 def leaf_accesses(stmt: ir.Stmt) -> list[Access]:
     """Accesses of a statement that has no body."""
     match stmt:
         case ir.AsyncLoad(dst=dst, engine=engine, span=span):
-            return [Access(dst.buffer, Proxy.ASYNC, True, True, f"written by {engine.value} load",
+            return [Access(dst.buffer, Proxy.ASYNC, True, True, f"written by {engine.label} load",
                            span)]
         case ir.AsyncStore(src=src, engine=engine, span=span):
-            return [Access(src.buffer, Proxy.ASYNC, False, True, f"read by {engine.value} store",
+            return [Access(src.buffer, Proxy.ASYNC, False, True, f"read by {engine.label} store",
                            span)]
         case ir.SharedStore(dst=dst, value=value, span=span):
             reads = [Access(b, Proxy.GENERIC, False, False, "read by ld.shared", span)

@@ -207,13 +207,22 @@ class Layout(Enum):
     """How a register tile's elements are spread over the running threads."""
 
     ROW_MAJOR = "row_major"  # slot k of thread t holds linear element k * threads + t
-    WGMMA_ACC = "wgmma_acc"  # the wgmma accumulator fragment of a warpgroup
+    # The wgmma register fragment of a warpgroup (accumulator D, and A of a
+    # register-A wgmma, which has the same layout 16 columns at a time): slot k
+    # of thread t (warp w, lane l) holds row 16w + l/4 + 8((k/2)%2), column
+    # 8(k/4) + 2(l%4) + k%2.
+    WGMMA = "wgmma"
 
 
 # ---------------------------------------------------------------- statements
 class Engine(Enum):
     TMA = "tma"  # cp.async.bulk.tensor through a tensor map
     BULK = "bulk"  # cp.async.bulk of contiguous bytes
+
+    @property
+    def label(self) -> str:
+        """How explanations name the engine: 'TMA load', 'bulk store'."""
+        return "TMA" if self is Engine.TMA else "bulk"
 
 
 @dataclass(frozen=True)

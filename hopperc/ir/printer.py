@@ -67,7 +67,7 @@ def explain(reason: ir.Reason | None) -> str:
         return ""
     before = f" ({_loc(reason.before_span)})" if reason.before_span else ""
     after = f" ({_loc(reason.after_span)})" if reason.after_span else ""
-    return f"{reason.buffer} {reason.before}{before}, {reason.after}{after}"
+    return f"{reason.subject} {reason.before}{before}, {reason.after}{after}"
 
 
 def _loc(span) -> str:

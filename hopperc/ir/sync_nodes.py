@@ -24,15 +24,17 @@ class Hazard(Enum):
     ASYNC_WRITE_READ = "async write -> read"
     ASYNC_READ_WRITE = "async read -> write"
     THREAD_HANDOFF = "hand-off between threads"
+    REGISTERS_TO_WGMMA = "register access -> wgmma"
     SETUP = "barrier setup"
 
 
 @dataclass(frozen=True)
 class Reason:
-    """Why the compiler inserted a sync: the hazard, the buffer, both accesses."""
+    """Why the compiler inserted a sync: the hazard, what it protects (a shared
+    buffer or a register tile), and both accesses."""
 
     hazard: Hazard
-    buffer: str
+    subject: str
     before: str
     before_span: Span | None
     after: str
@@ -115,8 +117,13 @@ class PhaseFlip:
 
 @dataclass(frozen=True)
 class WgmmaFence:
+    """wgmma.fence: order earlier register accesses before the wgmma that follow.
+    `tiles` are the register operands of those wgmma (pinned in place by the
+    renderer so the C++ compiler cannot move their writes past the fence)."""
+
     span: Span
     reason: Reason | None = None
+    tiles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,9 +134,13 @@ class WgmmaCommit:
 
 @dataclass(frozen=True)
 class WgmmaWait:
+    """wgmma.wait_group N: at most `pending` batches still in flight. `tiles` are
+    the accumulators it completes (pinned after the wait by the renderer)."""
+
     pending: int
     span: Span
     reason: Reason | None = None
+    tiles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

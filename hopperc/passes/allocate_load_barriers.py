@@ -18,6 +18,7 @@ from dataclasses import replace
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
+from hopperc.ir.rewrite import map_bodies
 
 
 def allocate_load_barriers(kernel: ir.Kernel) -> ir.Kernel:
@@ -55,13 +56,7 @@ def _rebind(block: ir.Block, names: dict[str, str]) -> ir.Block:
     for stmt in block.stmts:
         if isinstance(stmt, ir.AsyncLoad) and stmt.barrier is None:
             stmt = replace(stmt, barrier=ir.BarrierRef(names[stmt.dst.buffer], ir.const(0)))
-        elif isinstance(stmt, ir.ManualRegion):
-            pass
-        elif isinstance(stmt, ir.IfThen):
-            stmt = replace(stmt, then=_rebind(stmt.then, names), orelse=_rebind(stmt.orelse, names))
-        elif hasattr(stmt, "body") and isinstance(stmt.body, ir.Block):
-            stmt = replace(stmt, body=_rebind(stmt.body, names))
-        out.append(stmt)
+        out.append(map_bodies(stmt, lambda b: _rebind(b, names)))
     return ir.Block(tuple(out))
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import all_accesses, bodies
+from hopperc.ir.accesses import all_accesses
+from hopperc.ir.rewrite import map_bodies
 
 
 def complete_async_loads(kernel: ir.Kernel) -> ir.Kernel:
@@ -45,18 +46,10 @@ def _block(block: ir.Block) -> ir.Block:
             out.append(stmt)
             pending.append(stmt)
             continue
-        out.append(_recurse(stmt))
+        out.append(map_bodies(stmt, _block))
     for load in pending:
         out.extend(_wait(load, None))
     return ir.Block(tuple(out))
-
-
-def _recurse(stmt: ir.Stmt) -> ir.Stmt:
-    if isinstance(stmt, ir.IfThen):
-        return replace(stmt, then=_block(stmt.then), orelse=_block(stmt.orelse))
-    if bodies(stmt):
-        return replace(stmt, body=_block(stmt.body))
-    return stmt
 
 
 def _wait(load: ir.AsyncLoad, user: ir.Stmt | None) -> list[ir.Stmt]:
@@ -70,4 +63,4 @@ def _wait(load: ir.AsyncLoad, user: ir.Stmt | None) -> list[ir.Stmt]:
 
 def _reason(load: ir.AsyncLoad, after: str, after_span=None) -> ir.Reason:
     return ir.Reason(ir.Hazard.ASYNC_WRITE_READ, load.dst.buffer,
-                     f"written by {load.engine.value} load", load.span, after, after_span)
+                     f"written by {load.engine.label} load", load.span, after, after_span)

@@ -18,31 +18,22 @@ from dataclasses import replace
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import all_accesses
 from hopperc.ir.dataflow import ForwardRewrite
+from hopperc.ir.rewrite import close_runs
 
-# State: the committed stores still in flight, as (buffer, store span) pairs.
-InFlight = frozenset[tuple[str, object]]
+# State: the committed stores still in flight, as (buffer, "read by ... store", span).
+InFlight = frozenset[tuple[str, str, object]]
 
 
 def complete_bulk_stores(kernel: ir.Kernel) -> ir.Kernel:
-    return _BulkStores().run(replace(kernel, body=_commit(kernel.body)))
+    return _BulkStores().run(replace(kernel, body=close_runs(kernel.body, ir.AsyncStore, _commit)))
 
 
-def _commit(block: ir.Block) -> ir.Block:
-    """One commit_group after each run of consecutive stores."""
-    out: list[ir.Stmt] = []
-    stmts = block.stmts
-    for i, stmt in enumerate(stmts):
-        if isinstance(stmt, ir.IfThen):
-            stmt = replace(stmt, then=_commit(stmt.then), orelse=_commit(stmt.orelse))
-        elif isinstance(stmt, (ir.ForLoop, ir.RoleBlock)):
-            stmt = replace(stmt, body=_commit(stmt.body))
-        out.append(stmt)
-        last_of_run = i + 1 == len(stmts) or not isinstance(stmts[i + 1], ir.AsyncStore)
-        if isinstance(stmt, ir.AsyncStore) and last_of_run:
-            out.append(ir.BulkCommit(stmt.span, ir.Reason(
-                ir.Hazard.ASYNC_READ_WRITE, stmt.src.buffer, f"read by {stmt.engine.value} store",
-                stmt.span, "tracked as one bulk group", None)))
-    return ir.Block(tuple(out))
+def _commit(run: list[ir.Stmt]) -> ir.BulkCommit:
+    """One commit_group closes each run of consecutive stores."""
+    last = run[-1]
+    return ir.BulkCommit(last.span, ir.Reason(
+        ir.Hazard.ASYNC_READ_WRITE, last.src.buffer, f"read by {last.engine.label} store",
+        last.span, "tracked as one bulk group", None))
 
 
 class _BulkStores(ForwardRewrite[InFlight]):
@@ -55,16 +46,16 @@ class _BulkStores(ForwardRewrite[InFlight]):
     def before(self, stmt: ir.Stmt, state: InFlight):
         written = {a for a in all_accesses(stmt) if a.write}
         for access in written:
-            hit = next(((b, span) for b, span in state if b == access.buffer), None)
+            hit = next((s for s in state if s[0] == access.buffer), None)
             if hit is not None:
                 reason = ir.Reason(ir.Hazard.ASYNC_READ_WRITE, access.buffer,
-                                   "read by bulk store", hit[1], access.what, access.span)
+                                   hit[1], hit[2], access.what, access.span)
                 return [ir.BulkWaitRead(0, access.span, reason)], frozenset()
         return [], state
 
     def transfer(self, stmt: ir.Stmt, state: InFlight) -> InFlight:
         if isinstance(stmt, ir.AsyncStore):
-            return state | {(stmt.src.buffer, stmt.span)}
+            return state | {(stmt.src.buffer, f"read by {stmt.engine.label} store", stmt.span)}
         if isinstance(stmt, ir.BulkWaitRead) and stmt.pending == 0:
             return frozenset()
         return state
@@ -72,7 +63,7 @@ class _BulkStores(ForwardRewrite[InFlight]):
     def at_exit(self, state: InFlight) -> list[ir.Stmt]:
         if not state:
             return []
-        buffer, span = sorted(state, key=lambda s: (s[0], s[1].line))[-1]
+        buffer, what, span = sorted(state, key=lambda s: (s[2].line, s[0]))[-1]
         return [ir.BulkWaitRead(0, span, ir.Reason(
-            ir.Hazard.ASYNC_READ_WRITE, buffer, "read by bulk store", span,
+            ir.Hazard.ASYNC_READ_WRITE, buffer, what, span,
             "shared memory released when the block exits", None))]

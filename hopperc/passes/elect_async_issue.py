@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hopperc.ir import nodes as ir
+from hopperc.ir.rewrite import map_bodies
 
 ISSUED_BY_ONE = (ir.AsyncLoad, ir.AsyncStore, ir.MBarrierExpectTx, ir.BulkCommit,
                  ir.BulkWaitRead)
@@ -33,11 +34,7 @@ def _block(block: ir.Block) -> ir.Block:
         if run:
             out.append(ir.OneThread(ir.Block(tuple(run)), run[0].span))
             run = []
-        if isinstance(stmt, ir.IfThen):
-            stmt = replace(stmt, then=_block(stmt.then), orelse=_block(stmt.orelse))
-        elif isinstance(stmt, (ir.ForLoop, ir.RoleBlock)):
-            stmt = replace(stmt, body=_block(stmt.body))
-        out.append(stmt)
+        out.append(map_bodies(stmt, _block))
     if run:
         out.append(ir.OneThread(ir.Block(tuple(run)), run[0].span))
     return ir.Block(tuple(out))

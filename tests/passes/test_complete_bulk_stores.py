@@ -30,7 +30,7 @@ def test_rewrite_in_next_iteration_waits_first(tmp_path):
     filecheck(ir_after(REWRITE_EACH_ITERATION, PASS), """
 CHECK: for i in 0 .. 4:
 CHECK-NEXT: cp.async.bulk.wait_group.read 0
-CHECK-SAME: sy read by bulk store (t.hk:7), written by st.shared (t.hk:6)
+CHECK-SAME: sy read by TMA store (t.hk:7), written by st.shared (t.hk:6)
 CHECK-NEXT: st.shared sy
 CHECK-NEXT: tma.store Y
 CHECK-NEXT: cp.async.bulk.commit_group

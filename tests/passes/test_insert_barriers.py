@@ -10,7 +10,7 @@ def test_generic_write_handed_to_store(tmp_path):
     filecheck(ir_after(WRITE_THEN_STORE, PASS), """
 CHECK: st.shared sy
 CHECK-NEXT: bar.sync 1, 128
-CHECK-SAME: why: sy written by st.shared (t.hk:5), read by tma store (t.hk:6)
+CHECK-SAME: why: sy written by st.shared (t.hk:5), read by TMA store (t.hk:6)
 CHECK-NEXT: tma.store Y
 """, tmp_path)
 
@@ -39,7 +39,7 @@ def test_rewrite_after_store_waits_then_barrier(tmp_path):
 CHECK: for i in 0 .. 4:
 CHECK-NEXT: cp.async.bulk.wait_group.read 0
 CHECK-NEXT: bar.sync 1, 128
-CHECK-SAME: sy read by tma store (t.hk:7), written by st.shared (t.hk:6)
+CHECK-SAME: sy read by TMA store (t.hk:7), written by st.shared (t.hk:6)
 CHECK-NEXT: st.shared sy
 CHECK-NEXT: bar.sync 1, 128
 CHECK-NEXT: tma.store Y
@@ -50,7 +50,7 @@ def test_read_then_refill_waits_for_the_readers(tmp_path):
     filecheck(ir_after(READ_THEN_REFILL, PASS), """
 CHECK: for i in 0 .. 4:
 CHECK-NEXT: bar.sync 1, 128
-CHECK-SAME: sx read by ld.shared (t.hk:7), written by tma load (t.hk:6)
+CHECK-SAME: sx read by ld.shared (t.hk:7), written by TMA load (t.hk:6)
 CHECK-NEXT: mbarrier.arrive.expect_tx
 """, tmp_path)
 

@@ -11,7 +11,7 @@ def test_fence_in_writers_before_the_handoff_barrier(tmp_path):
     filecheck(ir_after(WRITE_THEN_STORE, PASS), """
 CHECK: st.shared sy
 CHECK-NEXT: fence.proxy.async.shared::cta
-CHECK-SAME: why: sy written by st.shared (t.hk:5), read by tma store (t.hk:6)
+CHECK-SAME: why: sy written by st.shared (t.hk:5), read by TMA store (t.hk:6)
 CHECK-NEXT: bar.sync 1, 128
 CHECK-NEXT: tma.store Y
 """, tmp_path)
@@ -45,7 +45,7 @@ def test_write_in_one_branch_then_store_after_join(tmp_path):
 CHECK: if flag > 0:
 CHECK-NEXT: st.shared sy
 CHECK-NEXT: fence.proxy.async.shared::cta
-CHECK-SAME: sy written by st.shared (t.hk:7), read by tma store (t.hk:9)
+CHECK-SAME: sy written by st.shared (t.hk:7), read by TMA store (t.hk:9)
 CHECK-NEXT: bar.sync 1, 128
 CHECK-NEXT: tma.store Y
 """, tmp_path)
@@ -67,7 +67,7 @@ def test_generic_read_then_async_refill(tmp_path):
     filecheck(ir_after(READ_THEN_REFILL, PASS), """
 CHECK: for i in 0 .. 4:
 CHECK-NEXT: fence.proxy.async.shared::cta
-CHECK-SAME: sx read by ld.shared (t.hk:7), written by tma load (t.hk:6)
+CHECK-SAME: sx read by ld.shared (t.hk:7), written by TMA load (t.hk:6)
 CHECK-NEXT: bar.sync 1, 128
 CHECK-NEXT: mbarrier.arrive.expect_tx
 """, tmp_path)

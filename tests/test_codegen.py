@@ -77,6 +77,6 @@ def test_two_warpgroups_each_cover_their_own_rows():
     built = driver.build(SourceFile("wg.hk", text))
     cu = built.generated.cuda
     # 64 x 64 elements of one warpgroup's rows over its 128 threads: 32 each
-    assert "for (int k = 0; k < 32; ++k)" in cu
+    assert "for (int hk_k = 0; hk_k < 32; ++hk_k)" in cu
     assert "(static_cast<int>(threadIdx.x) % 128)" in cu
     assert "bar.sync 1, 256" in built.result.ptx

@@ -74,7 +74,8 @@ def shared_store(dtype: DType, address: str, value: str) -> str:
 
 
 class ExprRenderer:
-    """Renders tile expressions at element (r, c) of slot k of the running thread."""
+    """Renders tile expressions at element (hk_r, hk_c) of slot hk_k of the running
+    thread (hk_ names cannot clash with the kernel's own)."""
 
     def __init__(self, kernel: ir.Kernel, launch: LaunchInfo):
         self.kernel = kernel
@@ -93,10 +94,10 @@ class ExprRenderer:
         return " + ".join(parts)
 
     def element_address(self, view: ir.BufferView, role: RoleContext) -> str:
-        """Address of element (r, c) of a 2-D view (row-major, then swizzled)."""
+        """Address of element (hk_r, hk_c) of a 2-D view (row-major, then swizzled)."""
         buf = self.kernel.buffer(view.buffer)
         cols = buf.shape[-1]
-        r, c = ("c", "r") if view.transposed else ("r", "c")
+        r, c = ("hk_c", "hk_r") if view.transposed else ("hk_r", "hk_c")
         offset = f"static_cast<unsigned>(({r}) * {cols} + ({c})) * {buf.dtype.nbytes}u"
         mask = _SWIZZLE_MASK[buf.swizzle]
         if mask:
@@ -108,13 +109,13 @@ class ExprRenderer:
         """The expression's value as a float."""
         match expr:
             case ir.TileRef(name=name):
-                return to_float(self.tile_dtypes[name], f"{name}[k]")
+                return to_float(self.tile_dtypes[name], f"{name}[hk_k]")
             case ir.SharedRead(view=view):
                 dtype = self.kernel.buffer(view.buffer).dtype
                 return to_float(dtype, shared_load(dtype, self.element_address(view, role)))
             case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
                 t = self.kernel.tensor(tensor)
-                index = f"({scalar(start, role)}) + {'r' if axis == 'rows' else 'c'}"
+                index = f"({scalar(start, role)}) + {'hk_r' if axis == 'rows' else 'hk_c'}"
                 bound = t.dims[0]
                 load = to_float(t.dtype, f"__ldg({tensor} + hk_i)")
                 return f"[&] {{ const int hk_i = {index}; return hk_i < {bound} ? {load} : 0.0f; }}()"

@@ -14,11 +14,12 @@ import jinja2
 from hopperc import __version__
 from hopperc.codegen.cexpr import ExprRenderer, RoleContext, from_float, scalar, shared_store
 from hopperc.codegen.launch import LaunchInfo, launch_info
-from hopperc.diagnostics import CompileError
+from hopperc.codegen.wgmma import SharedOperand, WgmmaStep
+from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
-from hopperc.ir.printer import explain
-from hopperc.frontend.limits import element_threads
+from hopperc.ir.printer import explain, statement
+from hopperc.ir.layout import element_threads, register_layout
 
 GRID_REGISTERS = ("x", "y", "z")
 INDENT = "  "
@@ -33,13 +34,22 @@ def _environment() -> jinja2.Environment:
 
 @dataclass(frozen=True)
 class PerElement:
-    """Operands of the per-element loop macro."""
+    """Operands of the per-element loop macro: slot k of this thread is element (row, col)."""
 
     slots: int
-    threads: int
     thread: str
-    cols: int
+    row: str
+    col: str
     assign: str
+
+
+@dataclass(frozen=True)
+class PinnedTile:
+    """A register tile pinned in place next to a wgmma fence or wait."""
+
+    name: str
+    slots: int
+    constraint: str
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,8 @@ class _Context:
         self.exprs = ExprRenderer(kernel, launch)
         self.macros = _environment().get_template("nodes.cu.j2").make_module({"cx": self})
         self.role = RoleContext(0, kernel.threads)
+        self.declared: list[set[str]] = [set()]
+        self.tiles = {s.name: s for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
 
     # ---- walking
     def block(self, block: ir.Block, role: RoleContext, depth: int, lines: list[str]) -> None:
@@ -101,45 +113,55 @@ class _Context:
                 last = r.first_warp + r.active_warps
                 lines.append(f"{pad}if (hk_warp >= {r.first_warp} && hk_warp < {last}) {{"
                              f"  // role {r.name}")
-                self.block(body, RoleContext(r.first_warp, r.active_warps * 32), depth + 1, lines)
+                self._scoped(body, RoleContext(r.first_warp, r.active_warps * 32), depth + 1, lines)
                 lines.append(f"{pad}}}")
             case ir.ForLoop(var=var, start=start, stop=stop, body=body):
                 lines.append(f"{pad}for (int {var} = {scalar(start, role)}; {var} < "
                              f"{scalar(stop, role)}; ++{var}) {{")
-                self.block(body, role, depth + 1, lines)
+                self._scoped(body, role, depth + 1, lines)
                 lines.append(f"{pad}}}")
             case ir.IfThen(cond=cond, then=then, orelse=orelse):
                 lines.append(f"{pad}if ({scalar(cond, role)}) {{")
-                self.block(then, role, depth + 1, lines)
+                self._scoped(then, role, depth + 1, lines)
                 if orelse.stmts:
                     lines.append(f"{pad}}} else {{")
-                    self.block(orelse, role, depth + 1, lines)
+                    self._scoped(orelse, role, depth + 1, lines)
                 lines.append(f"{pad}}}")
             case ir.OneThread(body=body):
                 lines.append(f"{pad}if (hk_warp == {role.first_warp} && hk_elect_one()) {{"
                              "  // one elected thread issues")
-                self.block(body, role, depth + 1, lines)
+                self._scoped(body, role, depth + 1, lines)
                 lines.append(f"{pad}}}")
             case ir.ElectLane(body=body):
                 lines.append(f"{pad}if (hk_elect_one()) {{")
-                self.block(body, role, depth + 1, lines)
+                self._scoped(body, role, depth + 1, lines)
                 lines.append(f"{pad}}}")
             case ir.ManualRegion(body=body):
                 lines.append(f"{pad}{{  // manual synchronization: written by hand")
-                self.block(body, role, depth + 1, lines)
+                self._scoped(body, role, depth + 1, lines)
                 lines.append(f"{pad}}}")
-            case ir.Mma():
-                raise CompileError(stmt.span, "wgmma lowering is not implemented yet in this "
-                                              "version of hopperc")
+            case ir.TileDef(name=name):
+                self.declared[-1].add(name)
+                self._leaf(stmt, pad, lines)
             case _:
-                macro = getattr(self.macros, type(stmt).__name__)
-                text = str(macro(stmt, self))
-                lines.extend(pad + line for line in text.splitlines())
+                self._leaf(stmt, pad, lines)
+
+    def _leaf(self, stmt: ir.Stmt, pad: str, lines: list[str]) -> None:
+        macro = getattr(self.macros, type(stmt).__name__)
+        text = str(macro(stmt, self))
+        lines.extend(pad + line for line in text.splitlines())
+
+    def _scoped(self, body: ir.Block, role: RoleContext, depth: int, lines: list[str]) -> None:
+        """A C++ block: tiles declared in it are out of scope after it."""
+        self.declared.append(set())
+        self.block(body, role, depth, lines)
+        self.declared.pop()
+
 
     # ---- operands for the macros
     def why(self, stmt) -> str:
-        kind = type(stmt).__name__
-        return f"{kind}: {explain(stmt.reason)}"
+        """`fence.proxy.async.shared::cta: sc written by st.shared (k.hk:31), ...`."""
+        return f"{statement(stmt).split()[0]}: {explain(stmt.reason)}"
 
     def scalar(self, expr: ir.ScalarExpr) -> str:
         return scalar(expr, self.role)
@@ -170,25 +192,58 @@ class _Context:
         role = self.role
         if isinstance(stmt, ir.SharedStore):
             buf = self.kernel.buffer(stmt.dst.buffer)
-            rows, cols = _view_shape(buf, stmt.dst)
+            shape = _view_shape(buf, stmt.dst)
             value = from_float(buf.dtype, self.exprs.value(_unrounded(stmt.value, buf.dtype), role))
             assign = shared_store(buf.dtype, self.exprs.element_address(stmt.dst, role), value) + ";"
             threads = element_threads(role.threads)
         else:
-            definition = stmt if isinstance(stmt, ir.TileDef) else self._tile_def(stmt.name)
-            rows, cols = definition.shape
+            definition = stmt if isinstance(stmt, ir.TileDef) else self.tiles[stmt.name]
+            shape = definition.shape
             value = self.exprs.value(_unrounded(
                 stmt.init if isinstance(stmt, ir.TileDef) else stmt.value, definition.dtype), role)
-            assign = f"{definition.name}[k] = {from_float(definition.dtype, value)};"
+            assign = f"{definition.name}[hk_k] = {from_float(definition.dtype, value)};"
             threads = definition.threads
         local = "static_cast<int>(threadIdx.x)"
         if role.first_warp:
             local = f"(static_cast<int>(threadIdx.x) - {role.first_warp * 32})"
         thread = local if threads == role.threads else f"({local} % {threads})"
-        return PerElement(rows * cols // threads, threads, thread, cols, assign)
+        rows, cols = shape
+        if register_layout(shape, threads) is ir.Layout.WGMMA:
+            row = "16 * (hk_t / 32) + (hk_t % 32) / 4 + 8 * ((hk_k / 2) % 2)"
+            col = "8 * (hk_k / 4) + 2 * (hk_t % 4) + (hk_k % 2)"
+        else:
+            row = f"(hk_k * {threads} + hk_t) / {cols}"
+            col = f"(hk_k * {threads} + hk_t) % {cols}"
+        return PerElement(rows * cols // threads, thread, row, col, assign)
 
-    def _tile_def(self, name: str) -> ir.TileDef:
-        return next(s for s in walk(self.kernel.body) if isinstance(s, ir.TileDef) and s.name == name)
+    def wgmma_steps(self, mma: ir.Mma) -> list[WgmmaStep]:
+        acc = self.tiles[mma.acc]
+        b = self._shared_operand(mma.b, k_major=mma.b.transposed)
+        if isinstance(mma.a, ir.TileRef):
+            a, a_dtype = mma.a.name, self.tiles[mma.a.name].dtype
+        else:
+            a = self._shared_operand(mma.a, k_major=not mma.a.transposed)
+            a_dtype = a.buffer.dtype
+        return wgmma_steps(mma, _slots(acc), a, a_dtype, b)
+
+    def _shared_operand(self, view: ir.BufferView, k_major: bool) -> SharedOperand:
+        return SharedOperand(self.exprs.view_base(view, self.role),
+                             self.kernel.buffer(view.buffer), k_major)
+
+    def pinned(self, stmt: ir.WgmmaFence | ir.WgmmaWait) -> list[PinnedTile]:
+        """The stmt's register tiles still in scope, with their asm constraint."""
+        live = set().union(*self.declared)
+        out = []
+        for name in stmt.tiles:
+            if name in live:
+                tile = self.tiles[name]
+                constraint = "+f" if tile.dtype is ir.DType.F32 else "+h"
+                out.append(PinnedTile(name, _slots(tile), constraint))
+        return out
+
+
+def _slots(tile: ir.TileDef) -> int:
+    return tile.shape[0] * tile.shape[1] // tile.threads
 
 
 def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:

@@ -8,11 +8,11 @@ from __future__ import annotations
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType, Swizzle
 from hopperc.ir import nodes as ir
+from hopperc.ir.layout import WGMMA_M
 
 SHARED_MEMORY_LIMIT = 227 * 1024  # bytes of dynamic shared memory per block on sm_90
 REGISTER_FILE = 64 * 1024  # 32-bit registers per SM, shared by all warps of the block
 TMA_MAX_BOX = 256
-WGMMA_M = 64
 WGMMA_MAX_N = 256
 MAX_THREADS = 1024
 MBARRIER_BYTES = 8
@@ -117,18 +117,3 @@ def shared_layout(buffers: tuple[ir.SharedBuffer, ...], barrier_count: int) -> t
         cursor += buf.stage_bytes * buf.stages
     cursor = -(-cursor // MBARRIER_BYTES) * MBARRIER_BYTES
     return offsets, cursor + barrier_count * MBARRIER_BYTES
-
-
-def element_threads(running: int) -> int:
-    """Threads that share one register tile: a warpgroup when whole warpgroups run
-    (each warpgroup has its own tile, as wgmma gives each its own accumulator)."""
-    return 128 if running % 128 == 0 else running
-
-
-def register_layout(shape: tuple[int, int], threads: int) -> ir.Layout:
-    """A warpgroup's [64, N] tiles (N % 8 == 0) take the wgmma fragment layout, so
-    accumulators, register A operands and everything computed from them agree
-    slot for slot; other tiles are spread row-major over their threads."""
-    if threads == 128 and shape[0] == WGMMA_M and shape[1] % 8 == 0:
-        return ir.Layout.WGMMA
-    return ir.Layout.ROW_MAJOR

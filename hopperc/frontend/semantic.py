@@ -14,6 +14,7 @@ from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, Vecto
 from hopperc.frontend.tiles import buffer_view, lower_tile_expr, require_warpgroup_view
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import all_accesses
+from hopperc.ir.layout import element_threads, register_layout
 
 DEFAULT_THREADS = 128
 
@@ -269,8 +270,8 @@ class _Analyzer:
         if len(shape) != 2:
             raise CompileError(d.span, "register tiles are 2-D (vectors are 1-D)")
         is_acc = d.name in self.accumulators
-        threads = limits.element_threads(self.role.active_warps * 32 if self.role else self.threads)
-        layout = limits.register_layout(shape, threads)
+        threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
+        layout = register_layout(shape, threads)
         if is_acc and dtype is not DType.F32:
             raise CompileError(d.span, f"accumulator '{d.name}' is {dtype}; wgmma accumulates "
                                        "in f32")

@@ -134,3 +134,15 @@ def walk(block: ir.Block) -> Iterator[ir.Stmt]:
         yield stmt
         for body in bodies(stmt):
             yield from walk(body)
+
+
+def leaves(stmt: ir.Stmt) -> Iterator[ir.Stmt]:
+    """The statements without bodies that `stmt` runs (manual code excluded)."""
+    if isinstance(stmt, ir.ManualRegion):
+        return
+    nested = bodies(stmt)
+    if not nested:
+        yield stmt
+    for body in nested:
+        for inner in body.stmts:
+            yield from leaves(inner)

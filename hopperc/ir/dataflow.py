@@ -86,3 +86,13 @@ class ForwardRewrite(Generic[S]):
         body, end = self.block(stmt.body, entry)
         # The loop may run zero times: after it, the state is entry's or end's.
         return replace(stmt, body=body), self.join(entry, end)
+
+
+def insert_before_trailing(out: list[ir.Stmt], inserted: list[ir.Stmt],
+                           kinds: tuple[type, ...]) -> None:
+    """Insert before the trailing `kinds` statements of `out`: e.g. before the
+    arrive.expect_tx that belongs to the load the inserted sync precedes."""
+    at = len(out)
+    while at > 0 and isinstance(out[at - 1], kinds):
+        at -= 1
+    out[at:at] = inserted

@@ -135,12 +135,14 @@ class WgmmaCommit:
 @dataclass(frozen=True)
 class WgmmaWait:
     """wgmma.wait_group N: at most `pending` batches still in flight. `tiles` are
-    the accumulators it completes (pinned after the wait by the renderer)."""
+    the accumulators it completes (pinned after the wait by the renderer) and
+    `buffers` the shared buffers whose wgmma reads it completes."""
 
     pending: int
     span: Span
     reason: Reason | None = None
     tiles: tuple[str, ...] = ()
+    buffers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -6,20 +6,26 @@ from typing import Callable
 
 from hopperc.ir import nodes as ir
 from hopperc.passes.allocate_load_barriers import allocate_load_barriers
+from hopperc.passes.commit_wgmma_batches import commit_wgmma_batches
 from hopperc.passes.complete_async_loads import complete_async_loads
 from hopperc.passes.complete_bulk_stores import complete_bulk_stores
 from hopperc.passes.elect_async_issue import elect_async_issue
 from hopperc.passes.insert_barriers import insert_barriers
 from hopperc.passes.insert_proxy_fences import insert_proxy_fences
+from hopperc.passes.insert_wgmma_fences import insert_wgmma_fences
+from hopperc.passes.wait_wgmma_batches import wait_wgmma_batches
 
 Pass = Callable[[ir.Kernel], ir.Kernel]
 
 PIPELINE: tuple[tuple[str, Pass], ...] = (
     ("allocate_load_barriers", allocate_load_barriers),
     ("complete_async_loads", complete_async_loads),
+    ("commit_wgmma_batches", commit_wgmma_batches),
+    ("wait_wgmma_batches", wait_wgmma_batches),
     ("complete_bulk_stores", complete_bulk_stores),
     ("insert_barriers", insert_barriers),
     ("insert_proxy_fences", insert_proxy_fences),
+    ("insert_wgmma_fences", insert_wgmma_fences),
     ("elect_async_issue", elect_async_issue),
 )
 

@@ -1,7 +1,8 @@
 """insert_barriers
 
-Requires: mbarrier waits placed for loads (complete_async_loads) and
-wait_group.read placed for stores (complete_bulk_stores).
+Requires: mbarrier waits placed for loads (complete_async_loads),
+wait_group.read for stores (complete_bulk_stores) and wgmma waits
+(wait_wgmma_batches).
 Establishes: whenever a thread may access shared memory another thread of the
 same role accessed before (at least one of them writing), a named barrier
 `bar.sync id, n` over exactly the role's n threads orders them; ids are 1 + the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import Access, Proxy, all_accesses, leaf_accesses, walk
-from hopperc.ir.dataflow import ForwardRewrite
+from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 
 Pending = frozenset[Access]
 
@@ -65,10 +66,7 @@ class _Barriers(ForwardRewrite[Pending]):
 
     def place(self, out: list[ir.Stmt], inserted: list[ir.Stmt]) -> None:
         """An arrive.expect_tx belongs to the load after it: the barrier goes first."""
-        at = len(out)
-        while at > 0 and isinstance(out[at - 1], ir.MBarrierExpectTx):
-            at -= 1
-        out[at:at] = inserted
+        insert_before_trailing(out, inserted, (ir.MBarrierExpectTx,))
 
     def transfer(self, stmt: ir.Stmt, state: Pending) -> Pending:
         match stmt:
@@ -80,6 +78,9 @@ class _Barriers(ForwardRewrite[Pending]):
                     a.proxy is Proxy.ASYNC and a.write and a.buffer in landed))
             case ir.BulkWaitRead(pending=0):
                 return frozenset(_completed(a) if _is_store(a) else a for a in state)
+            case ir.WgmmaWait(buffers=done):
+                return frozenset(_completed(a) if _is_wgmma_read(a) and a.buffer in done else a
+                                 for a in state)
         return state | frozenset(leaf_accesses(stmt))
 
 
@@ -87,14 +88,19 @@ def _is_store(access: Access) -> bool:
     return access.proxy is Proxy.ASYNC and not access.write and access.single_thread
 
 
+def _is_wgmma_read(access: Access) -> bool:
+    return access.proxy is Proxy.ASYNC and not access.write and not access.single_thread
+
+
 def _in_flight(access: Access) -> bool:
     """Async operations a barrier does not complete."""
     return access.proxy is Proxy.ASYNC
 
 
-def _completed(store: Access) -> Access:
-    """A store known complete by its issuer: still unordered for the other threads."""
-    return Access(store.buffer, Proxy.GENERIC, False, True, store.what, store.span)
+def _completed(read: Access) -> Access:
+    """An async read known complete by the threads that waited for it (the store's
+    issuer; each warpgroup for its own wgmma): still unordered for the others."""
+    return Access(read.buffer, Proxy.GENERIC, False, read.single_thread, read.what, read.span)
 
 
 def _needs_barrier(prior: Access, access: Access) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import Access, Proxy, all_accesses, leaf_accesses
-from hopperc.ir.dataflow import ForwardRewrite
+from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 
 Unfenced = frozenset[Access]
 
@@ -55,8 +55,5 @@ class _Fences(ForwardRewrite[Unfenced]):
     def place(self, out: list[ir.Stmt], inserted: list[ir.Stmt]) -> None:
         """A fence goes before the hand-off barrier (and the issue sequence) that
         precedes the async access."""
-        at = len(out)
-        while at > 0 and isinstance(out[at - 1], (ir.NamedBarrier, ir.BulkWaitRead,
-                                                  ir.MBarrierExpectTx)):
-            at -= 1
-        out[at:at] = inserted
+        insert_before_trailing(out, inserted, (ir.NamedBarrier, ir.BulkWaitRead,
+                                               ir.MBarrierExpectTx))

@@ -1,0 +1,23 @@
+"""Where register-tile elements live: which threads share a tile, and how its
+elements map to their registers. Shared by the front end (which assigns a
+layout) and code generation (which indexes by it)."""
+from __future__ import annotations
+
+from hopperc.ir import nodes as ir
+
+WGMMA_M = 64  # rows of a wgmma product per warpgroup
+
+
+def element_threads(running: int) -> int:
+    """Threads that share one register tile: a warpgroup when whole warpgroups run
+    (each warpgroup has its own tile, as wgmma gives each its own accumulator)."""
+    return 128 if running % 128 == 0 else running
+
+
+def register_layout(shape: tuple[int, int], threads: int) -> ir.Layout:
+    """A warpgroup's [64, N] tiles (N % 8 == 0) take the wgmma fragment layout, so
+    accumulators, register A operands and everything computed from them agree
+    slot for slot; other tiles are spread row-major over their threads."""
+    if threads == 128 and shape[0] == WGMMA_M and shape[1] % 8 == 0:
+        return ir.Layout.WGMMA
+    return ir.Layout.ROW_MAJOR

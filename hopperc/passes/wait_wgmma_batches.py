@@ -1,0 +1,139 @@
+"""wait_wgmma_batches
+
+Requires: wgmma batches closed by commit_group (commit_wgmma_batches).
+Establishes: before any statement that reads or writes an accumulator a
+committed batch may still be writing, writes a register A operand it may
+still be reading, or writes a shared buffer it may still be reading, the
+warpgroup executes `wgmma.wait_group N` with the largest N that completes
+that batch (N = the batches committed after it, which may stay in flight);
+a role (or kernel) that ends with batches in flight waits for all of them.
+Nothing else waits: products on the same accumulator are ordered by the
+hardware, so a loop of wgmma needs no wait inside it, and one flush before
+the accumulators are first read covers every batch before it.
+
+Hardware rule: wgmma.mma_async reads its operands and writes its accumulators
+asynchronously until wgmma.wait_group reports its batch complete; touching
+them earlier is a race (PTX ISA, wgmma.wait_group).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from hopperc.diagnostics import Span
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import leaf_accesses, leaves, register_uses
+from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
+
+MAX_TRACKED = 8  # older batches merge into the oldest tracked one (waits stay safe)
+
+
+@dataclass(frozen=True)
+class _Product:
+    """A wgmma product that may still be running."""
+
+    acc: str
+    a_tile: str | None
+    buffers: frozenset[str]
+    span: Span
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    batches: tuple[frozenset[_Product], ...] = ()  # committed, oldest first
+    open: frozenset[_Product] = frozenset()  # issued, not yet committed
+
+
+def wait_wgmma_batches(kernel: ir.Kernel) -> ir.Kernel:
+    return _Waits().run(kernel)
+
+
+class _Waits(ForwardRewrite[_InFlight]):
+    def initial(self) -> _InFlight:
+        return _InFlight()
+
+    def join(self, a: _InFlight, b: _InFlight) -> _InFlight:
+        """Align from the youngest batch: position p from the young end has p
+        batches after it on every path, so a wait computed from it is safe."""
+        n = max(len(a.batches), len(b.batches))
+        pa = (frozenset(),) * (n - len(a.batches)) + a.batches
+        pb = (frozenset(),) * (n - len(b.batches)) + b.batches
+        return _InFlight(_cap(tuple(x | y for x, y in zip(pa, pb))), a.open | b.open)
+
+    def before(self, stmt: ir.Stmt, state: _InFlight):
+        if isinstance(stmt, ir.Mma):
+            return [], state
+        for age, batch in enumerate(reversed(state.batches)):
+            for product in sorted(batch, key=lambda p: (p.span.line, p.span.col)):
+                reason = _conflict(stmt, product)
+                if reason is not None:
+                    return [_wait(state, age, reason)], _keep_youngest(state, age)
+        return [], state
+
+    def transfer(self, stmt: ir.Stmt, state: _InFlight) -> _InFlight:
+        match stmt:
+            case ir.Mma():
+                return _InFlight(state.batches, state.open | {_product(stmt)})
+            case ir.WgmmaCommit() if state.open:
+                return _InFlight(_cap(state.batches + (state.open,)), frozenset())
+            case ir.WgmmaWait(pending=n):
+                return _keep_youngest(state, n)
+        return state
+
+    def place(self, out: list[ir.Stmt], inserted: list[ir.Stmt]) -> None:
+        insert_before_trailing(out, inserted, (ir.MBarrierExpectTx,))
+
+    def at_exit(self, state: _InFlight) -> list[ir.Stmt]:
+        products = [p for batch in state.batches for p in batch]
+        if not products:
+            return []
+        last = max(products, key=lambda p: (p.span.line, p.span.col))
+        buffer = min(last.buffers)
+        reason = ir.Reason(ir.Hazard.ASYNC_READ_WRITE, buffer, "read by wgmma", last.span,
+                           "shared memory released when the block exits", None)
+        return [_wait(state, 0, reason)]
+
+
+def _product(mma: ir.Mma) -> _Product:
+    views = [v for v in (mma.a, mma.b) if isinstance(v, ir.BufferView)]
+    a_tile = mma.a.name if isinstance(mma.a, ir.TileRef) else None
+    return _Product(mma.acc, a_tile, frozenset(v.buffer for v in views), mma.span)
+
+
+def _conflict(stmt: ir.Stmt, product: _Product) -> ir.Reason | None:
+    """Why `stmt` (or something in it) may not run while `product` is in flight."""
+    for leaf in leaves(stmt):
+        if isinstance(leaf, ir.Mma):
+            continue  # products on one accumulator are ordered by the hardware
+        for use in register_uses(leaf):
+            if use.tile == product.acc:
+                return ir.Reason(ir.Hazard.ASYNC_WRITE_READ, use.tile, "written by wgmma",
+                                 product.span, use.what, use.span)
+            if use.write and use.tile == product.a_tile:
+                return ir.Reason(ir.Hazard.ASYNC_READ_WRITE, use.tile, "read by wgmma",
+                                 product.span, use.what, use.span)
+        for access in leaf_accesses(leaf):
+            if access.write and access.buffer in product.buffers:
+                return ir.Reason(ir.Hazard.ASYNC_READ_WRITE, access.buffer, "read by wgmma",
+                                 product.span, access.what, access.span)
+    return None
+
+
+def _wait(state: _InFlight, pending: int, reason: ir.Reason) -> ir.WgmmaWait:
+    """wait_group `pending`: completes every batch older than the youngest `pending`."""
+    done = state.batches[:max(0, len(state.batches) - pending)]
+    products = [p for batch in done for p in batch]
+    tiles = tuple(sorted({p.acc for p in products}))
+    buffers = tuple(sorted({b for p in products for b in p.buffers}))
+    span = reason.after_span or reason.before_span
+    return ir.WgmmaWait(pending, span, reason, tiles, buffers)
+
+
+def _keep_youngest(state: _InFlight, n: int) -> _InFlight:
+    """After wait_group n (uncommitted products belong to no batch: they stay)."""
+    kept = state.batches[max(0, len(state.batches) - n):] if n else ()
+    return _InFlight(kept, state.open)
+
+
+def _cap(batches: tuple[frozenset[_Product], ...]) -> tuple[frozenset[_Product], ...]:
+    while len(batches) > MAX_TRACKED:
+        batches = (batches[0] | batches[1],) + batches[2:]
+    return batches

@@ -11,6 +11,7 @@ from hopperc.codegen.launch import LaunchInfo
 from hopperc.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
+from hopperc.ir.layout import packs_pairs
 
 _SHARED_ACCESS = {1: "u8", 2: "u16"}
 _SWIZZLE_MASK = {ir.Swizzle.NONE: 0, ir.Swizzle.B32: 1, ir.Swizzle.B64: 3, ir.Swizzle.B128: 7}
@@ -55,6 +56,13 @@ def _builtin(name: str, role: RoleContext) -> str:
     }[name]
 
 
+def tile_element(tile: ir.TileDef) -> str:
+    """Slot hk_k of a register tile (half of a register when pairs are packed)."""
+    if packs_pairs(tile):
+        return f"hk_half({tile.name}[hk_k / 2], hk_k % 2)"
+    return f"{tile.name}[hk_k]"
+
+
 def to_float(dtype: DType, value: str) -> str:
     return value if dtype is DType.F32 else f"hk_{dtype}_to_f32({value})"
 
@@ -80,7 +88,7 @@ class ExprRenderer:
     def __init__(self, kernel: ir.Kernel, launch: LaunchInfo):
         self.kernel = kernel
         self.launch = launch
-        self.tile_dtypes = {s.name: s.dtype for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
+        self.tiles = {s.name: s for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
 
     def view_base(self, view: ir.BufferView, role: RoleContext) -> str:
         """Shared address of the view's first byte."""
@@ -109,7 +117,8 @@ class ExprRenderer:
         """The expression's value as a float."""
         match expr:
             case ir.TileRef(name=name):
-                return to_float(self.tile_dtypes[name], f"{name}[hk_k]")
+                tile = self.tiles[name]
+                return to_float(tile.dtype, tile_element(tile))
             case ir.SharedRead(view=view):
                 dtype = self.kernel.buffer(view.buffer).dtype
                 return to_float(dtype, shared_load(dtype, self.element_address(view, role)))

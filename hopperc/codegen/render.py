@@ -19,7 +19,7 @@ from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.printer import explain, statement
-from hopperc.ir.layout import element_threads, register_layout
+from hopperc.ir.layout import element_threads, packs_pairs, register_layout, tile_registers
 
 GRID_REGISTERS = ("x", "y", "z")
 INDENT = "  "
@@ -201,7 +201,9 @@ class _Context:
             shape = definition.shape
             value = self.exprs.value(_unrounded(
                 stmt.init if isinstance(stmt, ir.TileDef) else stmt.value, definition.dtype), role)
-            assign = f"{definition.name}[hk_k] = {from_float(definition.dtype, value)};"
+            value = from_float(definition.dtype, value)
+            assign = (f"hk_set_half({definition.name}[hk_k / 2], hk_k % 2, {value});"
+                      if packs_pairs(definition) else f"{definition.name}[hk_k] = {value};")
             threads = definition.threads
         local = "static_cast<int>(threadIdx.x)"
         if role.first_warp:
@@ -224,7 +226,7 @@ class _Context:
         else:
             a = self._shared_operand(mma.a, k_major=not mma.a.transposed)
             a_dtype = a.buffer.dtype
-        return wgmma_steps(mma, _slots(acc), a, a_dtype, b)
+        return wgmma_steps(mma, tile_registers(acc), a, a_dtype, b)
 
     def _shared_operand(self, view: ir.BufferView, k_major: bool) -> SharedOperand:
         return SharedOperand(self.exprs.view_base(view, self.role),
@@ -237,13 +239,19 @@ class _Context:
         for name in stmt.tiles:
             if name in live:
                 tile = self.tiles[name]
-                constraint = "+f" if tile.dtype is ir.DType.F32 else "+h"
-                out.append(PinnedTile(name, _slots(tile), constraint))
+                out.append(PinnedTile(name, tile_registers(tile), _constraint(tile)))
         return out
 
+    def tile_storage(self, tile: ir.TileDef) -> str:
+        """The C++ declaration of a register tile."""
+        ctype = "unsigned" if packs_pairs(tile) else tile.dtype.storage
+        return f"{ctype} {tile.name}[{tile_registers(tile)}];"
 
-def _slots(tile: ir.TileDef) -> int:
-    return tile.shape[0] * tile.shape[1] // tile.threads
+
+def _constraint(tile: ir.TileDef) -> str:
+    if packs_pairs(tile):
+        return "+r"
+    return "+f" if tile.dtype is ir.DType.F32 else "+h"
 
 
 def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:

@@ -58,7 +58,8 @@ def descriptor(op: SharedOperand, step: int, k: int) -> str:
 def steps(mma: ir.Mma, acc_slots: int, a: SharedOperand | str, a_dtype: DType,
           b: SharedOperand) -> list[WgmmaStep]:
     """The instructions of one product. `a` is a SharedOperand or the name of a
-    register tile in the wgmma fragment layout (8 elements per k-step)."""
+    16-bit register tile in the wgmma layout, packed in pairs (4 registers per
+    k-step)."""
     _, n, k_total = mma.shape
     k = instruction_k(a_dtype)
     register_a = isinstance(a, str)
@@ -70,8 +71,7 @@ def steps(mma: ir.Mma, acc_slots: int, a: SharedOperand | str, a_dtype: DType,
     for step in range(k_total // k):
         slot = acc_slots
         if register_a:
-            a_inputs = tuple(f'"r"(hk_pack_b16({a}[{8 * step + 2 * j}], {a}[{8 * step + 2 * j + 1}]))'
-                             for j in range(4))
+            a_inputs = tuple(f'"r"({a}[{4 * step + j}])' for j in range(4))
             a_text = "{ " + ", ".join(f"%{slot + j}" for j in range(4)) + " }"
         else:
             a_inputs = (f'"l"({descriptor(a, step, k)})',)

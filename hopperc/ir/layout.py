@@ -21,3 +21,16 @@ def register_layout(shape: tuple[int, int], threads: int) -> ir.Layout:
     if threads == 128 and shape[0] == WGMMA_M and shape[1] % 8 == 0:
         return ir.Layout.WGMMA
     return ir.Layout.ROW_MAJOR
+
+
+def packs_pairs(tile: ir.TileDef) -> bool:
+    """16-bit tiles in the wgmma layout hold two elements per 32-bit register
+    (slots 2i and 2i+1 in register i, low half first), the form wgmma takes a
+    register A in: no packing instructions between the fence and the wgmma."""
+    return tile.layout is ir.Layout.WGMMA and tile.dtype.nbytes == 2
+
+
+def tile_registers(tile: ir.TileDef) -> int:
+    """Storage elements of a tile per thread (32-bit registers when packed)."""
+    slots = tile.shape[0] * tile.shape[1] // tile.threads
+    return slots // 2 if packs_pairs(tile) else slots

@@ -5,7 +5,8 @@ Establishes: the issuer arms the barrier with arrive.expect_tx of exactly the
 load's bytes just before the load; every thread of the role waits on the
 barrier's carried phase, then flips it, before the first later statement of the
 same block that touches the buffer (or at the block's end), so independent
-work overlaps the copy.
+work overlaps the copy; a run of wgmma products waits for all its operands
+before the first.
 
 Hardware rule: an mbarrier phase completes when its pending arrivals and
 transaction bytes reach zero; `try_wait.parity` on the completed phase makes
@@ -28,14 +29,15 @@ def complete_async_loads(kernel: ir.Kernel) -> ir.Kernel:
 def _block(block: ir.Block) -> ir.Block:
     out: list[ir.Stmt] = []
     pending: list[ir.AsyncLoad] = []  # loads whose wait is not yet placed
-    for stmt in block.stmts:
+    stmts = block.stmts
+    for i, stmt in enumerate(stmts):
         if isinstance(stmt, ir.ManualRegion):
             for load in pending:
                 out.extend(_wait(load, stmt))
             pending = []
             out.append(stmt)
             continue
-        touched = {a.buffer for a in all_accesses(stmt)}
+        touched = {a.buffer for s in _unit(stmts, i) for a in all_accesses(s)}
         due = [load for load in pending if load.dst.buffer in touched]
         for load in due:
             out.extend(_wait(load, stmt))
@@ -50,6 +52,18 @@ def _block(block: ir.Block) -> ir.Block:
     for load in pending:
         out.extend(_wait(load, None))
     return ir.Block(tuple(out))
+
+
+def _unit(stmts: tuple[ir.Stmt, ...], i: int) -> tuple[ir.Stmt, ...]:
+    """What must find its operands landed when stmts[i] runs: a run of wgmma
+    products is one batch, so the waits for all of them go before the first
+    (a wait loop inside the batch would split ptxas's wgmma chain)."""
+    if not isinstance(stmts[i], ir.Mma) or (i and isinstance(stmts[i - 1], ir.Mma)):
+        return (stmts[i],)
+    end = i
+    while end < len(stmts) and isinstance(stmts[end], ir.Mma):
+        end += 1
+    return stmts[i:end]
 
 
 def _wait(load: ir.AsyncLoad, user: ir.Stmt | None) -> list[ir.Stmt]:

@@ -59,3 +59,97 @@ READ_THEN_REFILL = HEADER + """    shared sx: bf16[BM, BN]
     }
 }
 """
+
+# ---------------------------------------------------------------- wgmma
+WG_HEADER = """kernel k(A: bf16[M, K], B: bf16[N, K], B2: bf16[N, K], Y: bf16[M, N], Bias: f32[N])
+    tile(BM = 64, BN = 64, BK = 64) grid(m: M / BM, n: N / BN) threads 128
+{
+    shared sa: bf16[BM, BK] swizzle 128B
+    shared sb: bf16[BN, BK] swizzle 128B
+    shared sb2: bf16[BN, BK] swizzle 128B
+    shared sy: bf16[BM, BN]
+"""
+
+# D1 = A@B; out1 = relu(D1); D2 = A@B2; out2 = relu(D2): a flush before each relu.
+MMA_CHAIN = WG_HEADER + """    tma sa <- A[tile.m, 0]
+    tma sb <- B[tile.n, 0]
+    tma sb2 <- B2[tile.n, 0]
+    d1: f32[BM, BN] = sa @ sb^T
+    o1: f32[BM, BN] = relu(d1)
+    d2: f32[BM, BN] = sa @ sb2^T
+    o2: f32[BM, BN] = relu(d2)
+    sy = bf16(o1 + o2)
+    tma Y[tile.m, tile.n] <- sy
+}
+"""
+
+# Two products fused in one main loop, then relu of both: one flush.
+MMA_FUSED_LOOP = WG_HEADER + """    acc1: f32[BM, BN] = 0
+    acc2: f32[BM, BN] = 0
+    for k in 0 .. K / BK {
+        tma sa <- A[tile.m, k]
+        tma sb <- B[tile.n, k]
+        tma sb2 <- B2[tile.n, k]
+        acc1 += sa @ sb^T
+        acc2 += sa @ sb2^T
+    }
+    o1: f32[BM, BN] = relu(acc1)
+    o2: f32[BM, BN] = relu(acc2)
+    sy = bf16(o1 * o2)
+    tma Y[tile.m, tile.n] <- sy
+}
+"""
+
+# mma, then + bias, then relu: one flush, before the bias add.
+MMA_BIAS_RELU = WG_HEADER + """    tma sa <- A[tile.m, 0]
+    tma sb <- B[tile.n, 0]
+    acc: f32[BM, BN] = sa @ sb^T
+    bias: f32[BN] = Bias[tile.n]
+    acc = acc + bias[None, :]
+    sy = bf16(relu(acc))
+    tma Y[tile.m, tile.n] <- sy
+}
+"""
+
+# Two batches in flight, the older one read first: wait_group 1, then 0.
+MMA_TWO_BATCHES = WG_HEADER + """    tma sa <- A[tile.m, 0]
+    tma sb <- B[tile.n, 0]
+    tma sb2 <- B2[tile.n, 0]
+    d1: f32[BM, BN] = sa @ sb^T
+    d2: f32[BM, BN] = sa @ sb2^T
+    o: f32[BM, BN] = relu(d1)
+    o = o + d2
+    sy = bf16(o)
+    tma Y[tile.m, tile.n] <- sy
+}
+"""
+
+# A generic write of a wgmma operand: proxy fence and barrier before the wgmma.
+MMA_GENERIC_OPERAND = WG_HEADER + """    tma sb <- B[tile.n, 0]
+    sa = 1.0
+    acc: f32[BM, BN] = sa @ sb^T
+    sy = bf16(acc)
+    tma Y[tile.m, tile.n] <- sy
+}
+"""
+
+# A register A operand computed by element-wise code (wgmma RS), rewritten after.
+MMA_REGISTER_A = WG_HEADER + """    tma sa <- A[tile.m, 0]
+    tma sb <- B[tile.n, 0]
+    a: bf16[BM, BK] = bf16(f32(sa) * 2.0)
+    acc: f32[BM, BN] = a @ sb^T
+    a = bf16(0.0)
+    sy = bf16(acc + f32(a))
+    tma Y[tile.m, tile.n] <- sy
+}
+"""
+
+# Products that are never read: the role still waits before it exits.
+MMA_UNREAD = WG_HEADER + """    tma sa <- A[tile.m, 0]
+    tma sb <- B[tile.n, 0]
+    acc: f32[BM, BN] = 0
+    for k in 0 .. 4 {
+        acc += sa @ sb^T
+    }
+}
+"""

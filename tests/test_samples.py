@@ -9,6 +9,8 @@ import pytest
 from hopperc import driver
 from hopperc.backend import cubin_tools
 from hopperc.backend.cubin_tools import opcode
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import walk
 from tests.conftest import SAMPLES
 
 SAMPLE_IDS = [p.stem for p in SAMPLES]
@@ -43,7 +45,8 @@ def test_sample_cli_build_writes_cubin_and_metadata(hopperc_cli, tmp_path, name)
     proc = hopperc_cli("build", str(next(p for p in SAMPLES if p.stem == name)), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     meta = json.loads(out.with_suffix(".json").read_text())
-    assert meta["kernel"] == name and meta["block"] == [128, 1, 1]
+    threads = driver.check(driver.read_source(next(p for p in SAMPLES if p.stem == name))).threads
+    assert meta["kernel"] == name and meta["block"] == [threads, 1, 1]
     assert meta["dynamic_shared_memory_bytes"] > 0
 
 
@@ -82,3 +85,72 @@ def test_scale_rows_ptx_order(built):
     # the fence is not under a per-thread predicate: no `@%p` on its line
     line = next(x for x in ptx.splitlines() if "fence.proxy.async" in x)
     assert not re.match(r"\s*@", line)
+
+
+# ---------------------------------------------------------------- every sample's syncs
+def _nodes(b, kind) -> list:
+    return [s for s in walk(b.generated.kernel.body) if isinstance(s, kind)]
+
+
+@pytest.mark.parametrize("name", SAMPLE_IDS)
+def test_proxy_fences_in_ptx_and_sass_match_the_ir(built, name):
+    b, sass = built[name]
+    fences = len(_nodes(b, ir.ProxyFence))
+    assert b.result.ptx.count("fence.proxy.async.shared::cta;") == fences
+    assert "fence.proxy.async;" not in b.result.ptx  # never the unqualified, global form
+    # ptxas adds one FENCE.VIEW.ASYNC.S of its own before the mbarrier inits
+    init_fence = 1 if _nodes(b, ir.MBarrierInitFence) else 0
+    instructions = sass[b.generated.kernel.name]
+    in_sass = [i for i in instructions if opcode(i) == "FENCE.VIEW.ASYNC.S"]
+    assert len(in_sass) == fences + init_fence
+    # not predicated per thread: every thread that wrote executes its fence
+    assert not any(i.lstrip().startswith("@") for i in in_sass)
+
+
+@pytest.mark.parametrize("name", SAMPLE_IDS)
+def test_store_handoff_order_in_ptx(built, name):
+    """fence -> bar.sync -> TMA store -> commit_group -> wait_group.read, for each
+    store whose source was written by st.shared."""
+    b, _ = built[name]
+    ptx = b.result.ptx
+    if "cp.async.bulk.tensor.2d.global.shared::cta" not in ptx or not _nodes(b, ir.ProxyFence):
+        pytest.skip("no generic-written store in this sample")
+    store = ptx.index("cp.async.bulk.tensor.2d.global.shared::cta")
+    fence = ptx.rindex("fence.proxy.async.shared::cta;", 0, store)
+    barrier = ptx.rindex("bar.sync", 0, store)
+    commit = ptx.index("cp.async.bulk.commit_group;", store)
+    wait = ptx.index("cp.async.bulk.wait_group.read 0;", commit)
+    assert fence < barrier < store < commit < wait
+
+
+@pytest.mark.parametrize("name", SAMPLE_IDS)
+def test_ptxas_neither_injects_nor_serializes_wgmma_syncs(built, name):
+    """ptxas injects a warpgroup.arrive where wgmma registers were touched
+    without a wgmma.fence (C7519), and warns when wgmma gets serialized
+    (C7515): both mean our fence/wait placement is off."""
+    log = built[name][0].result.log
+    assert "C7519" not in log and "C7515" not in log and "serialized" not in log
+
+
+@pytest.mark.parametrize("name", SAMPLE_IDS)
+def test_explain_lists_every_inserted_sync(hopperc_cli, built, name):
+    b, _ = built[name]
+    proc = hopperc_cli("explain", str(next(p for p in SAMPLES if p.stem == name)))
+    assert proc.returncode == 0, proc.stderr
+    inserted = [s for s in walk(b.generated.kernel.body) if getattr(s, "reason", None)]
+    assert proc.stdout.count("    why: ") == len(inserted) > 0
+
+
+def test_gemm_relu_sass(built):
+    b, sass = built["gemm_relu"]
+    ops = _opcodes(sass, "gemm_relu")
+    assert "HGMMA.64x128x16.F32.BF16" in ops
+    hgmma = [i for i, op in enumerate(ops) if op.startswith("HGMMA")]
+    assert len(hgmma) == 4  # K = 64 in k16 steps, one batch
+    assert "gsb0" in sass["gemm_relu"][hgmma[-1]]  # the commit closes the batch
+    depbars = [i for i, x in enumerate(sass["gemm_relu"]) if x == "WARPGROUP.DEPBAR.LE gsb0,0x0"]
+    assert len(depbars) == len(_nodes(b, ir.WgmmaWait)) == 2
+    # the flush comes after the last product and before the epilogue's store
+    assert hgmma[-1] < depbars[-1] < ops.index("UTMASTG.2D")
+    arrives = [i for i, op in enumerate(ops) if op == "WARPGROUP.ARRIVE"]
+    assert len(arrives) == len(_nodes(b, ir.WgmmaFence)) == 1

@@ -17,7 +17,7 @@ from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.wgmma import SharedOperand, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import walk
+from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.printer import explain, statement
 from hopperc.ir.layout import element_threads, packs_pairs, register_layout, tile_registers
 
@@ -96,6 +96,8 @@ class _Context:
         self.role = RoleContext(0, kernel.threads)
         self.declared: list[set[str]] = [set()]
         self.tiles = {s.name: s for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
+        self.wgmma_operands = {t for s in walk(kernel.body) if isinstance(s, ir.Mma)
+                               for t in mma_registers(s)}
 
     # ---- walking
     def block(self, block: ir.Block, role: RoleContext, depth: int, lines: list[str]) -> None:
@@ -232,11 +234,20 @@ class _Context:
         return SharedOperand(self.exprs.view_base(view, self.role),
                              self.kernel.buffer(view.buffer), k_major)
 
-    def pinned(self, stmt: ir.WgmmaFence | ir.WgmmaWait) -> list[PinnedTile]:
-        """The stmt's register tiles still in scope, with their asm constraint."""
+    def pinned(self, stmt: ir.WgmmaFence | ir.WgmmaWait | ir.TileDef | ir.TileAssign
+               ) -> list[PinnedTile]:
+        """Register tiles to pin at `stmt`, with their asm constraint: those a wgmma
+        fence or wait names (still in scope), and a wgmma operand just written by
+        element-wise code, so the C++ compiler materializes it there instead of
+        copying it into each path that reaches the wgmma (ptxas would then
+        serialize the wgmma, C7515)."""
+        if isinstance(stmt, (ir.TileDef, ir.TileAssign)):
+            names = (stmt.name,) if stmt.name in self.wgmma_operands else ()
+        else:
+            names = stmt.tiles
         live = set().union(*self.declared)
         out = []
-        for name in stmt.tiles:
+        for name in names:
             if name in live:
                 tile = self.tiles[name]
                 out.append(PinnedTile(name, tile_registers(tile), _constraint(tile)))

@@ -243,6 +243,8 @@ class _Context:
         serialize the wgmma, C7515)."""
         if isinstance(stmt, (ir.TileDef, ir.TileAssign)):
             names = (stmt.name,) if stmt.name in self.wgmma_operands else ()
+        elif stmt.reason is None:  # written by hand: it may concern any wgmma operand
+            names = tuple(sorted(self.wgmma_operands))
         else:
             names = stmt.tiles
         live = set().union(*self.declared)

@@ -18,7 +18,7 @@ _TOKEN_NAMES = {
     "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['",
     "RSQB": "']'", "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "ARROW": "'<-'",
     "ASSIGN_OP": "'=' or '+='", "SWIZZLE": "a swizzle mode (none, 32B, 64B, 128B)",
-    "SYNC_OP": "a sync primitive", "WG_COUNT": "a warpgroup count like x2",
+    "SYNC_OP": "a sync primitive", "SYNC_BARE": "a sync primitive", "WG_COUNT": "a warpgroup count like x2",
     "MANUAL": "'manual'", "$END": "end of file",
 }
 

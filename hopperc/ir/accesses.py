@@ -29,6 +29,11 @@ class Access:
     span: Span
 
 
+def source_order(access: Access) -> tuple:
+    """Sort key: explanations name the earliest access, the same on every run."""
+    return (access.span.line, access.span.col, access.buffer, access.what)
+
+
 def tile_reads(expr: ir.TileExpr) -> Iterator[str]:
     """Buffers an element-wise expression reads from shared memory."""
     match expr:

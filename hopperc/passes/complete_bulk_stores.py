@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import all_accesses
+from hopperc.ir.accesses import all_accesses, source_order
 from hopperc.ir.dataflow import ForwardRewrite
 from hopperc.ir.rewrite import close_runs
 
@@ -44,9 +44,10 @@ class _BulkStores(ForwardRewrite[InFlight]):
         return a | b
 
     def before(self, stmt: ir.Stmt, state: InFlight):
-        written = {a for a in all_accesses(stmt) if a.write}
+        written = sorted((a for a in all_accesses(stmt) if a.write), key=source_order)
         for access in written:
-            hit = next((s for s in state if s[0] == access.buffer), None)
+            hit = min((s for s in state if s[0] == access.buffer),
+                      key=lambda s: (s[2].line, s[2].col), default=None)
             if hit is not None:
                 reason = ir.Reason(ir.Hazard.ASYNC_READ_WRITE, access.buffer,
                                    hit[1], hit[2], access.what, access.span)

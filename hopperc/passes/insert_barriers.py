@@ -16,7 +16,7 @@ threads wrote only after they all reached a barrier with it.
 from __future__ import annotations
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import Access, Proxy, all_accesses, leaf_accesses, walk
+from hopperc.ir.accesses import Access, Proxy, all_accesses, leaf_accesses, source_order, walk
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 
 Pending = frozenset[Access]
@@ -55,7 +55,7 @@ class _Barriers(ForwardRewrite[Pending]):
 
     def before(self, stmt: ir.Stmt, state: Pending):
         for access in all_accesses(stmt):
-            for prior in state:
+            for prior in sorted(state, key=source_order):
                 if _needs_barrier(prior, access):
                     bar_id, threads = role_barrier(self.kernel, self.role)
                     reason = ir.Reason(ir.Hazard.THREAD_HANDOFF, access.buffer, prior.what,

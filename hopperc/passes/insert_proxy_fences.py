@@ -17,7 +17,7 @@ later async-proxy accesses (PTX ISA, memory consistency model, proxies).
 from __future__ import annotations
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import Access, Proxy, all_accesses, leaf_accesses
+from hopperc.ir.accesses import Access, Proxy, all_accesses, leaf_accesses, source_order
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 
 Unfenced = frozenset[Access]
@@ -38,7 +38,7 @@ class _Fences(ForwardRewrite[Unfenced]):
         for access in all_accesses(stmt):
             if access.proxy is not Proxy.ASYNC:
                 continue
-            for prior in state:
+            for prior in sorted(state, key=source_order):
                 if prior.buffer == access.buffer and (prior.write or access.write):
                     hazard = (ir.Hazard.GENERIC_WRITE_ASYNC_READ if prior.write
                               else ir.Hazard.GENERIC_READ_ASYNC_WRITE)

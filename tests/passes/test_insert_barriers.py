@@ -1,6 +1,6 @@
 """insert_barriers: named barriers scoped to the role, only at real hand-offs."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import (COPY, LOAD_THEN_READ, READ_THEN_REFILL,
+from tests.passes.kernels import (COPY, LOAD_THEN_READ, MMA_FUSED_LOOP, READ_THEN_REFILL,
                                   REWRITE_EACH_ITERATION, STORE_LOOP, WRITE_THEN_STORE)
 
 PASS = "insert_barriers"
@@ -76,4 +76,16 @@ CHECK: role first warps 0..1:
 CHECK: bar.sync 1, 64
 CHECK: role second warps 2..2:
 CHECK: bar.sync 2, 32
+""", tmp_path)
+
+
+def test_refill_after_wgmma_waits_then_barrier(tmp_path):
+    """Each warp's wait_group covers its own part of the product: the TMA issuer
+    refills sa only after every warp has waited."""
+    filecheck(ir_after(MMA_FUSED_LOOP, PASS), """
+CHECK: for k in 0 .. K / 64:
+CHECK-NEXT: wgmma.wait_group 0
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: why: sa read by wgmma (t.hk:14), written by TMA load (t.hk:11)
+CHECK-NEXT: mbarrier.arrive.expect_tx sa_full[0]
 """, tmp_path)

@@ -1,8 +1,8 @@
 """insert_proxy_fences: fence generic -> async hand-offs, before the barrier, hoisted."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import (BRANCH_WRITE_THEN_STORE, COPY, LOAD_THEN_READ,
-                                  READ_THEN_REFILL, REWRITE_EACH_ITERATION, STORE_LOOP,
-                                  WRITE_THEN_STORE)
+from tests.passes.kernels import (BRANCH_WRITE_THEN_STORE, COPY, LOAD_THEN_READ, MMA_CHAIN,
+                                  MMA_GENERIC_OPERAND, READ_THEN_REFILL, REWRITE_EACH_ITERATION,
+                                  STORE_LOOP, WRITE_THEN_STORE)
 
 PASS = "insert_proxy_fences"
 
@@ -70,4 +70,19 @@ CHECK-NEXT: fence.proxy.async.shared::cta
 CHECK-SAME: sx read by ld.shared (t.hk:7), written by TMA load (t.hk:6)
 CHECK-NEXT: bar.sync 1, 128
 CHECK-NEXT: mbarrier.arrive.expect_tx
+""", tmp_path)
+
+
+def test_negative_tma_load_then_wgmma(tmp_path):
+    """async -> async: the mbarrier wait orders them, no fence."""
+    assert "fence.proxy" not in ir_after(MMA_CHAIN, PASS).split("st.shared sy")[0]
+
+
+def test_generic_write_of_a_wgmma_operand(tmp_path):
+    filecheck(ir_after(MMA_GENERIC_OPERAND, PASS), """
+CHECK: st.shared sa = 1
+CHECK: fence.proxy.async.shared::cta
+CHECK-SAME: why: sa written by st.shared (t.hk:9), read by wgmma (t.hk:10)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: wgmma acc = sa @ sb^T
 """, tmp_path)

@@ -1,0 +1,76 @@
+"""insert_wgmma_fences: a wgmma.fence wherever other instructions touched a
+wgmma's registers since the last one, hoisted out of loops that allow it."""
+from tests.conftest import filecheck, ir_after
+from tests.passes.kernels import MMA_CHAIN, MMA_FUSED_LOOP, MMA_REGISTER_A, MMA_UNREAD, WG_HEADER
+
+PASS = "insert_wgmma_fences"
+
+
+def test_fence_after_zero_init_before_the_first_product(tmp_path):
+    filecheck(ir_after(MMA_CHAIN, PASS), """
+CHECK: d1: f32[64, 64] wgmma = 0
+CHECK: mbarrier.wait sb_full[0]
+CHECK: wgmma.fence
+CHECK-SAME: why: d1 written by element-wise code (t.hk:11), used by wgmma (t.hk:11)
+CHECK-NEXT: wgmma d1 = sa @ sb^T
+""", tmp_path)
+
+
+def test_loop_of_products_is_fenced_once_before_the_loop(tmp_path):
+    out = ir_after(MMA_UNREAD, PASS)
+    assert out.count("wgmma.fence") == 1
+    filecheck(out, """
+CHECK: wgmma.fence
+CHECK-NEXT: for k in 0 .. 4:
+CHECK-NEXT: wgmma acc += sa @ sb^T
+""", tmp_path)
+
+
+def test_product_after_a_wait_that_completed_its_accumulator_is_fenced(tmp_path):
+    """The refill wait hands acc1 back to the threads: the next products start a
+    new chain (ptxas would inject the fence otherwise)."""
+    out = ir_after(MMA_FUSED_LOOP, PASS)
+    loop = out[out.index("for k"):out.index("o1: f32")]
+    assert loop.count("wgmma.fence") == 1
+    filecheck(loop, """
+CHECK: wgmma.wait_group 0
+CHECK: mbarrier.wait sb2_full[0]
+CHECK: wgmma.fence
+CHECK-NEXT: wgmma acc1 += sa @ sb^T
+CHECK-NEXT: wgmma acc2 += sa @ sb2^T
+CHECK-NEXT: wgmma.commit_group
+""", tmp_path)
+
+
+def test_register_a_written_by_element_wise_code_is_fenced(tmp_path):
+    filecheck(ir_after(MMA_REGISTER_A, PASS), """
+CHECK: a: bf16[64, 64] wgmma = bf16
+CHECK: wgmma.fence
+CHECK-SAME: why: a written by element-wise code (t.hk:10), used by wgmma (t.hk:11)
+CHECK-NEXT: wgmma acc = a @ sb^T
+""", tmp_path)
+
+
+def test_negative_consecutive_products_share_one_fence():
+    text = WG_HEADER + """    tma sa <- A[tile.m, 0]
+    tma sb <- B[tile.n, 0]
+    acc: f32[BM, BN] = sa @ sb^T
+    acc += sa @ sb^T
+    acc += sa @ sb^T
+}
+"""
+    assert ir_after(text, PASS).count("wgmma.fence") == 1
+
+
+def test_negative_manual_code_keeps_only_its_own_fence():
+    text = WG_HEADER + """    acc: f32[BM, BN] = 0
+    manual {
+        wgmma.fence
+        acc += sa @ sb^T
+        wgmma.commit
+        wgmma.wait 0
+    }
+}
+"""
+    out = ir_after(text, PASS)
+    assert out.count("wgmma.fence") == 1 and "why" not in out.split("manual:")[1]

@@ -1,0 +1,99 @@
+"""wait_wgmma_batches: the fewest, weakest waits that keep wgmma race-free."""
+from tests.conftest import filecheck, ir_after
+from tests.passes.kernels import (MMA_BIAS_RELU, MMA_CHAIN, MMA_FUSED_LOOP, MMA_REGISTER_A,
+                                  MMA_TWO_BATCHES, MMA_UNREAD)
+
+PASS = "wait_wgmma_batches"
+
+
+def test_chain_flushes_before_each_relu(tmp_path):
+    """D1 = A@B; relu(D1); D2 = A@B2; relu(D2): two flushes, one before each relu."""
+    out = ir_after(MMA_CHAIN, PASS)
+    assert out.count("wgmma.wait_group") == 2
+    filecheck(out, """
+CHECK: wgmma d1 = sa @ sb^T
+CHECK-NEXT: wgmma.commit_group
+CHECK-NEXT: wgmma.wait_group 0
+CHECK-SAME: why: d1 written by wgmma (t.hk:11), read by element-wise code (t.hk:12)
+CHECK-NEXT: o1: f32[64, 64] wgmma = relu(d1)
+CHECK: wgmma d2 = sa @ sb2^T
+CHECK-NEXT: wgmma.commit_group
+CHECK-NEXT: wgmma.wait_group 0
+CHECK-SAME: why: d2 written by wgmma (t.hk:13), read by element-wise code (t.hk:14)
+CHECK-NEXT: o2: f32[64, 64] wgmma = relu(d2)
+""", tmp_path)
+
+
+def test_fused_loop_gets_one_flush(tmp_path):
+    """Two products fused in one loop, then relu of both: one flush after the loop."""
+    out = ir_after(MMA_FUSED_LOOP, PASS)
+    after_loop = out.split("o1: f32")[0].rsplit("wgmma.commit_group", 1)[1]
+    assert after_loop.count("wgmma.wait_group") == 1
+    filecheck(out, """
+CHECK: wgmma.commit_group
+CHECK-NEXT: wgmma.wait_group 0
+CHECK-SAME: why: acc1 written by wgmma (t.hk:14), read by element-wise code (t.hk:17)
+CHECK-NEXT: o1: f32[64, 64] wgmma = relu(acc1)
+CHECK-NEXT: o2: f32[64, 64] wgmma = relu(acc2)
+""", tmp_path)
+
+
+def test_refill_in_the_loop_waits_for_the_batch_reading_it(tmp_path):
+    """One stage: the next iteration's TMA load overwrites what the batch reads."""
+    filecheck(ir_after(MMA_FUSED_LOOP, PASS), """
+CHECK: for k in 0 .. K / 64:
+CHECK-NEXT: wgmma.wait_group 0
+CHECK-SAME: why: sa read by wgmma (t.hk:14), written by TMA load (t.hk:11)
+CHECK-NEXT: mbarrier.arrive.expect_tx sa_full[0]
+CHECK-NEXT: tma.load sa
+""", tmp_path)
+
+
+def test_bias_then_relu_flushes_once_before_the_bias(tmp_path):
+    """mma, + bias, relu: one flush, nothing between the bias add and the relu."""
+    out = ir_after(MMA_BIAS_RELU, PASS)
+    assert out.count("wgmma.wait_group") == 1
+    filecheck(out, """
+CHECK: wgmma.commit_group
+CHECK-NEXT: wgmma.wait_group 0
+CHECK-NEXT: acc = (acc + Bias[tile.n * 64 ..] per col)
+CHECK-NEXT: st.shared sy = bf16(relu(acc))
+""", tmp_path)
+
+
+def test_older_batch_is_read_while_the_younger_stays_in_flight(tmp_path):
+    """d1 is read first: wait_group 1 completes it and leaves d2's batch running."""
+    filecheck(ir_after(MMA_TWO_BATCHES, PASS), """
+CHECK: wgmma d2 = sa @ sb2^T
+CHECK-NEXT: wgmma.commit_group
+CHECK-NEXT: wgmma.wait_group 1
+CHECK-SAME: why: d1 written by wgmma (t.hk:11), read by element-wise code (t.hk:13)
+CHECK-NEXT: o: f32[64, 64] wgmma = relu(d1)
+CHECK-NEXT: wgmma.wait_group 0
+CHECK-SAME: why: d2 written by wgmma (t.hk:12), read by element-wise code (t.hk:14)
+CHECK-NEXT: o = (o + d2)
+""", tmp_path)
+
+
+def test_register_a_is_not_rewritten_while_read(tmp_path):
+    filecheck(ir_after(MMA_REGISTER_A, PASS), """
+CHECK: wgmma acc = a @ sb^T
+CHECK-NEXT: wgmma.commit_group
+CHECK-NEXT: wgmma.wait_group 0
+CHECK-SAME: why: a read by wgmma (t.hk:11), written by element-wise code (t.hk:12)
+CHECK-NEXT: a = bf16(0)
+CHECK-NOT: wgmma.wait_group
+""", tmp_path)
+
+
+def test_negative_a_loop_of_products_waits_only_when_the_role_ends(tmp_path):
+    """Products on one accumulator are ordered by the hardware: nothing in the loop."""
+    out = ir_after(MMA_UNREAD, PASS)
+    assert out.count("wgmma.wait_group") == 1
+    filecheck(out, """
+CHECK: for k in 0 .. 4:
+CHECK-NEXT: wgmma acc += sa @ sb^T
+CHECK-NEXT: wgmma.commit_group
+CHECK-NEXT: wgmma.wait_group 0
+CHECK-SAME: why: sa read by wgmma (t.hk:12), shared memory released when the block exits
+""", tmp_path)

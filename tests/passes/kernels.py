@@ -153,3 +153,14 @@ MMA_UNREAD = WG_HEADER + """    tma sa <- A[tile.m, 0]
     }
 }
 """
+
+# A product with hand-written fence, commit and wait: the passes add nothing to it.
+MMA_MANUAL = WG_HEADER + """    acc: f32[BM, BN] = 0
+    manual {
+        wgmma.fence
+        acc += sa @ sb^T
+        wgmma.commit
+        wgmma.wait 0
+    }
+}
+"""

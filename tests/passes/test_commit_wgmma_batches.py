@@ -1,6 +1,6 @@
 """commit_wgmma_batches: one commit_group per run of products."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import MMA_CHAIN, MMA_FUSED_LOOP, WG_HEADER
+from tests.passes.kernels import MMA_CHAIN, MMA_FUSED_LOOP, MMA_MANUAL
 
 PASS = "commit_wgmma_batches"
 
@@ -28,15 +28,6 @@ CHECK-SAME: acc1, acc2 written by wgmma (t.hk:14), 2 products tracked as one bat
 
 
 def test_negative_manual_products_are_left_as_written():
-    text = WG_HEADER + """    acc: f32[BM, BN] = 0
-    manual {
-        wgmma.fence
-        acc += sa @ sb^T
-        wgmma.commit
-        wgmma.wait 0
-    }
-}
-"""
-    out = ir_after(text, PASS)
+    out = ir_after(MMA_MANUAL, PASS)
     assert out.count("wgmma.commit_group") == 1  # the user's own, not a second one
     assert "why:" not in out.split("manual:")[1]

@@ -1,7 +1,8 @@
 """insert_wgmma_fences: a wgmma.fence wherever other instructions touched a
 wgmma's registers since the last one, hoisted out of loops that allow it."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import MMA_CHAIN, MMA_FUSED_LOOP, MMA_REGISTER_A, MMA_UNREAD, WG_HEADER
+from tests.passes.kernels import (MMA_CHAIN, MMA_FUSED_LOOP, MMA_MANUAL, MMA_REGISTER_A,
+                                  MMA_UNREAD, WG_HEADER)
 
 PASS = "insert_wgmma_fences"
 
@@ -63,14 +64,5 @@ def test_negative_consecutive_products_share_one_fence():
 
 
 def test_negative_manual_code_keeps_only_its_own_fence():
-    text = WG_HEADER + """    acc: f32[BM, BN] = 0
-    manual {
-        wgmma.fence
-        acc += sa @ sb^T
-        wgmma.commit
-        wgmma.wait 0
-    }
-}
-"""
-    out = ir_after(text, PASS)
+    out = ir_after(MMA_MANUAL, PASS)
     assert out.count("wgmma.fence") == 1 and "why" not in out.split("manual:")[1]

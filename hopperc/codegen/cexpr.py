@@ -63,6 +63,13 @@ def tile_element(tile: ir.TileDef) -> str:
     return f"{tile.name}[hk_k]"
 
 
+def tile_store(tile: ir.TileDef, value: str) -> str:
+    """Statement writing `value` to slot hk_k of a register tile."""
+    if packs_pairs(tile):
+        return f"hk_set_half({tile.name}[hk_k / 2], hk_k % 2, {value});"
+    return f"{tile.name}[hk_k] = {value};"
+
+
 def to_float(dtype: DType, value: str) -> str:
     return value if dtype is DType.F32 else f"hk_{dtype}_to_f32({value})"
 

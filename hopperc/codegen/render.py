@@ -12,7 +12,8 @@ from functools import lru_cache
 import jinja2
 
 from hopperc import __version__
-from hopperc.codegen.cexpr import ExprRenderer, RoleContext, from_float, scalar, shared_store
+from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, scalar, shared_store,
+                                   tile_store)
 from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.wgmma import SharedOperand, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
@@ -95,7 +96,7 @@ class _Context:
         self.macros = _environment().get_template("nodes.cu.j2").make_module({"cx": self})
         self.role = RoleContext(0, kernel.threads)
         self.declared: list[set[str]] = [set()]
-        self.tiles = {s.name: s for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
+        self.tiles = self.exprs.tiles
         self.wgmma_operands = {t for s in walk(kernel.body) if isinstance(s, ir.Mma)
                                for t in mma_registers(s)}
 
@@ -159,7 +160,6 @@ class _Context:
         self.block(body, role, depth, lines)
         self.declared.pop()
 
-
     # ---- operands for the macros
     def why(self, stmt) -> str:
         """`fence.proxy.async.shared::cta: sc written by st.shared (k.hk:31), ...`."""
@@ -203,9 +203,7 @@ class _Context:
             shape = definition.shape
             value = self.exprs.value(_unrounded(
                 stmt.init if isinstance(stmt, ir.TileDef) else stmt.value, definition.dtype), role)
-            value = from_float(definition.dtype, value)
-            assign = (f"hk_set_half({definition.name}[hk_k / 2], hk_k % 2, {value});"
-                      if packs_pairs(definition) else f"{definition.name}[hk_k] = {value};")
+            assign = tile_store(definition, from_float(definition.dtype, value))
             threads = definition.threads
         local = "static_cast<int>(threadIdx.x)"
         if role.first_warp:

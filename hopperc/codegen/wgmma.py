@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from hopperc.dtypes import DType, Swizzle
 from hopperc.ir import nodes as ir
+from hopperc.ir.layout import wgmma_k
 
 DESCRIPTOR_SWIZZLE = {Swizzle.B128: 1, Swizzle.B64: 2, Swizzle.B32: 3}
-PTX_TYPE = {DType.BF16: "bf16", DType.F16: "f16", DType.E4M3: "e4m3", DType.E5M2: "e5m2"}
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,6 @@ class SharedOperand:
     k_major: bool
 
 
-def instruction_k(dtype: DType) -> int:
-    return 32 if dtype.is_fp8 else 16
-
-
 def descriptor(op: SharedOperand, step: int, k: int) -> str:
     """C++ expression of the 64-bit matrix descriptor for k-step `step`."""
     span = op.buffer.swizzle.span
@@ -61,10 +57,10 @@ def steps(mma: ir.Mma, acc_slots: int, a: SharedOperand | str, a_dtype: DType,
     16-bit register tile in the wgmma layout, packed in pairs (4 registers per
     k-step)."""
     _, n, k_total = mma.shape
-    k = instruction_k(a_dtype)
+    k = wgmma_k(a_dtype)
     register_a = isinstance(a, str)
     instruction = (f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32."
-                   f"{PTX_TYPE[a_dtype]}.{PTX_TYPE[b.buffer.dtype]}")
+                   f"{a_dtype}.{b.buffer.dtype}")
     outputs = tuple(f'"+f"({mma.acc}[{i}])' for i in range(acc_slots))
     d = ", ".join(f"%{i}" for i in range(acc_slots))
     out = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType, Swizzle
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import WGMMA_M
+from hopperc.ir.layout import WGMMA_M, wgmma_k
 
 SHARED_MEMORY_LIMIT = 227 * 1024  # bytes of dynamic shared memory per block on sm_90
 REGISTER_FILE = 64 * 1024  # 32-bit registers per SM, shared by all warps of the block
@@ -51,7 +51,7 @@ def check_wgmma(shape: tuple[int, int, int], dtype: DType, span: Span) -> None:
     if n % 8 or not 8 <= n <= WGMMA_MAX_N:
         raise CompileError(span, f"wgmma N = {n} is not supported: N must be a multiple of 8 "
                                  f"between 8 and {WGMMA_MAX_N}")
-    k_step = 32 if dtype.is_fp8 else 16
+    k_step = wgmma_k(dtype)
     if k % k_step:
         raise CompileError(span, f"wgmma K = {k} is not a multiple of the instruction K "
                                  f"({k_step} for {dtype})")

@@ -22,7 +22,6 @@ DIVERGENT_BUILTINS = {"lane", "thread", "warp", "wg"}
 class TileSymbol:
     dtype: DType
     shape: tuple[int, ...]
-    layout: ir.Layout
     span: Span
 
 

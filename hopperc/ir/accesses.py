@@ -114,13 +114,7 @@ def leaf_accesses(stmt: ir.Stmt) -> list[Access]:
 
 def all_accesses(stmt: ir.Stmt) -> list[Access]:
     """Accesses of a statement and everything nested in it (manual code excluded)."""
-    if isinstance(stmt, ir.ManualRegion):
-        return []
-    out = leaf_accesses(stmt)
-    for body in bodies(stmt):
-        for inner in body.stmts:
-            out.extend(all_accesses(inner))
-    return out
+    return [access for leaf in leaves(stmt) for access in leaf_accesses(leaf)]
 
 
 def bodies(stmt: ir.Stmt) -> tuple[ir.Block, ...]:

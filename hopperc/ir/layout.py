@@ -3,9 +3,15 @@ elements map to their registers. Shared by the front end (which assigns a
 layout) and code generation (which indexes by it)."""
 from __future__ import annotations
 
+from hopperc.dtypes import DType
 from hopperc.ir import nodes as ir
 
 WGMMA_M = 64  # rows of a wgmma product per warpgroup
+
+
+def wgmma_k(dtype: DType) -> int:
+    """K of one wgmma instruction: 32 bytes of K, i.e. 16 for 16-bit inputs, 32 for fp8."""
+    return 32 if dtype.is_fp8 else 16
 
 
 def element_threads(running: int) -> int:

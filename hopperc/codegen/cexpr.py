@@ -40,6 +40,8 @@ def scalar(expr: ir.ScalarExpr, role: RoleContext) -> str:
     left, right = scalar(expr.left, role), scalar(expr.right, role)
     if expr.op == "/":
         return f"hk_cdiv({left}, {right})"
+    if expr.op == "//":  # operands are never negative: C++ truncation is floor
+        return f"({left} / {right})"
     op = {"and": "&&", "or": "||"}.get(expr.op, expr.op)
     return f"({left} {op} {right})"
 

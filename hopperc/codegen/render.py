@@ -102,8 +102,37 @@ class _Context:
 
     # ---- walking
     def block(self, block: ir.Block, role: RoleContext, depth: int, lines: list[str]) -> None:
+        previous = None
         for stmt in block.stmts:
-            self.stmt(stmt, role, depth, lines)
+            if isinstance(stmt, ir.RoleBlock):
+                self.role_branch(stmt, isinstance(previous, ir.RoleBlock), depth, lines)
+            else:
+                self.stmt(stmt, role, depth, lines)
+            previous = stmt
+
+    def role_branch(self, stmt: ir.RoleBlock, chained: bool, depth: int, lines: list[str]) -> None:
+        """One branch of the role dispatch: an if/else chain on the warp index, so
+        setmaxnreg sits in exactly one branch per warpgroup. Every warp of the
+        role's warpgroups runs its leading setmaxnreg; only active warps go on."""
+        pad, r = INDENT * depth, stmt.role
+        lines.append(f'#line {stmt.span.line} "{stmt.span.file}"')
+        active = "" if r.active_warps == r.warps else f", {r.active_warps} active"
+        lines.append(f"{pad}{'else ' if chained else ''}if (hk_warp < {r.first_warp + r.warps}) "
+                     f"{{  // role {r.name}: warps {r.first_warp}..{r.first_warp + r.warps - 1}"
+                     f"{active}")
+        context = RoleContext(r.first_warp, r.active_warps * 32)
+        head = [s for s in stmt.body.stmts if isinstance(s, ir.SetMaxRegisters)]
+        rest = ir.Block(stmt.body.stmts[len(head):])
+        self.declared.append(set())
+        self.block(ir.Block(tuple(head)), context, depth + 1, lines)
+        if active:
+            lines.append(f"{pad}{INDENT}if (hk_warp < {r.first_warp + r.active_warps}) {{")
+            self._scoped(rest, context, depth + 2, lines)
+            lines.append(f"{pad}{INDENT}}}")
+        else:
+            self.block(rest, context, depth + 1, lines)
+        self.declared.pop()
+        lines.append(f"{pad}}}")
 
     def stmt(self, stmt: ir.Stmt, role: RoleContext, depth: int, lines: list[str]) -> None:
         pad = INDENT * depth
@@ -112,12 +141,6 @@ class _Context:
             lines.append(f'#line {span.line} "{span.file}"')
         self.role = role
         match stmt:
-            case ir.RoleBlock(role=r, body=body):
-                last = r.first_warp + r.active_warps
-                lines.append(f"{pad}if (hk_warp >= {r.first_warp} && hk_warp < {last}) {{"
-                             f"  // role {r.name}")
-                self._scoped(body, RoleContext(r.first_warp, r.active_warps * 32), depth + 1, lines)
-                lines.append(f"{pad}}}")
             case ir.ForLoop(var=var, start=start, stop=stop, body=body):
                 lines.append(f"{pad}for (int {var} = {scalar(start, role)}; {var} < "
                              f"{scalar(stop, role)}; ++{var}) {{")

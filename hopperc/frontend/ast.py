@@ -132,6 +132,7 @@ class SharedDecl:
     stages: Expr | None
     swizzle: str | None
     span: Span
+    reuses: Name | None = None  # placed in this earlier buffer's memory
 
 
 @dataclass(frozen=True)

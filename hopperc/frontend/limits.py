@@ -8,10 +8,9 @@ from __future__ import annotations
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType, Swizzle
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import WGMMA_M, wgmma_k
+from hopperc.ir.layout import REGISTER_FILE, WGMMA_M, wgmma_k
 
 SHARED_MEMORY_LIMIT = 227 * 1024  # bytes of dynamic shared memory per block on sm_90
-REGISTER_FILE = 64 * 1024  # 32-bit registers per SM, shared by all warps of the block
 TMA_MAX_BOX = 256
 WGMMA_MAX_N = 256
 MAX_THREADS = 1024
@@ -112,6 +111,9 @@ def shared_layout(buffers: tuple[ir.SharedBuffer, ...], barrier_count: int) -> t
     """Offsets of each buffer (aligned for its swizzle) and the total bytes with mbarriers."""
     offsets, cursor = {}, 0
     for buf in buffers:
+        if buf.reuses is not None:
+            offsets[buf.name] = offsets[buf.reuses]
+            continue
         cursor = -(-cursor // buf.alignment) * buf.alignment
         offsets[buf.name] = cursor
         cursor += buf.stage_bytes * buf.stages

@@ -162,9 +162,10 @@ class _ToAst(Transformer):
         return ast.Block(tuple(children), self._s(meta))
 
     def shared_decl(self, meta, children):
-        name, dtype, *shape, stages, swizzle = children
+        name, dtype, *shape, stages, swizzle, reuses = children
+        reused = None if reuses is None else ast.Name(str(reuses), _tok_span(self.file, reuses))
         return ast.SharedDecl(str(name), dtype, tuple(shape), stages,
-                              None if swizzle is None else str(swizzle), self._s(meta))
+                              None if swizzle is None else str(swizzle), self._s(meta), reused)
 
     def mbarrier_decl(self, meta, children):
         return ast.MBarrierDecl(str(children[0]), children[1], self._s(meta))

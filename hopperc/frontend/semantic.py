@@ -13,7 +13,6 @@ from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, Vecto
                                     const_value, scalar_expr, uses)
 from hopperc.frontend.tiles import buffer_view, lower_tile_expr, require_warpgroup_view
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import all_accesses
 from hopperc.ir.layout import element_threads, register_layout
 
 DEFAULT_THREADS = 128
@@ -53,7 +52,6 @@ class _Analyzer:
             raise CompileError(k.span, f"a block of {self.threads} threads is not possible: use "
                                        f"a multiple of 32 up to {limits.MAX_THREADS}")
         body = self._top_level(k.body, roles)
-        _check_single_role_buffers(body)
         if self.manual:
             body = ir.Block((ir.ManualRegion(body, k.body.span),))
         _, smem = limits.shared_layout(tuple(self.buffers), sum(b.count for b in self.barriers))
@@ -174,9 +172,36 @@ class _Analyzer:
         if stages < 1:
             raise CompileError(d.stages.span, f"'stages' must be at least 1, not {stages}")
         buf = ir.SharedBuffer(d.name, DType.parse(d.dtype), shape, stages,
-                              Swizzle.parse(d.swizzle), d.span)
+                              Swizzle.parse(d.swizzle), d.span, self._reused(d))
         self.scope.declare(d.name, buf, d.span)
         self.buffers.append(buf)
+
+    def _reused(self, d: ast.SharedDecl) -> str | None:
+        """The earlier buffer whose memory `d` takes: it must fit, need no stricter
+        alignment, and not itself live in another buffer's memory."""
+        if d.reuses is None:
+            return None
+        target = self.scope.lookup(d.reuses.id, d.reuses.span)
+        if not isinstance(target, ir.SharedBuffer):
+            raise CompileError(d.reuses.span, f"'{d.reuses.id}' is not a shared buffer")
+        if target.reuses is not None:
+            raise CompileError(d.reuses.span, f"'{target.name}' already reuses the memory of "
+                                              f"'{target.reuses}'; reuse '{target.reuses}'")
+        own = ir.SharedBuffer(d.name, DType.parse(d.dtype), tuple(
+            const_value(e, self.scope, "a buffer dimension") for e in d.shape), 1,
+            Swizzle.parse(d.swizzle), d.span)
+        stages = 1 if d.stages is None else const_value(d.stages, self.scope, "'stages'")
+        size = own.stage_bytes * stages
+        if size > target.stage_bytes * target.stages:
+            raise CompileError(d.span, f"'{d.name}' needs {size} bytes but '{target.name}' has "
+                                       f"{target.stage_bytes * target.stages}; it cannot reuse "
+                                       "that memory")
+        if own.alignment > target.alignment:
+            raise CompileError(d.span, f"'{d.name}' needs {own.alignment}-byte alignment but "
+                                       f"'{target.name}' is only {target.alignment}-byte "
+                                       "aligned; give it a swizzle no wider than "
+                                       f"'{target.name}''s")
+        return target.name
 
     def _mbarrier(self, d: ast.MBarrierDecl) -> None:
         count = const_value(d.count, self.scope, "the mbarrier count")
@@ -346,21 +371,6 @@ class _Analyzer:
         require_warpgroup_view(view, self._warpgroups, target.span)
         value = self._tile_value(stmt.value, view.buffer.dtype, view.shape, stmt.span)
         return ir.SharedStore(view.view, value, stmt.span)
-
-
-def _check_single_role_buffers(body: ir.Block) -> None:
-    """Buffers handed from one role to another need the producer/consumer pipeline
-    lowering, which this version does not do: refuse them rather than race."""
-    owners: dict[str, str] = {}
-    for stmt in body.stmts:
-        if isinstance(stmt, ir.RoleBlock):
-            for access in all_accesses(stmt):
-                first = owners.setdefault(access.buffer, stmt.role.name)
-                if first != stmt.role.name:
-                    raise CompileError(access.span, f"'{access.buffer}' is used by roles "
-                                                    f"'{first}' and '{stmt.role.name}'; hand-offs "
-                                                    "between roles need pipeline lowering, which "
-                                                    "this version does not do yet")
 
 
 def _grid_axis(g: ast.GridDim, scope: Scope) -> ir.GridAxis:

@@ -70,7 +70,8 @@ def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int) -> ViewInfo | Non
         if len(shape) != 2:
             raise CompileError(expr.span, "only a 2-D view can be transposed")
         shape = (shape[1], shape[0])
-    return ViewInfo(ir.BufferView(symbol.name, None, part, transposed), symbol, shape)
+    return ViewInfo(ir.BufferView(symbol.name, None, part, transposed, symbol.reuses), symbol,
+                    shape)
 
 
 def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:

@@ -27,6 +27,12 @@ class Access:
     single_thread: bool  # issued by the role's one elected thread
     what: str  # e.g. "written by st.shared", for explanations
     span: Span
+    storage: str | None = None  # the buffer whose memory `buffer` reuses, if any
+
+    @property
+    def memory(self) -> str:
+        """What conflicts are decided on: two accesses of one memory may race."""
+        return self.storage or self.buffer
 
 
 def source_order(access: Access) -> tuple:
@@ -34,11 +40,11 @@ def source_order(access: Access) -> tuple:
     return (access.span.line, access.span.col, access.buffer, access.what)
 
 
-def tile_reads(expr: ir.TileExpr) -> Iterator[str]:
-    """Buffers an element-wise expression reads from shared memory."""
+def tile_reads(expr: ir.TileExpr) -> Iterator[ir.BufferView]:
+    """Views an element-wise expression reads from shared memory."""
     match expr:
         case ir.SharedRead(view=view):
-            yield view.buffer
+            yield view
         case ir.Elementwise(args=args):
             for arg in args:
                 yield from tile_reads(arg)
@@ -92,24 +98,25 @@ def leaf_accesses(stmt: ir.Stmt) -> list[Access]:
     """Accesses of a statement that has no body."""
     match stmt:
         case ir.AsyncLoad(dst=dst, engine=engine, span=span):
-            return [Access(dst.buffer, Proxy.ASYNC, True, True, f"written by {engine.label} load",
-                           span)]
+            return [_access(dst, Proxy.ASYNC, True, True, f"written by {engine.label} load", span)]
         case ir.AsyncStore(src=src, engine=engine, span=span):
-            return [Access(src.buffer, Proxy.ASYNC, False, True, f"read by {engine.label} store",
-                           span)]
+            return [_access(src, Proxy.ASYNC, False, True, f"read by {engine.label} store", span)]
         case ir.SharedStore(dst=dst, value=value, span=span):
-            reads = [Access(b, Proxy.GENERIC, False, False, "read by ld.shared", span)
-                     for b in tile_reads(value)]
-            return reads + [Access(dst.buffer, Proxy.GENERIC, True, False, "written by st.shared",
-                                   span)]
+            reads = [_access(v, Proxy.GENERIC, False, False, "read by ld.shared", span)
+                     for v in tile_reads(value)]
+            return reads + [_access(dst, Proxy.GENERIC, True, False, "written by st.shared", span)]
         case ir.TileDef(init=value, span=span) | ir.TileAssign(value=value, span=span):
-            return [Access(b, Proxy.GENERIC, False, False, "read by ld.shared", span)
-                    for b in tile_reads(value)]
+            return [_access(v, Proxy.GENERIC, False, False, "read by ld.shared", span)
+                    for v in tile_reads(value)]
         case ir.Mma(a=a, b=b, span=span):
             views = [v for v in (a, b) if isinstance(v, ir.BufferView)]
-            return [Access(v.buffer, Proxy.ASYNC, False, False, "read by wgmma", span)
-                    for v in views]
+            return [_access(v, Proxy.ASYNC, False, False, "read by wgmma", span) for v in views]
     return []
+
+
+def _access(view: ir.BufferView, proxy: Proxy, write: bool, single_thread: bool, what: str,
+            span: Span) -> Access:
+    return Access(view.buffer, proxy, write, single_thread, what, span, view.storage)
 
 
 def all_accesses(stmt: ir.Stmt) -> list[Access]:

@@ -31,6 +31,10 @@ class ForwardRewrite(Generic[S]):
     def transfer(self, stmt: ir.Stmt, state: S) -> S:
         return state
 
+    def next_iteration(self, state: S) -> S:
+        """The state at the end of a loop body, seen from the next iteration."""
+        return state
+
     def at_exit(self, state: S) -> list[ir.Stmt]:
         """Statements to append where a role (or the kernel) ends in `state`."""
         return []
@@ -79,13 +83,13 @@ class ForwardRewrite(Generic[S]):
         entry = state
         while True:
             _, end = self.block(stmt.body, entry)
-            widened = self.join(state, end)
+            widened = self.join(state, self.next_iteration(end))
             if widened == entry:
                 break
             entry = widened
         body, end = self.block(stmt.body, entry)
-        # The loop may run zero times: after it, the state is entry's or end's.
-        return replace(stmt, body=body), self.join(entry, end)
+        # The loop runs zero times (the state before it) or ends after a last iteration.
+        return replace(stmt, body=body), self.join(state, end)
 
 
 def insert_before_trailing(out: list[ir.Stmt], inserted: list[ir.Stmt],

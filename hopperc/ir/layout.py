@@ -7,6 +7,7 @@ from hopperc.dtypes import DType
 from hopperc.ir import nodes as ir
 
 WGMMA_M = 64  # rows of a wgmma product per warpgroup
+REGISTER_FILE = 64 * 1024  # 32-bit registers per SM, shared by all warps of the block
 
 
 def wgmma_k(dtype: DType) -> int:

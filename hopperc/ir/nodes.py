@@ -14,8 +14,9 @@ from hopperc.diagnostics import Span
 from hopperc.dtypes import DType, Swizzle
 from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace for the IR
     BarrierRef, BulkCommit, BulkWaitRead, Hazard, MBarrierArrive, MBarrierExpectTx, MBarrierInit,
-    MBarrierInitFence, MBarrierInval, MBarrierWait, NamedBarrier, PhaseFlip, ProxyFence, Reason,
-    SyncStmt, WgmmaCommit, WgmmaFence, WgmmaWait)
+    MBarrierInitFence, MBarrierInval, MBarrierWait, NamedBarrier, PhaseFlip, Pipeline, ProxyFence,
+    Reason, SetMaxRegisters, StageAdvance, StageRelease, SyncStmt, WgmmaCommit, WgmmaFence,
+    WgmmaWait)
 
 
 # ---------------------------------------------------------------- declarations
@@ -42,6 +43,12 @@ class SharedBuffer:
     stages: int
     swizzle: Swizzle
     span: Span
+    reuses: str | None = None  # placed in this (earlier) buffer's memory
+
+    @property
+    def storage(self) -> str:
+        """The buffer whose memory this one occupies (itself unless it reuses one)."""
+        return self.reuses or self.name
 
     @property
     def stage_bytes(self) -> int:
@@ -57,11 +64,14 @@ class SharedBuffer:
 
 @dataclass(frozen=True)
 class MBarrierArray:
-    """`count` mbarriers in shared memory (8 bytes each)."""
+    """`count` mbarriers in shared memory (8 bytes each). `arrivals` is the
+    arrival count the compiler initializes them with (None: declared by the
+    user, who initializes them in manual code)."""
 
     name: str
     count: int
     span: Span
+    arrivals: int | None = None
 
 
 @dataclass(frozen=True)
@@ -102,7 +112,7 @@ class ScalarKind(Enum):
     TILE = "tile"  # block coordinate along a grid axis
     LOOP = "loop"
     BUILTIN = "builtin"  # warp, lane, thread, wg (relative to the running role)
-    PHASE = "phase"  # compiler-carried mbarrier phase bit
+    CARRIED = "carried"  # a register the compiler carries: a phase bit, a stage counter
 
 
 @dataclass(frozen=True)
@@ -114,7 +124,8 @@ class Scalar:
 
 @dataclass(frozen=True)
 class ScalarOp:
-    """Integer or boolean arithmetic; `/` rounds down, `cdiv` rounds up."""
+    """Integer or boolean arithmetic; `/` rounds up (tile counts: `K / BK` counts
+    the last partial tile), `//` rounds down (stage and phase arithmetic)."""
 
     op: str
     left: "ScalarExpr"
@@ -146,6 +157,7 @@ class BufferView:
     stage: ScalarExpr | None = None
     part: "ViewPart | None" = None
     transposed: bool = False
+    storage: str | None = None  # the buffer whose memory it reuses, if any
 
 
 @dataclass(frozen=True)
@@ -345,7 +357,8 @@ class ManualRegion:
 
 
 Stmt = (RoleBlock | ForLoop | IfThen | AsyncLoad | AsyncStore | TileDef | TileAssign
-        | SharedStore | Mma | ElectLane | OneThread | ManualRegion | PhaseFlip | SyncStmt)
+        | SharedStore | Mma | ElectLane | OneThread | ManualRegion | PhaseFlip | StageAdvance
+        | SyncStmt)
 
 
 # ---------------------------------------------------------------- kernel
@@ -363,7 +376,11 @@ class Kernel:
     barriers: tuple[MBarrierArray, ...]
     body: Block
     span: Span
-    phases: tuple[str, ...] = field(default=())
+    carried: tuple[str, ...] = field(default=())  # unsigned registers starting at 0
+    pipelines: tuple[Pipeline, ...] = field(default=())
+
+    def pipeline(self, name: str) -> Pipeline:
+        return next(p for p in self.pipelines if p.name == name)
 
     def buffer(self, name: str) -> SharedBuffer:
         return next(b for b in self.buffers if b.name == name)

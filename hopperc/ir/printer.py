@@ -9,7 +9,7 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies
 
 _PRECEDENCE = {"or": 1, "and": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
-               "+": 4, "-": 4, "*": 5, "/": 5, "%": 5}
+               "+": 4, "-": 4, "*": 5, "/": 5, "//": 5, "%": 5}
 
 
 def scalar(expr: ir.ScalarExpr, parent: int = 0) -> str:
@@ -28,7 +28,7 @@ def scalar(expr: ir.ScalarExpr, parent: int = 0) -> str:
 
 
 def view(v: ir.BufferView) -> str:
-    text = v.buffer
+    text = v.buffer + (f"(in {v.storage})" if v.storage else "")
     if v.stage is not None:
         text += f"{{stage {scalar(v.stage)}}}"
     if v.part is not None:
@@ -106,6 +106,12 @@ def statement(stmt: ir.Stmt) -> str:
             return f"wgmma {acc} {'+=' if acc_flag else '='} {lhs} @ {view(b)} (m{m}n{n}k{k})"
         case ir.PhaseFlip(phase=phase):
             return f"flip {phase}"
+        case ir.StageAdvance(stage=stage, phase=phase, stages=n):
+            return f"advance {stage} mod {n} (flip {phase} on wrap)"
+        case ir.StageRelease(barrier=b, lag=lag):
+            return f"mbarrier.arrive {barrier(b)}  (release stage, lag {lag})"
+        case ir.SetMaxRegisters(regs=regs, increase=inc):
+            return f"setmaxnreg.{'inc' if inc else 'dec'} {regs}"
         case ir.ProxyFence():
             return "fence.proxy.async.shared::cta"
         case ir.NamedBarrier(id=i, threads=t):
@@ -145,12 +151,19 @@ def print_kernel(kernel: ir.Kernel) -> str:
         extent = f"ceil({g.dim} / {g.divisor})" if g.dim else str(g.divisor)
         lines.append(f"  grid tile.{g.name} < {extent}")
     for b in kernel.buffers:
+        reuses = f" reuses {b.reuses}" if b.reuses else ""
         lines.append(f"  shared {b.name}: {b.dtype}{list(b.shape)} stages {b.stages} "
-                     f"swizzle {b.swizzle}")
+                     f"swizzle {b.swizzle}{reuses}")
     for m in kernel.barriers:
-        lines.append(f"  mbarrier {m.name}[{m.count}]")
-    for p in kernel.phases:
-        lines.append(f"  phase {p}")
+        count = f" arrivals {m.arrivals}" if m.arrivals is not None else ""
+        lines.append(f"  mbarrier {m.name}[{m.count}]{count}")
+    for p in kernel.pipelines:
+        lines.append(f"  pipeline {p.name}: {p.producer} -> {p.consumer} "
+                     f"[{', '.join(p.buffers)}] stages {p.stages} full {p.full} "
+                     f"empty {p.empty} ({p.consumer_arrivals} arrivals) "
+                     f"expect_tx {p.tx_bytes} B")
+    for r in kernel.carried:
+        lines.append(f"  carried {r}")
     _block(kernel.body, 1, lines)
     return "\n".join(lines) + "\n"
 

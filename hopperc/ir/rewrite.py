@@ -35,3 +35,13 @@ def close_runs(block: ir.Block, member: type | tuple[type, ...],
     if run:
         out.append(closer(run))
     return ir.Block(tuple(out))
+
+
+def fresh_name(name: str, taken: set[str]) -> str:
+    """`name`, or `name2`, `name3`... : the first not in `taken` (which it joins)."""
+    candidate, n = name, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{name}{n}"
+    taken.add(candidate)
+    return candidate

@@ -26,6 +26,8 @@ class Hazard(Enum):
     THREAD_HANDOFF = "hand-off between threads"
     REGISTERS_TO_WGMMA = "register access -> wgmma"
     SETUP = "barrier setup"
+    STAGE_HANDOFF = "pipeline stage hand-off"
+    REGISTER_BUDGET = "register budget"
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,59 @@ class PhaseFlip:
 
 
 @dataclass(frozen=True)
+class StageAdvance:
+    """Step a role's carried pipeline state: the next stage, and the phase bit
+    flipped each time the stage index wraps to 0."""
+
+    stage: str
+    phase: str
+    stages: int
+    span: Span
+
+
+@dataclass(frozen=True)
+class StageRelease:
+    """mbarrier.arrive on a pipeline's empty barrier: the arriving threads are
+    done with the stage the role used `lag` iterations ago (0: the latest)."""
+
+    pipeline: str
+    barrier: BarrierRef
+    lag: int
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class SetMaxRegisters:
+    """setmaxnreg.{inc,dec}.sync.aligned.u32: the warpgroup's per-thread budget."""
+
+    regs: int
+    increase: bool
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A stage ring of shared buffers filled by one role and read by another.
+
+    Stage s of every buffer completes on `full[s]` (one elected producer
+    arrival with `tx_bytes` of async loads) and is released on `empty[s]`
+    (`consumer_arrivals` arrivals)."""
+
+    name: str
+    producer: str
+    consumer: str
+    buffers: tuple[str, ...]
+    stages: int
+    full: str
+    empty: str
+    consumer_arrivals: int
+    tx_bytes: int
+    span: Span
+
+
+@dataclass(frozen=True)
 class WgmmaFence:
     """wgmma.fence: order earlier register accesses before the wgmma that follow.
     `tiles` are the register operands of those wgmma (pinned in place by the
@@ -159,5 +214,5 @@ class BulkWaitRead:
 
 
 SyncStmt = (ProxyFence | NamedBarrier | MBarrierInit | MBarrierInitFence | MBarrierArrive
-            | MBarrierExpectTx | MBarrierWait | MBarrierInval | WgmmaFence | WgmmaCommit
-            | WgmmaWait | BulkCommit | BulkWaitRead)
+            | MBarrierExpectTx | MBarrierWait | MBarrierInval | StageRelease | SetMaxRegisters
+            | WgmmaFence | WgmmaCommit | WgmmaWait | BulkCommit | BulkWaitRead)

@@ -1,7 +1,7 @@
 """The IR verifier, run after the front end and after every pass.
 
 It checks what every stage may rely on: names resolve, barrier references are
-in range, registers and phases exist, sync nodes sit where they can execute.
+in range, carried registers exist, sync nodes sit where they can execute.
 A failure is a compiler bug (exit code 2), never a user error.
 """
 from __future__ import annotations
@@ -10,7 +10,8 @@ from hopperc.diagnostics import ToolchainError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies
 
-ISSUE_ONLY = (ir.AsyncLoad, ir.AsyncStore, ir.MBarrierExpectTx, ir.BulkCommit, ir.BulkWaitRead)
+ISSUE_ONLY = (ir.AsyncLoad, ir.AsyncStore, ir.MBarrierExpectTx, ir.BulkCommit, ir.BulkWaitRead,
+              ir.MBarrierInit, ir.MBarrierInval)
 
 
 class VerifyError(ToolchainError):
@@ -44,8 +45,11 @@ def verify(kernel: ir.Kernel, stage: str, *, elected: bool = False) -> None:
                 check_barrier(barrier, stmt)
             elif isinstance(stmt, ir.AsyncLoad) and not manual and stage != "front end":
                 problems.append(f"async load at {stmt.span} has no mbarrier")
-            if isinstance(stmt, ir.PhaseFlip) and stmt.phase not in kernel.phases:
-                problems.append(f"phase register '{stmt.phase}' is not declared")
+            carried = ((stmt.phase,) if isinstance(stmt, ir.PhaseFlip) else
+                       (stmt.stage, stmt.phase) if isinstance(stmt, ir.StageAdvance) else ())
+            for register in carried:
+                if register not in kernel.carried:
+                    problems.append(f"carried register '{register}' is not declared")
             if isinstance(stmt, ir.NamedBarrier) and not (
                     0 <= stmt.id < 16 and stmt.threads % 32 == 0 and stmt.threads <= kernel.threads):
                 problems.append(f"bad named barrier {stmt.id}, {stmt.threads}")

@@ -1,6 +1,7 @@
 """complete_async_loads
 
-Requires: every automatic async load names its mbarrier (allocate_load_barriers).
+Requires: every automatic async load names its mbarrier (allocate_load_barriers);
+loads between roles already armed and awaited (connect_role_pipelines).
 Establishes: the issuer arms the barrier with arrive.expect_tx of exactly the
 load's bytes just before the load; every thread of the role waits on the
 barrier's carried phase, then flips it, before the first later statement of the
@@ -23,10 +24,11 @@ from hopperc.ir.rewrite import map_bodies
 
 
 def complete_async_loads(kernel: ir.Kernel) -> ir.Kernel:
-    return replace(kernel, body=_block(kernel.body))
+    piped = frozenset(p.full for p in kernel.pipelines)
+    return replace(kernel, body=_block(kernel.body, piped))
 
 
-def _block(block: ir.Block) -> ir.Block:
+def _block(block: ir.Block, piped: frozenset[str]) -> ir.Block:
     out: list[ir.Stmt] = []
     pending: list[ir.AsyncLoad] = []  # loads whose wait is not yet placed
     stmts = block.stmts
@@ -37,18 +39,19 @@ def _block(block: ir.Block) -> ir.Block:
             pending = []
             out.append(stmt)
             continue
-        touched = {a.buffer for s in _unit(stmts, i) for a in all_accesses(s)}
-        due = [load for load in pending if load.dst.buffer in touched]
+        touched = {a.memory for s in _unit(stmts, i) for a in all_accesses(s)}
+        due = [load for load in pending if (load.dst.storage or load.dst.buffer) in touched]
         for load in due:
             out.extend(_wait(load, stmt))
             pending.remove(load)
-        if isinstance(stmt, ir.AsyncLoad) and stmt.barrier is not None:
+        if isinstance(stmt, ir.AsyncLoad) and stmt.barrier is not None \
+                and stmt.barrier.array not in piped:
             out.append(ir.MBarrierExpectTx(stmt.barrier, ir.const(stmt.nbytes), stmt.span,
                                            _reason(stmt, "armed before the load")))
             out.append(stmt)
             pending.append(stmt)
             continue
-        out.append(map_bodies(stmt, _block))
+        out.append(map_bodies(stmt, lambda b: _block(b, piped)))
     for load in pending:
         out.extend(_wait(load, None))
     return ir.Block(tuple(out))
@@ -70,7 +73,7 @@ def _wait(load: ir.AsyncLoad, user: ir.Stmt | None) -> list[ir.Stmt]:
     phase = ir.phase_register(load.barrier.array)
     span = getattr(user, "span", None)
     reason = _reason(load, "used next" if span else "complete before the block ends", span)
-    return [ir.MBarrierWait(load.barrier, ir.Scalar(ir.ScalarKind.PHASE, phase), load.span,
+    return [ir.MBarrierWait(load.barrier, ir.Scalar(ir.ScalarKind.CARRIED, phase), load.span,
                             reason),
             ir.PhaseFlip(phase, load.span)]
 

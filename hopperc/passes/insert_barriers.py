@@ -40,7 +40,8 @@ class _Barriers(ForwardRewrite[Pending]):
         self.guards: dict[str, set[str]] = {}
         for stmt in walk(kernel.body):
             if isinstance(stmt, ir.AsyncLoad) and stmt.barrier is not None:
-                self.guards.setdefault(stmt.barrier.array, set()).add(stmt.dst.buffer)
+                self.guards.setdefault(stmt.barrier.array, set()).add(
+                    stmt.dst.storage or stmt.dst.buffer)
 
     def initial(self) -> Pending:
         return frozenset()
@@ -75,11 +76,11 @@ class _Barriers(ForwardRewrite[Pending]):
             case ir.MBarrierWait(barrier=bar):
                 landed = self.guards.get(bar.array, set())
                 return frozenset(a for a in state if not (
-                    a.proxy is Proxy.ASYNC and a.write and a.buffer in landed))
+                    a.proxy is Proxy.ASYNC and a.write and a.memory in landed))
             case ir.BulkWaitRead(pending=0):
                 return frozenset(_completed(a) if _is_store(a) else a for a in state)
             case ir.WgmmaWait(buffers=done):
-                return frozenset(_completed(a) if _is_wgmma_read(a) and a.buffer in done else a
+                return frozenset(_completed(a) if _is_wgmma_read(a) and a.memory in done else a
                                  for a in state)
         return state | frozenset(leaf_accesses(stmt))
 
@@ -100,11 +101,12 @@ def _in_flight(access: Access) -> bool:
 def _completed(read: Access) -> Access:
     """An async read known complete by the threads that waited for it (the store's
     issuer; each warpgroup for its own wgmma): still unordered for the others."""
-    return Access(read.buffer, Proxy.GENERIC, False, read.single_thread, read.what, read.span)
+    return Access(read.buffer, Proxy.GENERIC, False, read.single_thread, read.what, read.span,
+                  read.storage)
 
 
 def _needs_barrier(prior: Access, access: Access) -> bool:
-    if prior.buffer != access.buffer or not (prior.write or access.write):
+    if prior.memory != access.memory or not (prior.write or access.write):
         return False
     if prior.proxy is Proxy.ASYNC:
         return False  # ordered by an mbarrier wait or wait_group, placed by earlier passes

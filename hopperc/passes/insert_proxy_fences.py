@@ -39,7 +39,7 @@ class _Fences(ForwardRewrite[Unfenced]):
             if access.proxy is not Proxy.ASYNC:
                 continue
             for prior in sorted(state, key=source_order):
-                if prior.buffer == access.buffer and (prior.write or access.write):
+                if prior.memory == access.memory and (prior.write or access.write):
                     hazard = (ir.Hazard.GENERIC_WRITE_ASYNC_READ if prior.write
                               else ir.Hazard.GENERIC_READ_ASYNC_WRITE)
                     reason = ir.Reason(hazard, access.buffer, prior.what, prior.span,

@@ -1,0 +1,432 @@
+"""connect_role_pipelines
+
+Requires: front-end IR (roles, async loads without mbarriers).
+Establishes: every shared buffer that one role fills with async loads and
+another role reads is a stage of a pipeline: iteration i of the loop that
+holds the loads and of the loop that holds the reads uses stage i % S. Per
+pipeline (one per producer role, consumer role and loop), per stage, a full
+mbarrier (1 arrival: the producer's elected arrive.expect_tx of the exact
+bytes of all its loads) and an empty mbarrier (one arrival per consumer warp
+for wgmma readers, per consumer thread for element-wise readers).
+The producer waits empty[s] with the opposite parity (a fresh barrier's
+previous phase counts as complete, so its first pass does not block), fences
+the proxies when the consumer read the stage with ld.shared, arms full[s] and
+loads. The consumer waits full[s] before its first read; element-wise readers
+release the stage right after their last read; wgmma readers release the
+previous iteration's stage after this iteration's batch is issued (the wait
+pass completes the batch that read it first) and the last stage after the
+loop. Stage and parity are `i % S` and `(i // S) % 2` of a single loop's
+iteration, or registers carried by each role where the loop is nested or
+conditional.
+
+Hardware rule: an mbarrier phase completes when its pending arrivals and
+transaction bytes reach zero; try_wait.parity(P) returns once the phase of
+parity P has completed; two producers arriving on one barrier would complete
+it early or never (PTX ISA, mbarrier; nvFuser's multi-role deadlock).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from hopperc.diagnostics import CompileError
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import Access, Proxy, bodies, leaf_accesses, leaves
+from hopperc.ir.rewrite import fresh_name
+
+Path = tuple[tuple[int, int], ...]  # (statement index, body index) from the role body
+
+
+@dataclass(frozen=True)
+class _Use:
+    role: ir.RoleInfo
+    site: Path  # the block holding the leaf
+    top: int  # the index of the role-level statement holding the leaf
+    leaf: ir.Stmt
+    access: Access
+
+
+@dataclass(frozen=True)
+class _Side:
+    """How one role steps through a pipeline: its loop and stage expressions."""
+
+    role: str
+    site: Path
+    stage: ir.ScalarExpr
+    parity: ir.ScalarExpr
+    previous: ir.ScalarExpr | None  # the stage of the previous iteration (in the loop)
+    last: ir.ScalarExpr | None  # the stage of the last iteration (after the loop)
+    ran: ir.ScalarExpr | None  # the loop ran at least once (after the loop)
+    later: ir.ScalarExpr | None  # not the first iteration (in the loop)
+    advance: ir.StageAdvance | None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    pipeline: ir.Pipeline
+    producer: _Side
+    consumer: _Side
+    loads: tuple[ir.AsyncLoad, ...]
+    consumer_uses: tuple[_Use, ...]
+    per_warp: bool  # wgmma readers: one arrival per warp, after its wait_group
+    deferred: bool  # release the previous stage, and the last one after the loop
+
+
+def connect_role_pipelines(kernel: ir.Kernel) -> ir.Kernel:
+    roles = [s for s in kernel.body.stmts if isinstance(s, ir.RoleBlock)]
+    if len(roles) < 2:
+        return kernel
+    uses = [u for r in roles for u in _uses(r)]
+    plans = _plan(kernel, roles, uses)
+    _check_reused_memory(kernel, roles, uses, plans)
+    if not plans:
+        return kernel
+    body = []
+    for stmt in kernel.body.stmts:
+        if isinstance(stmt, ir.RoleBlock):
+            stmt = replace(stmt, body=_rewrite(stmt.body, (), stmt.role.name, plans))
+        body.append(stmt)
+    pipelines = tuple(p.pipeline for p in plans)
+    barriers = tuple(b for p in pipelines for b in (
+        ir.MBarrierArray(p.full, p.stages, p.span, 1),
+        ir.MBarrierArray(p.empty, p.stages, p.span, p.consumer_arrivals)))
+    carried = tuple(r for p in plans for side in (p.producer, p.consumer) if side.advance
+                    for r in (side.advance.stage, side.advance.phase))
+    return replace(kernel, body=ir.Block(tuple(body)), barriers=kernel.barriers + barriers,
+                   carried=kernel.carried + carried, pipelines=kernel.pipelines + pipelines)
+
+
+# ---------------------------------------------------------------- finding the hand-offs
+def _uses(role: ir.RoleBlock) -> list[_Use]:
+    out: list[_Use] = []
+
+    def visit(block: ir.Block, path: Path, top: int | None) -> None:
+        for i, stmt in enumerate(block.stmts):
+            for b, body in enumerate(bodies(stmt)):
+                if not isinstance(stmt, ir.ManualRegion):
+                    visit(body, path + ((i, b),), i if top is None else top)
+            if not bodies(stmt):
+                out.extend(_Use(role.role, path, i if top is None else top, stmt, a)
+                           for a in leaf_accesses(stmt))
+
+    visit(role.body, (), None)
+    return out
+
+
+def _plan(kernel: ir.Kernel, roles: list[ir.RoleBlock], uses: list[_Use]) -> list[_Plan]:
+    groups: dict[tuple, list[str]] = {}
+    by_buffer: dict[str, list[_Use]] = {}
+    for use in uses:
+        by_buffer.setdefault(use.access.buffer, []).append(use)
+    for name, buffer_uses in by_buffer.items():
+        role_names = list(dict.fromkeys(u.role.name for u in buffer_uses))
+        if len(role_names) < 2:
+            continue
+        producer, consumer = _sides(name, role_names, buffer_uses)
+        key = (producer[0].role.name, consumer[0].role.name, producer[0].site, consumer[0].site)
+        groups.setdefault(key, []).append(name)
+    taken = {b.name for b in kernel.barriers} | {b.name for b in kernel.buffers}
+    role_blocks = {r.role.name: r for r in roles}
+    plans = []
+    for (producer, consumer, p_site, c_site), buffers in groups.items():
+        plans.append(_make_plan(kernel, role_blocks[producer], role_blocks[consumer], p_site,
+                                c_site, buffers, [u for u in uses if u.access.buffer in buffers],
+                                taken))
+    return plans
+
+
+def _sides(name: str, role_names: list[str], uses: list[_Use]) -> tuple[list[_Use], list[_Use]]:
+    """(producer uses, consumer uses) of a buffer two roles share, checked."""
+    loaders = [n for n in role_names if any(u.role.name == n and u.access.proxy is Proxy.ASYNC
+                                            and u.access.write for u in uses)]
+    if len(role_names) > 2 or len(loaders) != 1:
+        first = uses[0]
+        raise CompileError(first.access.span, f"'{name}' is used by roles "
+                                              f"{', '.join(repr(n) for n in role_names)}; a "
+                                              "buffer handed between roles is filled by one role "
+                                              "with tma/bulk loads and read by one other role")
+    producer = [u for u in uses if u.role.name == loaders[0]]
+    consumer = [u for u in uses if u.role.name != loaders[0]]
+    for u in producer:
+        if not isinstance(u.leaf, ir.AsyncLoad):
+            raise CompileError(u.access.span, f"role '{u.role.name}' fills '{name}' with async "
+                                              f"loads for role '{consumer[0].role.name}', so it "
+                                              "may not also access it otherwise")
+    for u in consumer:
+        if u.access.write or isinstance(u.leaf, ir.AsyncStore):
+            raise CompileError(u.access.span, f"role '{u.role.name}' reads '{name}' from role "
+                                              f"'{producer[0].role.name}'; it may "
+                                              "read it with wgmma or element-wise code, not "
+                                              "write it or store it with TMA")
+    for side in (producer, consumer):
+        if any(u.site != side[0].site for u in side):
+            other = next(u for u in side if u.site != side[0].site)
+            raise CompileError(other.access.span, f"'{name}' is used in two places of role "
+                                                  f"'{other.role.name}'; a buffer handed between "
+                                                  "roles is used once per iteration of one loop "
+                                                  "in each")
+    if len(producer) > 1:
+        raise CompileError(producer[1].access.span, f"'{name}' is loaded twice per iteration; each "
+                                                 "stage of a handed-over buffer is loaded once")
+    return producer, consumer
+
+
+def _make_plan(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBlock, p_site: Path,
+               c_site: Path, buffers: list[str], uses: list[_Use], taken: set[str]) -> _Plan:
+    p_uses = [u for u in uses if u.role.name == producer.role.name]
+    c_uses = [u for u in uses if u.role.name == consumer.role.name]
+    p_controls = _controls(producer.body, p_site)
+    c_controls = _controls(consumer.body, c_site)
+    if [_shape(c) for c in p_controls] != [_shape(c) for c in c_controls]:
+        raise CompileError(c_uses[0].access.span,
+                           f"role '{producer.role.name}' loads '{buffers[0]}' under "
+                           f"{_describe(p_controls)} but role '{consumer.role.name}' reads it "
+                           f"under {_describe(c_controls)}; stage i of a handed-over buffer "
+                           "is filled and read in iteration i of loops with the same bounds")
+    stages = {kernel.buffer(b).stages for b in buffers}
+    if len(stages) > 1:
+        raise CompileError(kernel.buffer(buffers[1]).span,
+                           f"'{buffers[0]}' and '{buffers[1]}' are handed over in the same loop "
+                           "but have different 'stages'; give them the same number")
+    n_stages = stages.pop()
+    name = fresh_name(f"{producer.role.name}_{consumer.role.name}", taken)
+    per_warp = all(isinstance(u.leaf, ir.Mma) for u in c_uses)
+    arrivals = consumer.role.active_warps * (1 if per_warp else 32)
+    loads = tuple(u.leaf for u in p_uses)
+    pipeline = ir.Pipeline(name, producer.role.name, consumer.role.name, tuple(buffers), n_stages,
+                           fresh_name(f"{name}_full", taken), fresh_name(f"{name}_empty", taken),
+                           arrivals, sum(load.nbytes for load in loads), loads[0].span)
+    deferred = per_warp and bool(c_controls) and isinstance(c_controls[-1], ir.ForLoop)
+    return _Plan(pipeline, _side(name, producer.role.name, p_site, p_controls, n_stages, taken),
+                 _side(name, consumer.role.name, c_site, c_controls, n_stages, taken), loads,
+                 tuple(c_uses), per_warp, deferred)
+
+
+def _controls(body: ir.Block, site: Path) -> list[ir.ForLoop | ir.IfThen]:
+    out, block = [], body
+    for index, branch in site:
+        stmt = block.stmts[index]
+        out.append(stmt)
+        block = bodies(stmt)[branch]
+    return out
+
+
+def _shape(control: ir.ForLoop | ir.IfThen) -> tuple:
+    if isinstance(control, ir.ForLoop):
+        return ("for", control.start, control.stop)
+    return ("if", control.cond)
+
+
+def _describe(controls: list) -> str:
+    if not controls:
+        return "no loop"
+    return " / ".join(f"'for {c.var}' ({c.span.file.rsplit('/', 1)[-1]}:{c.span.line})"
+                      if isinstance(c, ir.ForLoop) else
+                      f"'if' ({c.span.file.rsplit('/', 1)[-1]}:{c.span.line})" for c in controls)
+
+
+def _side(pipe: str, role: str, site: Path, controls: list, stages: int, taken: set[str]) -> _Side:
+    loop = controls[-1] if controls and isinstance(controls[-1], ir.ForLoop) else None
+    later = ran = None
+    if loop is not None:
+        later = _op(">", ir.Scalar(ir.ScalarKind.LOOP, loop.var), loop.start)
+        ran = _op(">", loop.stop, loop.start)
+    if not controls:
+        zero = ir.const(0)
+        return _Side(role, site, zero, zero, None, None, None, None, None)
+    if len(controls) == 1 and loop is not None:
+        i = _op("-", ir.Scalar(ir.ScalarKind.LOOP, loop.var), loop.start)
+        count = _op("-", loop.stop, loop.start)
+        return _Side(role, site, _op("%", i, ir.const(stages)),
+                     _op("%", _op("//", i, ir.const(stages)), ir.const(2)),
+                     _op("%", _op("-", i, ir.const(1)), ir.const(stages)),
+                     _op("%", _op("-", count, ir.const(1)), ir.const(stages)), ran, later, None)
+    stage = fresh_name(f"{pipe}_{role}_stage", taken)
+    phase = fresh_name(f"{pipe}_{role}_phase", taken)
+    reg = ir.Scalar(ir.ScalarKind.CARRIED, stage)
+    back = _op("%", _op("+", reg, ir.const(stages - 1)), ir.const(stages))
+    return _Side(role, site, reg, ir.Scalar(ir.ScalarKind.CARRIED, phase), back, back, ran, later,
+                 ir.StageAdvance(stage, phase, stages, controls[-1].span))
+
+
+# ---------------------------------------------------------------- rewriting the roles
+def _rewrite(block: ir.Block, path: Path, role: str, plans: list[_Plan]) -> ir.Block:
+    out: list[ir.Stmt] = []
+    for i, stmt in enumerate(block.stmts):
+        nested = bodies(stmt)
+        if nested and not isinstance(stmt, ir.ManualRegion):
+            new = [_rewrite(b, path + ((i, k),), role, plans) for k, b in enumerate(nested)]
+            stmt = _with_bodies(stmt, new)
+        out.append(stmt)
+        for plan in plans:
+            side = plan.consumer
+            if plan.deferred and side.role == role and side.site == path + ((i, 0),):
+                out.extend(_after_loop_release(plan))
+    stmts = tuple(out)
+    for plan in plans:
+        if plan.producer.role == role and plan.producer.site == path:
+            stmts = _produce(stmts, plan)
+        if plan.consumer.role == role and plan.consumer.site == path:
+            stmts = _consume(stmts, plan)
+    return ir.Block(stmts)
+
+
+def _with_bodies(stmt: ir.Stmt, new: list[ir.Block]) -> ir.Stmt:
+    if isinstance(stmt, ir.IfThen):
+        return replace(stmt, then=new[0], orelse=new[1])
+    return replace(stmt, body=new[0])
+
+
+def _produce(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
+    p, side = plan.pipeline, plan.producer
+    full = ir.BarrierRef(p.full, side.stage)
+    first = next(i for i, s in enumerate(stmts) if _touches(s, p))
+    load = stmts[first]
+    reader = plan.consumer_uses[-1]
+    subject = ", ".join(p.buffers)
+    head: list[ir.Stmt] = [ir.MBarrierWait(
+        ir.BarrierRef(p.empty, side.stage), _op("-", ir.const(1), side.parity), load.span,
+        ir.Reason(ir.Hazard.STAGE_HANDOFF, subject, f"stage released by role '{p.consumer}'",
+                  reader.access.span, f"refilled by role '{p.producer}'", load.span))]
+    generic = next((u for u in plan.consumer_uses if u.access.proxy is Proxy.GENERIC), None)
+    if generic is not None:
+        head.append(ir.ProxyFence(load.span, ir.Reason(
+            ir.Hazard.GENERIC_READ_ASYNC_WRITE, generic.access.buffer,
+            f"{generic.access.what} in role '{p.consumer}'", generic.access.span,
+            f"overwritten by {load.engine.label} load", load.span)))
+    head.append(ir.MBarrierExpectTx(full, ir.const(p.tx_bytes), load.span, ir.Reason(
+        ir.Hazard.ASYNC_WRITE_READ, subject, f"{p.tx_bytes} bytes written by async loads",
+        load.span, f"awaited by role '{p.consumer}'", plan.consumer_uses[0].access.span)))
+    last = max(i for i, s in enumerate(stmts) if _touches(s, p))
+    issue = list(head)
+    for stmt in stmts[first:last + 1]:
+        if isinstance(stmt, ir.AsyncLoad) and stmt.dst.buffer in p.buffers:
+            stmt = replace(stmt, dst=replace(stmt.dst, stage=side.stage), barrier=full)
+        issue.append(stmt)
+    # The elected issuer alone waits for the stage, fences, arms and loads, as
+    # long as nothing else runs between the loads.
+    if all(isinstance(s, ir.AsyncLoad) for s in issue[len(head):]):
+        out = [*stmts[:first], ir.OneThread(ir.Block(tuple(issue)), load.span)]
+    else:
+        out = [*stmts[:first], ir.OneThread(ir.Block(tuple(head)), load.span),
+               *issue[len(head):]]
+    out.extend(stmts[last + 1:])
+    if side.advance is not None:
+        out.append(side.advance)
+    return tuple(out)
+
+
+def _consume(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
+    p, side = plan.pipeline, plan.consumer
+    touching = [i for i, s in enumerate(stmts) if _touches(s, p)]
+    first, last = touching[0], touching[-1]
+    subject = ", ".join(p.buffers)
+    user = stmts[first]
+    wait = ir.MBarrierWait(ir.BarrierRef(p.full, side.stage), side.parity, user.span, ir.Reason(
+        ir.Hazard.ASYNC_WRITE_READ, subject, f"written by async loads of role '{p.producer}'",
+        plan.loads[0].span, _what(user), user.span))
+    out = list(stmts[:first]) + [wait]
+    for i, stmt in enumerate(stmts[first:], first):
+        out.append(_staged(stmt, p, side.stage))
+        if i == last:
+            if plan.deferred:
+                release = _release(plan, side.previous, 1, stmts[last])
+                out.append(ir.IfThen(side.later, ir.Block((release,)), ir.Block(), stmt.span))
+            else:
+                out.append(_release(plan, side.stage, 0, stmts[last]))
+    if side.advance is not None:
+        out.append(side.advance)
+    return tuple(out)
+
+
+def _after_loop_release(plan: _Plan) -> list[ir.Stmt]:
+    side = plan.consumer
+    release = _release(plan, side.last, 0, plan.consumer_uses[-1].leaf)
+    if side.ran == ir.const(1):
+        return [release]
+    return [ir.IfThen(side.ran, ir.Block((release,)), ir.Block(), release.span)]
+
+
+def _release(plan: _Plan, stage: ir.ScalarExpr, lag: int, last_use: ir.Stmt) -> ir.Stmt:
+    p = plan.pipeline
+    reason = ir.Reason(ir.Hazard.STAGE_HANDOFF, ", ".join(p.buffers), _what(last_use),
+                       last_use.span, f"refilled by role '{p.producer}'", plan.loads[0].span)
+    release = ir.StageRelease(p.name, ir.BarrierRef(p.empty, stage), lag, last_use.span, reason)
+    if plan.per_warp:
+        return ir.ElectLane(ir.Block((release,)), last_use.span)
+    return release
+
+
+def _touches(stmt: ir.Stmt, p: ir.Pipeline) -> bool:
+    return any(a.buffer in p.buffers for leaf in leaves(stmt) for a in leaf_accesses(leaf))
+
+
+def _what(stmt: ir.Stmt) -> str:
+    return "read by wgmma" if isinstance(stmt, ir.Mma) else "read by ld.shared"
+
+
+def _staged(stmt: ir.Stmt, p: ir.Pipeline, stage: ir.ScalarExpr) -> ir.Stmt:
+    """`stmt` with every view of the pipeline's buffers addressing `stage`."""
+    def view(v):
+        if isinstance(v, ir.BufferView) and v.buffer in p.buffers:
+            return replace(v, stage=stage)
+        return v
+
+    def expr(e: ir.TileExpr) -> ir.TileExpr:
+        match e:
+            case ir.SharedRead(view=v):
+                return ir.SharedRead(view(v))
+            case ir.Elementwise(op=op, args=args):
+                return ir.Elementwise(op, tuple(expr(a) for a in args))
+            case ir.Convert(dtype=dtype, operand=operand):
+                return ir.Convert(dtype, expr(operand))
+        return e
+
+    match stmt:
+        case ir.Mma(a=a, b=b):
+            return replace(stmt, a=view(a), b=view(b))
+        case ir.TileDef(init=init):
+            return replace(stmt, init=expr(init))
+        case ir.TileAssign(value=value) | ir.SharedStore(value=value):
+            return replace(stmt, value=expr(value))
+    return stmt
+
+
+# ---------------------------------------------------------------- reused memory
+def _check_reused_memory(kernel: ir.Kernel, roles: list[ir.RoleBlock], uses: list[_Use],
+                         plans: list[_Plan]) -> None:
+    """A buffer placed in another's memory is used by one role; in a pipelined
+    buffer's memory, by the consumer after the loop that reads the pipeline
+    (then the producer is done with it and the passes order the consumer)."""
+    for buf in kernel.buffers:
+        if buf.reuses is None:
+            continue
+        mine = [u for u in uses if u.access.buffer == buf.name]
+        if not mine:
+            continue
+        plan = next((p for p in plans if buf.reuses in p.pipeline.buffers), None)
+        owners = {u.role.name for u in uses if u.access.buffer == buf.reuses}
+        last_read = max((u.top for u in plan.consumer_uses), default=-1) if plan else -1
+        for u in mine:
+            if plan is None and owners - {u.role.name}:
+                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of "
+                                                  f"'{buf.reuses}', which role "
+                                                  f"'{sorted(owners - {u.role.name})[0]}' uses; "
+                                                  "reuse memory within one role")
+            if plan is not None and (u.role.name != plan.consumer.role or u.top <= last_read):
+                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of pipelined "
+                                                  f"'{buf.reuses}': use it in role "
+                                                  f"'{plan.pipeline.consumer}' after the loop that "
+                                                  f"reads '{buf.reuses}'")
+
+
+def _op(op: str, left: ir.ScalarExpr, right: ir.ScalarExpr) -> ir.ScalarExpr:
+    """`left op right`, folded when both are constants."""
+    if all(isinstance(x, ir.Scalar) and x.kind is ir.ScalarKind.CONST for x in (left, right)):
+        a, b = int(left.value), int(right.value)
+        return ir.const({"+": a + b, "-": a - b, "%": a % b if b else 0, "//": a // b if b else 0,
+                         ">": int(a > b)}[op])
+    if op == "-" and right == ir.const(0):
+        return left
+    return ir.ScalarOp(op, left, right)
+
+

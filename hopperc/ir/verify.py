@@ -18,10 +18,12 @@ class VerifyError(ToolchainError):
     pass
 
 
-def verify(kernel: ir.Kernel, stage: str, *, elected: bool = False) -> None:
+def verify(kernel: ir.Kernel, stage: str, *, loads_bound: bool = False,
+           elected: bool = False) -> None:
     """Raise VerifyError naming `stage` if the IR is malformed.
 
-    With `elected`, async issue outside manual code must sit in a OneThread.
+    With `loads_bound`, every async load outside manual code names its mbarrier;
+    with `elected`, async issue outside manual code must sit in a OneThread.
     """
     buffers = {b.name for b in kernel.buffers}
     barriers = {b.name: b.count for b in kernel.barriers}
@@ -43,7 +45,7 @@ def verify(kernel: ir.Kernel, stage: str, *, elected: bool = False) -> None:
             barrier = getattr(stmt, "barrier", None)
             if isinstance(barrier, ir.BarrierRef):
                 check_barrier(barrier, stmt)
-            elif isinstance(stmt, ir.AsyncLoad) and not manual and stage != "front end":
+            elif isinstance(stmt, ir.AsyncLoad) and not manual and loads_bound:
                 problems.append(f"async load at {stmt.span} has no mbarrier")
             carried = ((stmt.phase,) if isinstance(stmt, ir.PhaseFlip) else
                        (stmt.stage, stmt.phase) if isinstance(stmt, ir.StageAdvance) else ())

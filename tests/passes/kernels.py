@@ -164,3 +164,57 @@ MMA_MANUAL = WG_HEADER + """    acc: f32[BM, BN] = 0
     }
 }
 """
+
+# Warp-specialized GEMM: a one-warp producer (padded to a warpgroup) streams a
+# 3-stage ring; two consumer warpgroups multiply and store through shared memory.
+WS_HEADER = """kernel ws(A: bf16[M, K], B: bf16[N, K], C: bf16[M, N])
+    tile(BM = 128, BN = 64, BK = 64) grid(m: M / BM, n: N / BN)
+{
+    shared sa: bf16[BM, BK] stages 3 swizzle 128B
+    shared sb: bf16[BN, BK] stages 3 swizzle 128B
+"""
+
+WS_GEMM = WS_HEADER + """    shared sc: bf16[BM, BN]
+    role math: warpgroup x2 regs 232 {
+        acc: f32[64, BN] = 0
+        for k in 0 .. K / BK {
+            acc += sa[wg] @ sb^T
+        }
+        sc[wg] = bf16(acc)
+        tma C[tile.m, tile.n] <- sc
+    }
+    role load: warp regs 40 {
+        for k in 0 .. K / BK {
+            tma sa <- A[tile.m, k]
+            tma sb <- B[tile.n, k]
+        }
+    }
+}
+"""
+
+# Two producer warps, each with its own 2-stage buffer, one consumer warpgroup
+# reading both element-wise.
+TWO_PRODUCERS = """kernel two(X: bf16[M, N], Y: bf16[M, N], Z: bf16[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM)
+{
+    shared sx: bf16[BM, BN] stages 2 swizzle 128B
+    shared sy: bf16[BM, BN] stages 2 swizzle 128B
+    shared sz: bf16[BM, BN] swizzle 128B
+    role add: warpgroup {
+        for j in 0 .. N / BN {
+            sz = bf16(f32(sx) + f32(sy))
+            tma Z[tile.m, j] <- sz
+        }
+    }
+    role px: warp {
+        for j in 0 .. N / BN {
+            tma sx <- X[tile.m, j]
+        }
+    }
+    role py: warp {
+        for j in 0 .. N / BN {
+            tma sy <- Y[tile.m, j]
+        }
+    }
+}
+"""

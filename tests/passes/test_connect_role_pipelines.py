@@ -1,0 +1,149 @@
+"""connect_role_pipelines: a stage ring per producer role, with exact counts.
+
+Expected values are worked out from the kernels: WS_GEMM's stage carries
+sa (128 x 64 bf16 = 16384 B) and sb (64 x 64 bf16 = 8192 B), so the producer
+expects 24576 bytes; its consumers are 2 warpgroups = 8 warps.
+"""
+import pytest
+
+from hopperc.diagnostics import CompileError
+from tests.conftest import filecheck, ir_after
+from tests.passes.kernels import TWO_PRODUCERS, WS_GEMM, WS_HEADER
+
+PASS = "connect_role_pipelines"
+
+
+def test_pipeline_counts_and_bytes():
+    out = ir_after(WS_GEMM, PASS)
+    assert ("pipeline load_math: load -> math [sa, sb] stages 3 full load_math_full "
+            "empty load_math_empty (8 arrivals) expect_tx 24576 B") in out
+    assert "mbarrier load_math_full[3] arrivals 1" in out
+    assert "mbarrier load_math_empty[3] arrivals 8" in out
+
+
+def test_producer_waits_empty_with_flipped_parity_then_arms_and_loads(tmp_path):
+    """Iteration k uses stage k % 3; the producer waits parity 1 - (k // 3) % 2,
+    which a fresh barrier passes (its first pass over the ring never blocks)."""
+    filecheck(ir_after(WS_GEMM, PASS), """
+CHECK: role load
+CHECK: for k in 0 .. K / 64:
+CHECK-NEXT: one_thread:
+CHECK-NEXT: mbarrier.wait load_math_empty[k % 3], parity 1 - k // 3 % 2
+CHECK-NEXT: mbarrier.arrive.expect_tx load_math_full[k % 3], 24576
+CHECK-NEXT: tma.load sa{stage k % 3} <- A[tile.m * 128, k * 64] (16384 B) on load_math_full[k % 3]
+CHECK-NEXT: tma.load sb{stage k % 3} <- B[tile.n * 64, k * 64] (8192 B) on load_math_full[k % 3]
+""", tmp_path)
+
+
+def test_wgmma_consumer_releases_the_previous_stage_and_the_last_after_the_loop(tmp_path):
+    filecheck(ir_after(WS_GEMM, PASS), """
+CHECK: role math
+CHECK: for k in 0 .. K / 64:
+CHECK-NEXT: mbarrier.wait load_math_full[k % 3], parity k // 3 % 2
+CHECK-NEXT: wgmma acc += sa{stage k % 3}[wg of 2] @ sb{stage k % 3}^T
+CHECK-NEXT: if k > 0:
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_empty[(k - 1) % 3]  (release stage, lag 1)
+CHECK-NEXT: if K / 64 > 0:
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_empty[(K / 64 - 1) % 3]  (release stage, lag 0)
+CHECK-NEXT: st.shared sc[wg of 2] = bf16(acc)
+""", tmp_path)
+
+
+def test_two_producers_get_their_own_barriers(tmp_path):
+    """Element-wise readers: every consumer thread arrives (128), right after
+    its reads; each producer fences before refilling what ld.shared read."""
+    out = ir_after(TWO_PRODUCERS, PASS)
+    for p in ("px", "py"):
+        assert f"mbarrier {p}_add_full[2] arrivals 1" in out
+        assert f"mbarrier {p}_add_empty[2] arrivals 128" in out
+    assert out.count("mbarrier ") == 4  # 2 barriers x 2 stages x 2 producer roles
+    filecheck(out, """
+CHECK: role add
+CHECK-NEXT: for j in 0 .. N / 64:
+CHECK-NEXT: mbarrier.wait px_add_full[j % 2], parity j // 2 % 2
+CHECK-NEXT: mbarrier.wait py_add_full[j % 2], parity j // 2 % 2
+CHECK-NEXT: st.shared sz = bf16((f32(ld.shared(sx{stage j % 2})) + f32(ld.shared(sy{stage j % 2}))))
+CHECK-DAG: mbarrier.arrive px_add_empty[j % 2]  (release stage, lag 0)
+CHECK-DAG: mbarrier.arrive py_add_empty[j % 2]  (release stage, lag 0)
+CHECK: role px
+CHECK: mbarrier.wait px_add_empty[j % 2], parity 1 - j // 2 % 2
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-SAME: sx read by ld.shared in role 'add'
+CHECK-NEXT: mbarrier.arrive.expect_tx px_add_full[j % 2], 8192
+CHECK: role py
+CHECK: mbarrier.wait py_add_empty[j % 2], parity 1 - j // 2 % 2
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-NEXT: mbarrier.arrive.expect_tx py_add_full[j % 2], 8192
+""", tmp_path)
+
+
+def test_negative_wgmma_readers_need_no_proxy_fence():
+    assert "fence.proxy.async" not in ir_after(WS_GEMM, PASS)
+
+
+NESTED = WS_HEADER + """    role math: warpgroup x2 regs 232 {
+        for r in 0 .. 2 {
+            acc: f32[64, BN] = 0
+            for k in 0 .. K / BK {
+                acc += sa[wg] @ sb^T
+            }
+        }
+    }
+    role load: warp regs 40 {
+        for r in 0 .. 2 {
+            for k in 0 .. K / BK {
+                tma sa <- A[tile.m, k]
+                tma sb <- B[tile.n, k]
+            }
+        }
+    }
+}
+"""
+
+
+def test_nested_loops_carry_stage_and_phase_in_registers(tmp_path):
+    out = ir_after(NESTED, PASS)
+    for reg in ("load_math_load_stage", "load_math_load_phase", "load_math_math_stage",
+                "load_math_math_phase"):
+        assert f"carried {reg}" in out
+    filecheck(out, """
+CHECK: role math
+CHECK: mbarrier.wait load_math_full[load_math_math_stage], parity load_math_math_phase
+CHECK: mbarrier.arrive load_math_empty[(load_math_math_stage + 2) % 3]  (release stage, lag 1)
+CHECK-NEXT: advance load_math_math_stage mod 3 (flip load_math_math_phase on wrap)
+CHECK: mbarrier.arrive load_math_empty[(load_math_math_stage + 2) % 3]  (release stage, lag 0)
+CHECK: role load
+CHECK: mbarrier.wait load_math_empty[load_math_load_stage], parity 1 - load_math_load_phase
+CHECK: tma.load sb
+CHECK-NEXT: advance load_math_load_stage mod 3 (flip load_math_load_phase on wrap)
+""", tmp_path)
+
+
+def _error(text: str) -> CompileError:
+    with pytest.raises(CompileError) as info:
+        ir_after(text, PASS)
+    return info.value
+
+
+def test_loops_with_different_bounds_are_refused():
+    err = _error(WS_GEMM.replace("        for k in 0 .. K / BK {\n            acc",
+                                 "        for k in 0 .. 2 {\n            acc"))
+    assert "same bounds" in err.message and err.span.line == 10
+
+
+def test_buffers_of_one_stage_with_different_depths_are_refused():
+    err = _error(WS_GEMM.replace("shared sb: bf16[BN, BK] stages 3", "shared sb: bf16[BN, BK] stages 2"))
+    assert "different 'stages'" in err.message and err.span.line == 5
+
+
+def test_a_consumer_may_not_write_the_ring():
+    err = _error(WS_GEMM.replace("        sc[wg] = bf16(acc)", "        sa[wg] = bf16(acc)"))
+    assert "not write it" in err.message and err.span.line == 12
+
+
+def test_two_loads_of_one_stage_are_refused():
+    err = _error(WS_GEMM.replace("            tma sb <- B[tile.n, k]",
+                                 "            tma sa <- A[tile.m, k]\n            tma sb <- B[tile.n, k]"))
+    assert "loaded twice per iteration" in err.message and err.span.line == 18

@@ -1,6 +1,6 @@
 """elect_async_issue: one elected thread issues copies, arms and waits for bulk groups."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import COPY, HEADER
+from tests.passes.kernels import COPY, HEADER, WS_GEMM
 
 PASS = "elect_async_issue"
 
@@ -29,3 +29,18 @@ def test_negative_manual_code_is_left_alone():
     out = ir_after(text, PASS)
     assert "one_thread" not in out
     assert "tma.load s <- X[tile.m * 64, tile.n * 64] (8192 B) on bar[0]" in out
+
+
+def test_a_producer_loop_runs_in_one_elected_block(tmp_path):
+    """Wait for the empty stage, arm, load: all by the issuer, elected once."""
+    filecheck(ir_after(WS_GEMM, PASS), """
+CHECK: role load
+CHECK-NEXT: setmaxnreg.dec 40
+CHECK-NEXT: one_thread:
+CHECK-NEXT: for k in 0 .. K / 64:
+CHECK-NEXT: mbarrier.wait load_math_empty[k % 3]
+CHECK-NEXT: mbarrier.arrive.expect_tx
+CHECK-NEXT: tma.load sa
+CHECK-NEXT: tma.load sb
+CHECK-NOT: one_thread:
+""", tmp_path)

@@ -1,7 +1,7 @@
 """wait_wgmma_batches: the fewest, weakest waits that keep wgmma race-free."""
 from tests.conftest import filecheck, ir_after
 from tests.passes.kernels import (MMA_BIAS_RELU, MMA_CHAIN, MMA_FUSED_LOOP, MMA_REGISTER_A,
-                                  MMA_TWO_BATCHES, MMA_UNREAD)
+                                  MMA_TWO_BATCHES, MMA_UNREAD, WS_GEMM)
 
 PASS = "wait_wgmma_batches"
 
@@ -97,3 +97,31 @@ CHECK-NEXT: wgmma.commit_group
 CHECK-NEXT: wgmma.wait_group 0
 CHECK-SAME: why: sa read by wgmma (t.hk:12), shared memory released when the block exits
 """, tmp_path)
+
+
+def test_stage_release_waits_for_the_previous_batch_only(tmp_path):
+    """Steady state: this iteration's batch stays in flight (wait_group 1) while
+    the stage the previous batch read is released; one flush after the loop."""
+    out = ir_after(WS_GEMM, PASS)
+    assert out.count("wgmma.wait_group") == 2
+    filecheck(out, """
+CHECK: for k in 0 .. K / 64:
+CHECK: wgmma.commit_group
+CHECK-NEXT: wgmma.wait_group 1
+CHECK-SAME: why: load_math stage read by wgmma (t.hk:10), released to the producer (t.hk:10)
+CHECK-NEXT: if k > 0:
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_empty[(k - 1) % 3]
+CHECK-NEXT: wgmma.wait_group 0
+CHECK-NEXT: if K / 64 > 0:
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_empty[(K / 64 - 1) % 3]
+CHECK-NEXT: st.shared sc[wg of 2] = bf16(acc)
+""", tmp_path)
+
+
+def test_a_one_stage_ring_waits_for_the_batch_before_its_release():
+    """With one stage the previous iteration's stage is this one: wait_group 0."""
+    out = ir_after(WS_GEMM.replace("stages 3", "stages 1"), PASS)
+    loop = out.split("for k in 0 .. K / 64:")[1].split("if K / 64 > 0")[0]
+    assert "wgmma.wait_group 0" in loop and "wgmma.wait_group 1" not in loop

@@ -27,8 +27,7 @@ def test_without_a_later_barrier_one_is_added_at_the_role_end(tmp_path):
     add = out.split("role add")[1].split("role px")[0]
     assert add.count("mbarrier.inval") == 8  # 2 producers x (full, empty) x 2 stages
     filecheck(add, """
-CHECK: cp.async.bulk.wait_group.read 0
-CHECK-SAME: shared memory released when the block exits
+CHECK: wait_group.read 0  # why: sz read by TMA store (t.hk:10), shared memory released when
 CHECK-NEXT: bar.sync 1, 128
 CHECK-SAME: invalidated once every consumer thread is past them
 CHECK-NEXT: mbarrier.inval px_add_full[0]

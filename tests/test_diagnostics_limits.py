@@ -80,6 +80,19 @@ LIMITS = [
     case("statement_outside_roles", ROLES, [("    role producer", "    acc: f32[BM, BN] = 0.0\n"
                                                                  "    role producer")],
          "acc: f32[BM, BN] = 0.0", "with roles, every statement belongs to a role"),
+    # a buffer placed in another buffer's memory
+    case("reuses_not_a_buffer", COPY, [("128B\n", "128B\n    shared v: bf16[BM, BN] reuses BM\n")],
+         "BM\n", "'BM' is not a shared buffer"),
+    case("reuses_larger_than_target", COPY,
+         [("128B\n", "128B\n    shared v: f32[BM, BN] reuses buf\n")], "shared v",
+         f"'v' needs {64 * 64 * 4} bytes but 'buf' has {64 * 64 * 2}"),
+    case("reuses_stricter_alignment", COPY,
+         [("swizzle 128B\n", "\n    shared v: bf16[BM, BN] swizzle 128B reuses buf\n")],
+         "shared v", "'v' needs 1024-byte alignment but 'buf' is only 128-byte aligned"),
+    case("reuses_a_reusing_buffer", COPY,
+         [("128B\n", "128B\n    shared v: bf16[BM, BN] reuses buf\n"
+                      "    shared w: bf16[BM, BN] reuses v\n")],
+         "v\n", "'v' already reuses the memory of 'buf'; reuse 'buf'", nth=-1),
     # shared memory, block, grid and cluster
     case("shared_memory_exceeded", COPY, [("128B\n", "128B\n    shared big: f32[256, 256]\n")],
          "kernel copy", f"shared memory needs {64 * 64 * 2 + 256 * 256 * 4} bytes",

@@ -199,8 +199,8 @@ class _Analyzer:
         if own.alignment > target.alignment:
             raise CompileError(d.span, f"'{d.name}' needs {own.alignment}-byte alignment but "
                                        f"'{target.name}' is only {target.alignment}-byte "
-                                       "aligned; give it a swizzle no wider than "
-                                       f"'{target.name}''s")
+                                       "aligned; give it a swizzle no wider than that "
+                                       f"of '{target.name}'")
         return target.name
 
     def _mbarrier(self, d: ast.MBarrierDecl) -> None:

@@ -59,7 +59,9 @@ class _Barriers(ForwardRewrite[Pending]):
             for prior in sorted(state, key=source_order):
                 if _needs_barrier(prior, access):
                     bar_id, threads = role_barrier(self.kernel, self.role)
-                    reason = ir.Reason(ir.Hazard.THREAD_HANDOFF, access.buffer, prior.what,
+                    what = prior.what if prior.buffer == access.buffer else (
+                        f"{prior.what} as '{prior.buffer}'")
+                    reason = ir.Reason(ir.Hazard.THREAD_HANDOFF, access.buffer, what,
                                        prior.span, access.what, access.span)
                     barrier = ir.NamedBarrier(bar_id, threads, access.span, reason)
                     return [barrier], self.transfer(barrier, state)

@@ -147,3 +147,19 @@ def test_two_loads_of_one_stage_are_refused():
     err = _error(WS_GEMM.replace("            tma sb <- B[tile.n, k]",
                                  "            tma sa <- A[tile.m, k]\n            tma sb <- B[tile.n, k]"))
     assert "loaded twice per iteration" in err.message and err.span.line == 18
+
+
+def test_reused_ring_memory_is_refused_before_the_consumer_loop_ends():
+    text = WS_GEMM.replace("    shared sc: bf16[BM, BN]\n", "    shared sc: bf16[BM, BN] reuses sa\n")
+    text = text.replace("        acc: f32[64, BN] = 0\n", "        acc: f32[64, BN] = 0\n"
+                                                          "        sc[wg] = 1.0\n")
+    err = _error(text)
+    assert "use it in role 'math' after the loop that reads 'sa'" in err.message
+    assert err.span.line == 9
+
+
+def test_reused_ring_memory_after_the_loop_builds():
+    text = WS_GEMM.replace("    shared sc: bf16[BM, BN]\n", "    shared sc: bf16[BM, BN] reuses sa\n")
+    out = ir_after(text, "insert_barriers")
+    # The other warpgroup may still read sa with wgmma: a barrier before sc is written.
+    assert "bar.sync 1, 256  # why: sc read by wgmma as 'sa' (t.hk:10), written by st.shared" in out

@@ -219,9 +219,8 @@ def _shape(control: ir.ForLoop | ir.IfThen) -> tuple:
 def _describe(controls: list) -> str:
     if not controls:
         return "no loop"
-    return " / ".join(f"'for {c.var}' ({c.span.file.rsplit('/', 1)[-1]}:{c.span.line})"
-                      if isinstance(c, ir.ForLoop) else
-                      f"'if' ({c.span.file.rsplit('/', 1)[-1]}:{c.span.line})" for c in controls)
+    return " / ".join(f"'for {c.var}' (line {c.span.line})" if isinstance(c, ir.ForLoop)
+                      else f"'if' (line {c.span.line})" for c in controls)
 
 
 def _side(pipe: str, role: str, site: Path, controls: list, stages: int, taken: set[str]) -> _Side:

@@ -191,7 +191,8 @@ class WgmmaCommit:
 class WgmmaWait:
     """wgmma.wait_group N: at most `pending` batches still in flight. `tiles` are
     the accumulators it completes (pinned after the wait by the renderer) and
-    `buffers` the shared buffers whose wgmma reads it completes."""
+    `buffers` the shared memory (named by the buffer that owns it) whose
+    wgmma reads it completes."""
 
     pending: int
     span: Span

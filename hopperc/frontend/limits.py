@@ -107,6 +107,22 @@ def check_wgmma_role_start(role: ir.RoleInfo, span: Span) -> None:
                                  "budget so one-warp roles are padded to a warpgroup")
 
 
+def check_reuse(buf: ir.SharedBuffer, target: ir.SharedBuffer, span: Span) -> None:
+    """`buf` may take the memory of an earlier buffer that holds all its stages,
+    is aligned at least as strictly, and lives in its own memory."""
+    if target.reuses is not None:
+        raise CompileError(span, f"'{target.name}' already reuses the memory of "
+                                 f"'{target.reuses}'; reuse '{target.reuses}'")
+    size, room = buf.stage_bytes * buf.stages, target.stage_bytes * target.stages
+    if size > room:
+        raise CompileError(buf.span, f"'{buf.name}' needs {size} bytes but '{target.name}' has "
+                                     f"{room}; it cannot reuse that memory")
+    if buf.alignment > target.alignment:
+        raise CompileError(buf.span, f"'{buf.name}' needs {buf.alignment}-byte alignment but "
+                                     f"'{target.name}' is only {target.alignment}-byte aligned; "
+                                     f"give it a swizzle no wider than that of '{target.name}'")
+
+
 def shared_layout(buffers: tuple[ir.SharedBuffer, ...], barrier_count: int) -> tuple[dict[str, int], int]:
     """Offsets of each buffer (aligned for its swizzle) and the total bytes with mbarriers."""
     offsets, cursor = {}, 0

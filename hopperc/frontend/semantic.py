@@ -3,6 +3,8 @@ hardware limits, and build the kernel IR. The first error stops the compile.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType, Swizzle
 from hopperc.frontend import ast, limits
@@ -172,36 +174,15 @@ class _Analyzer:
         if stages < 1:
             raise CompileError(d.stages.span, f"'stages' must be at least 1, not {stages}")
         buf = ir.SharedBuffer(d.name, DType.parse(d.dtype), shape, stages,
-                              Swizzle.parse(d.swizzle), d.span, self._reused(d))
+                              Swizzle.parse(d.swizzle), d.span)
+        if d.reuses is not None:
+            target = self.scope.lookup(d.reuses.id, d.reuses.span)
+            if not isinstance(target, ir.SharedBuffer):
+                raise CompileError(d.reuses.span, f"'{d.reuses.id}' is not a shared buffer")
+            limits.check_reuse(buf, target, d.reuses.span)
+            buf = replace(buf, reuses=target.name)
         self.scope.declare(d.name, buf, d.span)
         self.buffers.append(buf)
-
-    def _reused(self, d: ast.SharedDecl) -> str | None:
-        """The earlier buffer whose memory `d` takes: it must fit, need no stricter
-        alignment, and not itself live in another buffer's memory."""
-        if d.reuses is None:
-            return None
-        target = self.scope.lookup(d.reuses.id, d.reuses.span)
-        if not isinstance(target, ir.SharedBuffer):
-            raise CompileError(d.reuses.span, f"'{d.reuses.id}' is not a shared buffer")
-        if target.reuses is not None:
-            raise CompileError(d.reuses.span, f"'{target.name}' already reuses the memory of "
-                                              f"'{target.reuses}'; reuse '{target.reuses}'")
-        own = ir.SharedBuffer(d.name, DType.parse(d.dtype), tuple(
-            const_value(e, self.scope, "a buffer dimension") for e in d.shape), 1,
-            Swizzle.parse(d.swizzle), d.span)
-        stages = 1 if d.stages is None else const_value(d.stages, self.scope, "'stages'")
-        size = own.stage_bytes * stages
-        if size > target.stage_bytes * target.stages:
-            raise CompileError(d.span, f"'{d.name}' needs {size} bytes but '{target.name}' has "
-                                       f"{target.stage_bytes * target.stages}; it cannot reuse "
-                                       "that memory")
-        if own.alignment > target.alignment:
-            raise CompileError(d.span, f"'{d.name}' needs {own.alignment}-byte alignment but "
-                                       f"'{target.name}' is only {target.alignment}-byte "
-                                       "aligned; give it a swizzle no wider than that "
-                                       f"of '{target.name}'")
-        return target.name
 
     def _mbarrier(self, d: ast.MBarrierDecl) -> None:
         count = const_value(d.count, self.scope, "the mbarrier count")

@@ -77,7 +77,7 @@ def connect_role_pipelines(kernel: ir.Kernel) -> ir.Kernel:
         return kernel
     uses = [u for r in roles for u in _uses(r)]
     plans = _plan(kernel, roles, uses)
-    _check_reused_memory(kernel, roles, uses, plans)
+    _check_reused_memory(kernel, uses, plans)
     if not plans:
         return kernel
     body = []
@@ -391,8 +391,7 @@ def _staged(stmt: ir.Stmt, p: ir.Pipeline, stage: ir.ScalarExpr) -> ir.Stmt:
 
 
 # ---------------------------------------------------------------- reused memory
-def _check_reused_memory(kernel: ir.Kernel, roles: list[ir.RoleBlock], uses: list[_Use],
-                         plans: list[_Plan]) -> None:
+def _check_reused_memory(kernel: ir.Kernel, uses: list[_Use], plans: list[_Plan]) -> None:
     """A buffer placed in another's memory is used by one role; in a pipelined
     buffer's memory, by the consumer after the loop that reads the pipeline
     (then the producer is done with it and the passes order the consumer)."""

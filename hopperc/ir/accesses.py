@@ -40,28 +40,26 @@ def source_order(access: Access) -> tuple:
     return (access.span.line, access.span.col, access.buffer, access.what)
 
 
-def tile_reads(expr: ir.TileExpr) -> Iterator[ir.BufferView]:
-    """Views an element-wise expression reads from shared memory."""
+def _operands(expr: ir.TileExpr) -> Iterator[ir.TileExpr]:
+    """The leaf operands of an element-wise expression."""
     match expr:
-        case ir.SharedRead(view=view):
-            yield view
         case ir.Elementwise(args=args):
             for arg in args:
-                yield from tile_reads(arg)
+                yield from _operands(arg)
         case ir.Convert(operand=operand):
-            yield from tile_reads(operand)
+            yield from _operands(operand)
+        case _:
+            yield expr
+
+
+def tile_reads(expr: ir.TileExpr) -> Iterator[ir.BufferView]:
+    """Views an element-wise expression reads from shared memory."""
+    return (e.view for e in _operands(expr) if isinstance(e, ir.SharedRead))
 
 
 def tile_refs(expr: ir.TileExpr) -> Iterator[str]:
     """Register tiles an element-wise expression reads."""
-    match expr:
-        case ir.TileRef(name=name):
-            yield name
-        case ir.Elementwise(args=args):
-            for arg in args:
-                yield from tile_refs(arg)
-        case ir.Convert(operand=operand):
-            yield from tile_refs(operand)
+    return (e.name for e in _operands(expr) if isinstance(e, ir.TileRef))
 
 
 @dataclass(frozen=True)

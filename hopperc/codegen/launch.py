@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hopperc.frontend.limits import MBARRIER_BYTES, shared_layout
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
+from hopperc.ir.layout import MBARRIER_BYTES, shared_layout
 
 # The dynamic shared memory window is only 16-byte aligned; the kernel rounds
 # its base up to the strictest buffer alignment, so that much slack is asked for.

@@ -14,7 +14,6 @@ SHARED_MEMORY_LIMIT = 227 * 1024  # bytes of dynamic shared memory per block on 
 TMA_MAX_BOX = 256
 WGMMA_MAX_N = 256
 MAX_THREADS = 1024
-MBARRIER_BYTES = 8
 
 
 def check_tma_box(box: tuple[int, ...], dtype: DType, swizzle: Swizzle, span: Span) -> None:
@@ -121,17 +120,3 @@ def check_reuse(buf: ir.SharedBuffer, target: ir.SharedBuffer, span: Span) -> No
         raise CompileError(buf.span, f"'{buf.name}' needs {buf.alignment}-byte alignment but "
                                      f"'{target.name}' is only {target.alignment}-byte aligned; "
                                      f"give it a swizzle no wider than that of '{target.name}'")
-
-
-def shared_layout(buffers: tuple[ir.SharedBuffer, ...], barrier_count: int) -> tuple[dict[str, int], int]:
-    """Offsets of each buffer (aligned for its swizzle) and the total bytes with mbarriers."""
-    offsets, cursor = {}, 0
-    for buf in buffers:
-        if buf.reuses is not None:
-            offsets[buf.name] = offsets[buf.reuses]
-            continue
-        cursor = -(-cursor // buf.alignment) * buf.alignment
-        offsets[buf.name] = cursor
-        cursor += buf.stage_bytes * buf.stages
-    cursor = -(-cursor // MBARRIER_BYTES) * MBARRIER_BYTES
-    return offsets, cursor + barrier_count * MBARRIER_BYTES

@@ -15,7 +15,7 @@ from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, Vecto
                                     const_value, scalar_expr, uses)
 from hopperc.frontend.tiles import buffer_view, lower_tile_expr, require_warpgroup_view
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import element_threads, register_layout
+from hopperc.ir.layout import element_threads, register_layout, shared_layout
 
 DEFAULT_THREADS = 128
 
@@ -56,7 +56,7 @@ class _Analyzer:
         body = self._top_level(k.body, roles)
         if self.manual:
             body = ir.Block((ir.ManualRegion(body, k.body.span),))
-        _, smem = limits.shared_layout(tuple(self.buffers), sum(b.count for b in self.barriers))
+        _, smem = shared_layout(tuple(self.buffers), sum(b.count for b in self.barriers))
         limits.check_shared_memory(smem, k.span)
         cluster = tuple(k.cluster or ()) + (1,) * (3 - len(k.cluster or ()))
         if len(cluster) != 3 or any(c < 1 for c in cluster) or cluster[0] * cluster[1] * cluster[2] > 16:

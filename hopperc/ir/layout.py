@@ -8,6 +8,7 @@ from hopperc.ir import nodes as ir
 
 WGMMA_M = 64  # rows of a wgmma product per warpgroup
 REGISTER_FILE = 64 * 1024  # 32-bit registers per SM, shared by all warps of the block
+MBARRIER_BYTES = 8
 
 
 def wgmma_k(dtype: DType) -> int:
@@ -41,3 +42,17 @@ def tile_registers(tile: ir.TileDef) -> int:
     """Storage elements of a tile per thread (32-bit registers when packed)."""
     slots = tile.shape[0] * tile.shape[1] // tile.threads
     return slots // 2 if packs_pairs(tile) else slots
+
+
+def shared_layout(buffers: tuple[ir.SharedBuffer, ...], barrier_count: int) -> tuple[dict[str, int], int]:
+    """Offsets of each buffer (aligned for its swizzle) and the total bytes with mbarriers."""
+    offsets, cursor = {}, 0
+    for buf in buffers:
+        if buf.reuses is not None:
+            offsets[buf.name] = offsets[buf.reuses]
+            continue
+        cursor = -(-cursor // buf.alignment) * buf.alignment
+        offsets[buf.name] = cursor
+        cursor += buf.stage_bytes * buf.stages
+    cursor = -(-cursor // MBARRIER_BYTES) * MBARRIER_BYTES
+    return offsets, cursor + barrier_count * MBARRIER_BYTES

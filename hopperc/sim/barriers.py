@@ -1,0 +1,186 @@
+"""mbarriers and named barriers as the PTX ISA defines them.
+
+An mbarrier has a phase, a pending arrival count and a transaction count. A
+phase completes when every expected arrival has come and the transaction
+count is back to zero; the pending count then reloads. `try_wait.parity P`
+succeeds once the current phase's parity differs from P (so parity 1 passes
+on a fresh barrier: "the phase before the first" counts as complete) and
+acquires what the arrivals of the completed phase released.
+
+`bar.sync id, n` releases when n threads (whole warps) have arrived.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hopperc.diagnostics import Span
+from hopperc.sim.findings import Category, fail
+from hopperc.sim.memory import Clock, join
+
+
+@dataclass
+class MBarrier:
+    name: str
+    carries_bytes: bool  # some expect_tx or load targets it: its phases carry data
+    initialized: bool = False
+    invalidated: bool = False
+    count: int = 0
+    pending: int = 0
+    tx: int = 0
+    phase: int = 0  # the phase in progress; phases 0 .. phase-1 completed
+    in_flight: int = 0  # loads issued on it that have not completed
+    init_by: tuple[int, int] | None = None  # (warp, clock) of the init
+    collecting: Clock = field(default_factory=dict)
+    released: Clock = field(default_factory=dict)  # clocks of the last completed phase
+    arrived: set = field(default_factory=set)  # (warp, lane) in the phase in progress
+
+    def describe(self) -> str:
+        if not self.initialized:
+            return f"{self.name} (not initialized)"
+        return (f"{self.name} phase {self.phase} (parity {self.phase % 2}): "
+                f"{self.count - self.pending} of {self.count} arrivals, "
+                f"{self.tx} transaction bytes outstanding, {self.in_flight} loads in flight")
+
+    # ---- checks shared by every use
+    def usable(self, who: str, clock: Clock, span: Span | None) -> None:
+        if self.invalidated:
+            raise fail(Category.BARRIER_MISUSE, f"{who} uses {self.name} after mbarrier.inval",
+                       span)
+        if not self.initialized:
+            raise fail(Category.BARRIER_MISUSE, f"{who} uses {self.name} before mbarrier.init",
+                       span)
+        warp, tick = self.init_by
+        if clock.get(warp, 0) < tick:
+            raise fail(Category.BARRIER_MISUSE,
+                       f"{who} uses {self.name} before its initialization is visible to it: "
+                       "fence.mbarrier_init and a barrier must order the init first", span)
+
+    # ---- operations
+    def init(self, count: int, warp: int, clock: Clock, span: Span | None) -> None:
+        if self.initialized and not self.invalidated:
+            raise fail(Category.BARRIER_MISUSE, f"{self.name} is initialized twice without "
+                                                "mbarrier.inval in between", span)
+        self.initialized, self.invalidated = True, False
+        self.count = self.pending = count
+        self.tx, self.phase, self.in_flight = 0, 0, 0
+        self.init_by = (warp, clock[warp])
+        self.collecting, self.released, self.arrived = {}, {}, set()
+
+    def arrive(self, who: tuple[int, int], clock: Clock, span: Span | None) -> None:
+        if self.pending == 0:
+            raise fail(Category.BARRIER_MISUSE,
+                       f"arrival overflow on {self.name}: all {self.count} arrivals of phase "
+                       f"{self.phase} have come and it only waits for transaction bytes",
+                       span, state=(self.describe(),))
+        if who in self.arrived:
+            raise fail(Category.BARRIER_MISUSE,
+                       f"extra arrival: warp {who[0]} lane {who[1]} arrives on {self.name} "
+                       f"twice in phase {self.phase}", span, state=(self.describe(),))
+        self.arrived.add(who)
+        self.pending -= 1
+        join(self.collecting, clock)
+        self._maybe_complete(span)
+
+    def expect_tx(self, nbytes: int) -> None:
+        self.tx += nbytes
+
+    def complete_tx(self, nbytes: int, clock: Clock, span: Span | None) -> None:
+        self.tx -= nbytes
+        self.in_flight -= 1
+        join(self.collecting, clock)
+        if self.pending == 0 and self.tx < 0:
+            raise fail(Category.BARRIER_MISUSE,
+                       f"{self.name} phase {self.phase} received {-self.tx} more transaction "
+                       "bytes than its expect_tx announced", span, state=(self.describe(),))
+        self._maybe_complete(span)
+
+    def _maybe_complete(self, span: Span | None) -> None:
+        if self.pending or self.tx:
+            return
+        if self.in_flight:
+            raise fail(Category.BARRIER_MISUSE,
+                       f"{self.name} phase {self.phase} completed with {self.in_flight} of its "
+                       "loads still in flight: its expect_tx announced fewer bytes than they "
+                       "bring", span, state=(self.describe(),))
+        self.released, self.collecting = self.collecting, {}
+        self.phase += 1
+        self.pending = self.count
+        self.arrived = set()
+
+    def passes(self, parity: int) -> bool:
+        return self.phase % 2 != parity
+
+    def acquire(self, clock: Clock, parity: int, span: Span | None) -> None:
+        if self.phase == 0 and self.carries_bytes:
+            raise fail(Category.BARRIER_MISUSE,
+                       f"parity misuse: waiting on {self.name} with parity {parity} before its "
+                       "first phase completes passes at once, without the data it carries",
+                       span, state=(self.describe(),))
+        join(clock, self.released)
+
+    def inval(self, span: Span | None, waiters: int) -> None:
+        if waiters:
+            raise fail(Category.BARRIER_MISUSE, f"{self.name} is invalidated while {waiters} "
+                                                "warps still wait on it", span)
+        self.leftover(span, "invalidated")
+        self.invalidated = True
+
+    def leftover(self, span: Span | None, when: str) -> None:
+        if self.initialized and not self.invalidated and (
+                self.pending != self.count or self.tx or self.in_flight):
+            raise fail(Category.BARRIER_MISUSE,
+                       f"{self.name} is {when} with phase {self.phase} half done "
+                       f"({self.count - self.pending} of {self.count} arrivals, {self.tx} "
+                       "bytes): an arrival or transaction has no matching wait", span,
+                       state=(self.describe(),))
+
+
+@dataclass
+class Meeting:
+    """The warps gathered at one generation of a named barrier."""
+
+    threads: int
+    warps: list[int] = field(default_factory=list)
+    sites: set = field(default_factory=set)  # (statement, occurrence) of each arrival
+    clock: Clock = field(default_factory=dict)
+
+
+class NamedBarrier:
+    def __init__(self, ident: int):
+        self.ident = ident
+        self.meeting: Meeting | None = None
+        self.generation = 0
+        self.met: dict[tuple, int] = {}  # (statement, occurrence) -> generation it met in
+        self.first_span: dict[tuple, Span | None] = {}
+
+    def arrive(self, warp: int, threads: int, occurrence: tuple, clock: Clock,
+               span: Span | None) -> Meeting:
+        meeting = self.meeting
+        if meeting is None:
+            meeting = self.meeting = Meeting(threads)
+        elif meeting.threads != threads:
+            raise fail(Category.BARRIER_MISUSE,
+                       f"bar.sync {self.ident} is reached with {threads} threads here and "
+                       f"{meeting.threads} elsewhere: a barrier's thread count must agree", span)
+        split = self.met.get(occurrence)
+        if split is not None and split != self.generation:
+            raise fail(Category.BARRIER_MISUSE,
+                       f"bar.sync {self.ident}, {threads}: the warps reaching this statement "
+                       f"together are split over two barrier generations, so {threads} is not "
+                       "the number of threads that meet here", span)
+        meeting.warps.append(warp)
+        meeting.sites.add(occurrence)
+        self.met[occurrence] = self.generation
+        join(meeting.clock, clock)
+        if 32 * len(meeting.warps) == threads:
+            self.meeting = None
+            self.generation += 1
+        return meeting
+
+    def describe(self) -> str:
+        m = self.meeting
+        if m is None:
+            return f"bar.sync {self.ident}: idle"
+        return (f"bar.sync {self.ident}, {m.threads}: {32 * len(m.warps)} of {m.threads} threads "
+                f"arrived (warps {', '.join(map(str, sorted(m.warps)))})")
+

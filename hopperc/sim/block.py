@@ -1,0 +1,169 @@
+"""The state of one simulated block: shared memory (data and shadow), barriers,
+and the asynchronous operations in flight, each completing when the scheduler
+says so (any time after issue, and no later than the wait that requires it)."""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hopperc.diagnostics import Span
+from hopperc.ir import nodes as ir
+from hopperc.sim.barriers import MBarrier, NamedBarrier
+from hopperc.sim.findings import Category, fail
+from hopperc.sim.memory import Agents, Clock, ShadowMemory, Site
+from hopperc.sim.values import read_box, write_box
+from hopperc.sim.views import Place, SharedSpace
+
+TRACE_LENGTH = 14
+
+
+@dataclass(frozen=True)
+class Program:
+    """What the simulator needs from the lowered kernel, computed once."""
+
+    kernel: ir.Kernel
+    tiles: dict[str, ir.TileDef]
+    carries_bytes: frozenset[str]  # mbarrier arrays that loads or expect_tx target
+
+
+@dataclass
+class Load:
+    """A TMA or bulk load in flight: data and bytes land when it completes."""
+
+    agent: int
+    clock: Clock
+    place: Place
+    tensor: str
+    origin: tuple[int, ...]
+    box: tuple[int, ...]
+    nbytes: int
+    barrier: MBarrier
+    site: Site
+
+
+@dataclass
+class Store:
+    """A TMA or bulk store: reads shared memory any time until its group's wait."""
+
+    clock: Clock
+    place: Place
+    tensor: str
+    origin: tuple[int, ...]
+    box: tuple[int, ...]
+    site: Site
+    done: bool = False
+
+
+@dataclass
+class Product:
+    """One wgmma of a warp: reads its operands and writes its 16 accumulator rows
+    any time until the `wait_group` that completes its batch."""
+
+    clock: Clock
+    acc: str
+    a: Place | str  # a shared view or a register tile
+    b: Place
+    accumulate: bool
+    site: Site
+    done: bool = False
+
+
+@dataclass
+class InOrderQueue:
+    """Operations of one issuer that complete in order (a warp's wgmma batches,
+    a thread's bulk groups): one actor whose clock counts operations."""
+
+    agent: int
+    issued: int = 0
+    open: list = field(default_factory=list)
+    groups: deque = field(default_factory=deque)  # committed, oldest first
+    pending: deque = field(default_factory=deque)  # not yet executed, in order
+
+    def add(self, op) -> None:
+        self.open.append(op)
+        self.pending.append(op)
+
+    def commit(self) -> None:
+        self.groups.append(self.open)
+        self.open = []
+
+    def retire(self, keep: int) -> list:
+        """Complete all but the newest `keep` committed groups; their operations."""
+        done = []
+        while len(self.groups) > keep:
+            done.extend(self.groups.popleft())
+        return done
+
+
+class Block:
+    """One block of the grid, its warps created by the caller."""
+
+    def __init__(self, program: Program, env: dict[str, int], tensors: dict[str, np.ndarray]):
+        kernel = program.kernel
+        self.program = program
+        self.kernel = kernel
+        self.env = env
+        self.tensors = tensors
+        self.space = SharedSpace(kernel)
+        self.agents = Agents()
+        self.memory = ShadowMemory(self.space.chunks, self.agents)
+        self.mbarriers = {(b.name, i): MBarrier(f"{b.name}[{i}]", b.name in program.carries_bytes)
+                          for b in kernel.barriers for i in range(b.count)}
+        self.named: dict[int, NamedBarrier] = {}
+        self.loads: list[Load] = []
+        self.trace: deque[str] = deque(maxlen=TRACE_LENGTH)
+        self.warps: list = []
+
+    def event(self, who: str, span: Span | None, text: str) -> None:
+        where = f" {span.file.rsplit('/', 1)[-1]}:{span.line}" if span else ""
+        self.trace.append(f"{who}{where}: {text}")
+
+    def mbarrier(self, array: str, index: int, span: Span | None) -> MBarrier:
+        barrier = self.mbarriers.get((array, index))
+        if barrier is None:
+            raise fail(Category.BARRIER_MISUSE, f"mbarrier index {index} is out of range for "
+                                                f"'{array}'", span)
+        return barrier
+
+    def named_barrier(self, ident: int) -> NamedBarrier:
+        return self.named.setdefault(ident, NamedBarrier(ident))
+
+    # ---- asynchronous completions
+    def complete_load(self, load: Load) -> None:
+        self.loads.remove(load)
+        if load.barrier.invalidated or not load.barrier.initialized:
+            raise fail(Category.BARRIER_MISUSE, f"{load.site} completes on {load.barrier.name}, "
+                                                "which is no longer initialized", load.site.span)
+        _, chunks = self.space.index(load.place)
+        self.memory.write(load.agent, load.clock, chunks, load.site)
+        data = self.tensors[load.tensor]
+        values = read_box(data, load.origin, load.box)
+        self.space.write(load.place, values.reshape(self.space.shape(load.place)))
+        self.event(self.agents.names[load.agent], load.site.span,
+                   f"completes {load.nbytes} B on {load.barrier.name}")
+        load.barrier.complete_tx(load.nbytes, load.clock, load.site.span)
+
+    def run_store(self, queue: InOrderQueue) -> None:
+        store: Store = queue.pending.popleft()
+        _, chunks = self.space.index(store.place)
+        self.memory.read(queue.agent, store.clock, chunks, store.site)
+        values = self.space.read(store.place)
+        write_box(self.tensors[store.tensor], store.origin, values.reshape(store.box))
+        store.done = True
+
+    def exit_checks(self, span: Span | None) -> None:
+        """When the last warp is done: nothing may still touch shared memory."""
+        for load in self.loads:
+            raise fail(Category.RACE, f"the block exits while {load.site} is still in flight",
+                       load.site.span)
+        for warp in self.warps:
+            for queue in warp.all_queues():
+                unwaited = [op for group in queue.groups for op in group] + queue.open
+                if unwaited:
+                    raise fail(Category.RACE, f"the block exits while {unwaited[0].site} may "
+                                              "still read shared memory: no wait completes it",
+                               unwaited[0].site.span)
+        for barrier in self.mbarriers.values():
+            barrier.leftover(span, "left at block exit")

@@ -1,0 +1,123 @@
+"""Exploration: run the lowered kernel under many schedules and compare what
+it stores with the numpy reference.
+
+Seeded schedules cycle through the strategies of `schedule.MODES`; then a
+depth-first search replays every order of the choices block 0 makes at its
+synchronization points, up to a budget (complete when the tree is smaller).
+A schedule stops at its first finding; findings are merged across schedules.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import walk
+from hopperc.sim.block import Program
+from hopperc.sim.findings import Category, Finding, SimFailure
+from hopperc.sim.problem import Problem
+from hopperc.sim.reference import ReferenceUnavailable, reference
+from hopperc.sim.schedule import MODES, Chooser, Replay, run_block
+from hopperc.sim.values import ULP
+from hopperc.sim.warp import SimUnsupported
+
+
+@dataclass
+class Report:
+    problem: Problem
+    schedules: int = 0
+    exhaustive: int = 0  # schedules of the exhaustive search
+    exhaustive_complete: bool = False
+    findings: list[Finding] = field(default_factory=list)
+    reference: str = ""  # how the result was checked
+    max_error: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def add(self, finding: Finding) -> None:
+        if all(f.key != finding.key for f in self.findings):
+            self.findings.append(finding)
+
+
+def program(kernel: ir.Kernel) -> Program:
+    tiles = {s.name: s for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
+    targets = {s.barrier.array for s in walk(kernel.body)
+               if isinstance(s, (ir.AsyncLoad, ir.MBarrierExpectTx)) and s.barrier is not None}
+    return Program(kernel, tiles, frozenset(targets))
+
+
+def expected(front_end: ir.Kernel, problem: Problem) -> dict[str, np.ndarray]:
+    tensors = problem.fresh_tensors()
+    for block in problem.grid:
+        reference(front_end, problem.env(block), tensors)
+    return {name: tensors[name] for name in problem.outputs}
+
+
+def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: int,
+             exhaustive_budget: int) -> Report:
+    """Raises SimUnsupported for code the simulator cannot model."""
+    start = time.perf_counter()
+    report = Report(problem)
+    prog = program(lowered)
+    try:
+        want = expected(front_end, problem)
+        report.reference = "numpy reference"
+    except ReferenceUnavailable as exc:
+        want, report.reference = None, f"no numpy reference ({exc})"
+    for seed in range(seeds):
+        chooser = Chooser(MODES[seed % len(MODES)], seed)
+        _one(prog, problem, chooser, f"seed {seed} ({chooser.describe()})", want, report)
+        report.schedules += 1
+    stack: list[list[int]] = [[]]
+    while stack and report.exhaustive < exhaustive_budget:
+        prefix = stack.pop()
+        replay = Replay(prefix)
+        _one(prog, problem, replay, replay.describe(), want, report)
+        report.exhaustive += 1
+        for depth in range(len(prefix), len(replay.branching)):
+            for alternative in range(replay.branching[depth] - 1, 0, -1):
+                stack.append(prefix + [0] * (depth - len(prefix)) + [alternative])
+    report.exhaustive_complete = exhaustive_budget > 0 and not stack
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Report) -> None:
+    tensors = problem.fresh_tensors()
+    try:
+        for index, block in enumerate(problem.grid):
+            run_block(prog, problem.env(block), tensors, chooser, index)
+    except SimFailure as failure:
+        report.add(replace(failure.finding, trace=getattr(failure, "trace", ()), schedule=name))
+        return
+    if want is not None:
+        _compare(prog.kernel, tensors, want, name, report)
+
+
+def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.ndarray],
+             name: str, report: Report) -> None:
+    for tensor, expect in want.items():
+        dtype = kernel.tensor(tensor).dtype
+        # Sums of products may round differently by an ulp of the output or two.
+        tolerance = 2 * ULP[dtype] * np.maximum(np.abs(expect), 1.0) + 1e-6
+        error = np.abs(got[tensor] - expect)
+        report.max_error[tensor] = max(report.max_error.get(tensor, 0.0), float(error.max(
+            initial=0.0)))
+        bad = error > tolerance
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            store = next((s.span for s in walk(kernel.body)
+                          if isinstance(s, ir.AsyncStore) and s.tensor == tensor), kernel.span)
+            report.add(Finding(
+                Category.WRONG_RESULT,
+                f"{tensor} differs from the numpy reference at {int(bad.sum())} of {bad.size} "
+                f"elements (first at {list(where)}: {got[tensor][where]:g}, expected "
+                f"{expect[where]:g})", store, schedule=name))
+
+
+__all__ = ["Report", "simulate", "SimUnsupported"]

@@ -1,0 +1,64 @@
+"""What the simulator reports: a finding (category, message, source location and
+the state that shows it) and the short trace of events that led to it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from hopperc.diagnostics import Span
+
+
+class Category(Enum):
+    DEADLOCK = "deadlock"
+    RACE = "race"
+    MISSING_FENCE = "missing proxy fence"
+    BARRIER_MISUSE = "barrier misuse"
+    WRONG_RESULT = "wrong result"
+
+
+@dataclass(frozen=True)
+class Finding:
+    category: Category
+    message: str
+    span: Span | None
+    related: Span | None = None  # the other access or statement involved
+    state: tuple[str, ...] = ()  # e.g. which warp waits on which barrier
+    trace: tuple[str, ...] = field(default=(), compare=False)
+    schedule: str = field(default="", compare=False)  # the schedule that found it
+
+    @property
+    def key(self) -> tuple:
+        """Findings with the same key are one bug seen by several schedules."""
+        return (self.category, self.span, self.related, self.message)
+
+    def headline(self) -> str:
+        where = f"{self.span}: " if self.span else ""
+        return f"{where}{self.category.value}: {self.message}"
+
+    def lines(self) -> list[str]:
+        out = [self.headline()]
+        out += [f"  {line}" for line in self.state]
+        if self.schedule:
+            out.append(f"  found by: {self.schedule}")
+        if self.trace:
+            out.append("  last events:")
+            out += [f"    {line}" for line in self.trace]
+        return out
+
+
+class SimFailure(Exception):
+    """Stops a schedule at its first finding (later events would only echo it)."""
+
+    def __init__(self, finding: Finding):
+        super().__init__(finding.message)
+        self.finding = finding
+
+
+def fail(category: Category, message: str, span: Span | None, related: Span | None = None,
+         state: tuple[str, ...] = ()) -> SimFailure:
+    return SimFailure(Finding(category, message, span, related, state))
+
+
+def line(span: Span | None) -> str:
+    """`(k.hk:19)` for messages, or nothing for compiler-made statements without one."""
+    return f" ({span.file.rsplit('/', 1)[-1]}:{span.line})" if span else ""

@@ -1,0 +1,159 @@
+"""Happens-before race detection over shared memory, with proxies.
+
+Every actor has a vector clock: each warp, and each asynchronous unit (a TMA
+load; the wgmma queue of a warp; the bulk-store queue of a thread, whose
+operations complete in order). Synchronization joins clocks: an mbarrier phase
+collects its arrivals' clocks and a waiter that observes the phase takes them;
+`bar.sync` joins all participants; `wgmma.wait_group` and `wait_group.read`
+join the completed operations. An access is ordered after an earlier one when
+the accessor's clock covers the earlier access's epoch, so a race is found
+whatever the interleaving of the accesses themselves.
+
+Proxies (PTX memory model, generic vs async proxy): an async access (TMA,
+wgmma operand, bulk store) after a generic write needs a `fence.proxy.async`
+by the writing warp after the write that is ordered before the async access;
+an async write after a generic read needs such a fence, by any warp, between
+the read and the async write.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hopperc.diagnostics import Span
+from hopperc.sim.findings import Category, fail, line
+
+Clock = dict[int, int]
+
+
+def join(into: Clock, other: Clock) -> None:
+    for agent, tick in other.items():
+        if tick > into.get(agent, 0):
+            into[agent] = tick
+
+
+@dataclass(frozen=True)
+class Site:
+    """An access for messages: `wgmma read of 'sa stage 1'` at a source span."""
+
+    what: str
+    span: Span | None
+
+    def __str__(self) -> str:
+        return f"{self.what}{line(self.span)}"
+
+
+class Agents:
+    """Actor ids: which are generic (warps) and how to name them."""
+
+    def __init__(self):
+        self.names: list[str] = []
+        self.generic: list[bool] = []
+
+    def add(self, name: str, generic: bool) -> int:
+        self.names.append(name)
+        self.generic.append(generic)
+        return len(self.names) - 1
+
+
+class ShadowMemory:
+    """Per 16-byte chunk: the last write (actor, clock, proxy, site) and, per
+    reader, the clock of its last read since that write."""
+
+    def __init__(self, chunks: int, agents: Agents):
+        self.agents = agents
+        self.w_agent = np.full(chunks, -1, dtype=np.int32)
+        self.w_clock = np.zeros(chunks, dtype=np.int64)
+        self.w_site = np.full(chunks, -1, dtype=np.int32)
+        self.reads: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.sites: list[Site] = []
+        self.site_ids: dict[Site, int] = {}
+        self.fences: dict[int, list[tuple[int, Clock]]] = {}  # warp -> (clock, clock snapshot)
+
+    def site(self, site: Site) -> int:
+        if site not in self.site_ids:
+            self.site_ids[site] = len(self.sites)
+            self.sites.append(site)
+        return self.site_ids[site]
+
+    def fence(self, warp: int, clock: Clock) -> None:
+        self.fences.setdefault(warp, []).append((clock[warp], dict(clock)))
+
+    def _fenced(self, earlier: int, tick: int, clock: Clock, only_by_earlier: bool) -> bool:
+        """A proxy fence after `earlier`'s access at `tick`, ordered before `clock`."""
+        for fencer, events in self.fences.items():
+            if only_by_earlier and fencer != earlier:
+                continue
+            seen = clock.get(fencer, 0)
+            if any(fclock <= seen and snap.get(earlier, 0) >= tick for fclock, snap in events):
+                return True
+        return False
+
+    def read(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site) -> None:
+        chunks = np.unique(chunks)
+        writers = self.w_agent[chunks]
+        if (writers < 0).any():
+            raise fail(Category.RACE, f"{site} reads shared memory that no completed write has "
+                                      "filled: its producing write is not ordered before it",
+                       site.span)
+        ticks = self.w_clock[chunks]
+        for writer in np.unique(writers).tolist():
+            if writer == agent:
+                continue
+            mine = writers == writer
+            tick = int(ticks[mine].max())
+            earlier = self.sites[int(self.w_site[chunks][mine][ticks[mine].argmax()])]
+            if clock.get(writer, 0) < tick:
+                raise fail(Category.RACE, f"{site} is not ordered after {earlier}, which "
+                                          "wrote that memory", site.span, earlier.span)
+            if not self.agents.generic[agent] and self.agents.generic[writer] and \
+                    not self._fenced(writer, tick, clock, only_by_earlier=True):
+                raise fail(Category.MISSING_FENCE,
+                           f"{earlier} is read by {site} through the async proxy, but the "
+                           "writing warp runs no fence.proxy.async between its write and the "
+                           "hand-off", earlier.span, site.span)
+        ticks_of, sites_of = self.reads.setdefault(agent, (
+            np.zeros_like(self.w_clock), np.full_like(self.w_site, -1)))
+        ticks_of[chunks] = clock[agent]
+        sites_of[chunks] = self.site(site)
+
+    def write(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site) -> None:
+        chunks = np.unique(chunks)
+        is_async = not self.agents.generic[agent]
+        writers = self.w_agent[chunks]
+        ticks = self.w_clock[chunks]
+        for writer in np.unique(writers).tolist():
+            if writer in (agent, -1):
+                continue
+            mine = writers == writer
+            tick = int(ticks[mine].max())
+            earlier = self.sites[int(self.w_site[chunks][mine][ticks[mine].argmax()])]
+            self._ordered(agent, clock, writer, tick, earlier, site, "wrote")
+        for reader, (ticks_of, sites_of) in self.reads.items():
+            if reader == agent:
+                continue
+            seen = ticks_of[chunks]
+            tick = int(seen.max())
+            if tick == 0:
+                continue
+            earlier = self.sites[int(sites_of[chunks][seen.argmax()])]
+            self._ordered(agent, clock, reader, tick, earlier, site, "may still read")
+        self.w_agent[chunks] = agent
+        self.w_clock[chunks] = clock[agent]
+        self.w_site[chunks] = self.site(site)
+        for ticks_of, _ in self.reads.values():
+            ticks_of[chunks] = 0
+
+    def _ordered(self, agent: int, clock: Clock, other: int, tick: int, earlier: Site,
+                 site: Site, verb: str) -> None:
+        if clock.get(other, 0) < tick:
+            raise fail(Category.RACE, f"{site} overwrites memory that {earlier} {verb}: "
+                                      "nothing orders that access before the write",
+                       site.span, earlier.span)
+        if not self.agents.generic[agent] and self.agents.generic[other] and \
+                not self._fenced(other, tick, clock, only_by_earlier=False):
+            raise fail(Category.MISSING_FENCE,
+                       f"{site} writes through the async proxy over memory that {earlier} "
+                       "accessed through the generic proxy, with no fence.proxy.async ordered "
+                       "between them", site.span, earlier.span)

@@ -1,0 +1,205 @@
+"""The numpy reference: what the kernel computes, from its own statements
+before any synchronization is added (the front-end IR), one whole tile at a
+time and in program order.
+
+Each role runs to its end before the next, loaders first, so data handed from
+one role to another cannot be late; a buffer two roles share is versioned by
+the loop iteration that fills and reads it (iteration i of the loader's loop
+feeds iteration i of the reader's), which is the meaning a stage ring
+implements. Per-warpgroup tiles run once per warpgroup, in step.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import leaf_accesses, walk
+from hopperc.ir.layout import element_threads
+from hopperc.sim.values import (PER_THREAD, global_vector, per_lane, read_box, round_to, scalar,
+                                tile_value, write_box)
+from hopperc.sim.views import Place, view_shape
+
+
+class ReferenceUnavailable(Exception):
+    """The kernel's meaning depends on which thread runs what (hand-written code)."""
+
+
+def reference(kernel: ir.Kernel, env: Mapping[str, int], tensors: dict[str, np.ndarray]) -> None:
+    """Run one block (`env` holds its tile coordinates) over `tensors` in place."""
+    _Block(kernel, env, tensors).run()
+
+
+def _roles_in_order(kernel: ir.Kernel) -> list[ir.Stmt]:
+    """Top-level statements, with roles that load shared buffers first."""
+    def loads(stmt) -> bool:
+        return any(isinstance(s, ir.AsyncLoad) for s in walk(ir.Block((stmt,))))
+    roles = [s for s in kernel.body.stmts if isinstance(s, ir.RoleBlock)]
+    others = [s for s in kernel.body.stmts if not isinstance(s, ir.RoleBlock)]
+    return others + sorted(roles, key=lambda r: not loads(r))
+
+
+def _shared_between_roles(kernel: ir.Kernel) -> set[str]:
+    users: dict[str, set[str]] = {}
+    for stmt in kernel.body.stmts:
+        if isinstance(stmt, ir.RoleBlock):
+            for leaf in walk(stmt.body):
+                for access in leaf_accesses(leaf):
+                    users.setdefault(access.buffer, set()).add(stmt.role.name)
+    return {b for b, roles in users.items() if len(roles) > 1}
+
+
+class _Block:
+    def __init__(self, kernel: ir.Kernel, env: Mapping[str, int], tensors):
+        self.kernel = kernel
+        self.env = dict(env)
+        self.tensors = tensors
+        self.tiles = {s.name: s for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
+        self.versioned = _shared_between_roles(kernel)
+        self.smem: dict[tuple, np.ndarray] = {}
+        self.loops: list[str] = []
+        self.threads = self.instances = 0
+        self.values: list[dict[str, np.ndarray]] = []
+
+    def run(self) -> None:
+        self.enter(self.kernel.threads)
+        for stmt in _roles_in_order(self.kernel):
+            if isinstance(stmt, ir.RoleBlock):
+                self.enter(stmt.role.active_warps * 32)
+                self.block(stmt.body)
+            else:
+                self.stmt(stmt)
+
+    def enter(self, threads: int) -> None:
+        """Run code on `threads` threads: one set of tiles per warpgroup."""
+        self.threads = threads
+        self.instances = threads // element_threads(threads)
+        self.values = [{} for _ in range(self.instances)]
+
+    def block(self, block: ir.Block) -> None:
+        for stmt in block.stmts:
+            self.stmt(stmt)
+
+    def scalar(self, expr: ir.ScalarExpr, instance: int = 0, span=None) -> int:
+        if per_lane(expr):
+            raise ReferenceUnavailable(f"{span}: a value that differs between lanes")
+        return scalar(expr, dict(self.env, **{"@wg": instance, "@warp": 4 * instance}))
+
+    def stmt(self, stmt: ir.Stmt) -> None:
+        match stmt:
+            case ir.ForLoop(var=var, start=start, stop=stop, body=body, span=span):
+                self.loops.append(var)
+                for i in range(self.scalar(start, span=span), self.scalar(stop, span=span)):
+                    self.env[var] = i
+                    self.block(body)
+                self.loops.pop()
+            case ir.IfThen(cond=cond, then=then, orelse=orelse, span=span) if per_lane(
+                    cond, PER_THREAD):
+                outcomes = {bool(scalar(cond, dict(self.env, **{
+                    "@thread": t, "@lane": t % 32, "@warp": t // 32, "@wg": t // 128})))
+                    for t in range(self.threads)}
+                for taken, body in ((True, then), (False, orelse)):
+                    if taken in outcomes:
+                        self.some_threads(body, span)
+            case ir.IfThen(cond=cond, then=then, orelse=orelse, span=span):
+                self.block(then if self.scalar(cond, span=span) else orelse)
+            case ir.OneThread(body=body) | ir.ElectLane(body=body) | ir.ManualRegion(body=body):
+                self.block(body)
+            case ir.AsyncLoad(dst=dst, tensor=tensor, coords=coords, box=box):
+                origin = tuple(self.scalar(c) for c in coords)
+                place = self.place(dst, 0)
+                data = read_box(self.tensors[tensor], origin, box)
+                self.write(place, data.reshape(self.shape(place)))
+            case ir.AsyncStore(src=src, tensor=tensor, coords=coords, box=box):
+                origin = tuple(self.scalar(c) for c in coords)
+                write_box(self.tensors[tensor], origin, self.read(self.place(src, 0)).reshape(box))
+            case ir.TileDef() | ir.TileAssign() | ir.SharedStore() | ir.Mma():
+                for instance in range(self.instances):
+                    self.per_warpgroup(stmt, instance)
+            case _:
+                pass  # synchronization: the reference has no concurrency to order
+
+    def some_threads(self, body: ir.Block, span) -> None:
+        """A branch some threads take: copies and syncs mean the same run once;
+        element-wise code would depend on which threads run it."""
+        for stmt in walk(body):
+            if isinstance(stmt, (ir.TileDef, ir.TileAssign, ir.SharedStore, ir.Mma)):
+                raise ReferenceUnavailable(
+                    f"{stmt.span.file}:{stmt.span.line}: element-wise code or a wgmma under a "
+                    f"condition on the thread ({span.file}:{span.line})")
+        self.block(body)
+
+    def per_warpgroup(self, stmt: ir.Stmt, instance: int) -> None:
+        tiles = self.values[instance]
+        if isinstance(stmt, ir.Mma):
+            a = tiles[stmt.a.name] if isinstance(stmt.a, ir.TileRef) else \
+                self.read(self.place(stmt.a, instance))
+            product = a @ self.read(self.place(stmt.b, instance))
+            tiles[stmt.acc] = tiles[stmt.acc] + product if stmt.accumulate else product
+            return
+        if isinstance(stmt, ir.SharedStore):
+            place = self.place(stmt.dst, instance)
+            shape, dtype, expr = self.shape(place), self.kernel.buffer(stmt.dst.buffer).dtype, \
+                stmt.value
+        else:
+            tile = self.tiles[stmt.name]
+            shape, dtype = tile.shape, tile.dtype
+            expr = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
+
+        def leaf(e):
+            match e:
+                case ir.TileRef(name=name):
+                    return tiles[name]
+                case ir.SharedRead(view=view):
+                    return self.read(self.place(view, instance))
+                case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
+                    n = shape[0] if axis == "rows" else shape[1]
+                    v = global_vector(self.tensors[tensor], self.scalar(start, instance), n)
+                    return v[:, None] if axis == "rows" else v[None, :]
+                case ir.Literal(value=v):
+                    return np.float32(v)
+                case ir.ScalarValue(expr=e2):
+                    return np.float32(self.scalar(e2, instance))
+            raise TypeError(e)
+
+        values = round_to(dtype, np.broadcast_to(tile_value(expr, leaf), shape))
+        if isinstance(stmt, ir.SharedStore):
+            self.write(place, values)
+        else:
+            tiles[stmt.name] = values.copy()
+
+    # ---- shared memory, versioned for buffers handed between roles
+    def place(self, view: ir.BufferView, instance: int) -> Place:
+        part = None if view.part is None else self.scalar(view.part.index, instance)
+        return Place(view.buffer, 0, part, view.part.count if view.part else 1, view.transposed)
+
+    def shape(self, place: Place) -> tuple[int, ...]:
+        return view_shape(self.kernel.buffer(place.buffer), place.part is not None, place.parts,
+                          place.transposed)
+
+    def _storage(self, buffer: str) -> np.ndarray:
+        version = tuple(self.env[v] for v in self.loops) if buffer in self.versioned else ()
+        key = (buffer, version)
+        if key not in self.smem:
+            self.smem[key] = np.zeros(self.kernel.buffer(buffer).shape, dtype=np.float32)
+        return self.smem[key]
+
+    def _region(self, place: Place):
+        buf = self.kernel.buffer(place.buffer)
+        data = self._storage(place.buffer)
+        if place.part is None:
+            return data, (slice(None),)
+        if len(buf.shape) >= 3:
+            return data, (place.part,)
+        rows = buf.shape[0] // place.parts
+        return data, (slice(place.part * rows, (place.part + 1) * rows),)
+
+    def read(self, place: Place) -> np.ndarray:
+        data, index = self._region(place)
+        region = data[index]
+        return region.T if place.transposed else region
+
+    def write(self, place: Place, values: np.ndarray) -> None:
+        data, index = self._region(place)
+        data[index] = values

@@ -1,0 +1,144 @@
+"""Run blocks under a scheduler: at every step it picks a runnable warp (which
+runs to its next synchronization) or an asynchronous operation to complete.
+The choosers are the exploration strategies: async work as early or as late
+as possible, uniformly random, one warp starved, or a replayed choice list
+(for exhaustive search)."""
+from __future__ import annotations
+
+import random
+
+from hopperc.sim.barriers import MBarrier, NamedBarrier
+from hopperc.sim.block import Block, Program
+from hopperc.sim.findings import Category, SimFailure, fail
+from hopperc.sim.warp import Warp
+
+MODES = ("async-early", "async-late", "random", "starve")
+
+
+class Chooser:
+    """Picks one candidate (kind, object); kinds: warp, load, product, store."""
+
+    def __init__(self, mode: str, seed: int):
+        self.mode, self.rng = mode, random.Random(seed)
+        self.starved: int | None = None
+
+    def describe(self) -> str:
+        return self.mode
+
+    def __call__(self, candidates: list[tuple[str, object]], block_index: int):
+        warps = [c for c in candidates if c[0] == "warp"]
+        asyncs = [c for c in candidates if c[0] != "warp"]
+        rng = self.rng
+        if self.mode == "async-early" and asyncs:
+            return rng.choice(asyncs)
+        if self.mode == "async-late" and warps:
+            return rng.choice(warps)
+        if self.mode == "starve":
+            if self.starved is None:
+                self.starved = rng.randrange(len(warps)) if warps else 0
+            others = [c for c in candidates if not (c[0] == "warp" and c[1].index == self.starved)]
+            return rng.choice(others or candidates)
+        return rng.choice(candidates)
+
+
+class Replay:
+    """Takes choice `prefix[i]` at the i-th choice point of block 0, then the
+    first candidate; records how many candidates each point had."""
+
+    def __init__(self, prefix: list[int]):
+        self.prefix = prefix
+        self.branching: list[int] = []
+
+    def describe(self) -> str:
+        return f"exhaustive schedule {self.prefix or '[first choices]'}"
+
+    def __call__(self, candidates, block_index: int):
+        if block_index or len(candidates) == 1:
+            return candidates[0]
+        depth = len(self.branching)
+        self.branching.append(len(candidates))
+        return candidates[self.prefix[depth] if depth < len(self.prefix) else 0]
+
+
+def run_block(program: Program, env: dict[str, int], tensors, chooser, block_index: int) -> None:
+    """Run one block to its end; raises SimFailure at the first finding."""
+    block = Block(program, env, tensors)
+    warps = [Warp(block, i) for i in range(program.kernel.threads // 32)]
+    block.warps = warps
+    runs = {w: w.run() for w in warps}
+    try:
+        while True:
+            candidates = _candidates(block)
+            if not candidates:
+                if all(w.done for w in warps):
+                    block.exit_checks(program.kernel.span)
+                    return
+                raise _deadlock(block)
+            kind, what = chooser(candidates, block_index)
+            if kind == "warp":
+                try:
+                    next(runs[what])
+                except StopIteration:
+                    pass
+            elif kind == "load":
+                block.complete_load(what)
+            elif kind == "product":
+                what.run_product()
+            else:
+                block.run_store(what)
+    except SimFailure as failure:
+        failure.trace = tuple(block.trace)
+        raise
+
+
+def _candidates(block: Block) -> list[tuple[str, object]]:
+    out: list[tuple[str, object]] = [("warp", w) for w in block.warps
+                                     if not w.done and (w.ready is None or w.ready())]
+    out += [("load", load) for load in block.loads]
+    for w in block.warps:
+        if w.wgmma.pending:
+            out.append(("product", w))
+        out += [("store", q) for q in w.stores.values() if q.pending]
+    return out
+
+
+def _deadlock(block: Block) -> SimFailure:
+    blocked = [w for w in block.warps if not w.done]
+    groups: dict[str, list[int]] = {}
+    for w in blocked:
+        role = f" ({w.role.name})" if w.role else ""
+        groups.setdefault(f"{role} wait{{s}} at {w.waiting}{_at(w)}: {w.waiting_on.describe()}",
+                          []).append(w.index)
+    state = tuple(f"{_warps(ids)}{text.format(s='s' if len(ids) == 1 else '')}"
+                  for text, ids in groups.items())
+    first = blocked[0]
+    for w in blocked:
+        barrier = w.waiting_on
+        if isinstance(barrier, MBarrier) and barrier.initialized and barrier.pending == 0 \
+                and barrier.tx and not barrier.in_flight:
+            more = f"{barrier.tx} more" if barrier.tx > 0 else f"{-barrier.tx} fewer"
+            return fail(Category.BARRIER_MISUSE,
+                        f"{barrier.name} phase {barrier.phase} waits for {more} transaction "
+                        "bytes than its loads brought: its expect_tx does not match them, so "
+                        f"{w.name} waits forever", w.waiting_span, state=state)
+    if all(isinstance(w.waiting_on, NamedBarrier) for w in blocked):
+        named = first.waiting_on
+        return fail(Category.BARRIER_MISUSE,
+                    f"{named.describe()}, and no other warp can arrive: the thread count does "
+                    "not match the warps that reach it", first.waiting_span, state=state)
+    return fail(Category.DEADLOCK, f"every live warp is blocked ({len(blocked)} of "
+                                   f"{len(block.warps)} warps) and nothing in flight can "
+                                   "release them", first.waiting_span, state=state)
+
+
+def _warps(ids: list[int]) -> str:
+    if len(ids) == 1:
+        return f"warp {ids[0]}"
+    if ids == list(range(ids[0], ids[-1] + 1)):
+        return f"warps {ids[0]}-{ids[-1]}"
+    return "warps " + ", ".join(map(str, ids))
+
+
+def _at(warp: Warp) -> str:
+    span = warp.waiting_span
+    return f" ({span.file.rsplit('/', 1)[-1]}:{span.line})" if span else ""

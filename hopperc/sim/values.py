@@ -1,0 +1,140 @@
+"""Values as the generated code computes them: integer scalars, and numpy tiles
+whose element-wise math runs in f32 and rounds to the destination's dtype.
+
+Shared by the simulator and the numpy reference: both compute the same
+arithmetic; they differ in when and from where operands are read.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Callable, Mapping
+
+import ml_dtypes
+import numpy as np
+
+from hopperc.dtypes import DType
+from hopperc.ir import nodes as ir
+
+_NUMPY = {DType.BF16: ml_dtypes.bfloat16, DType.F16: np.float16,
+          DType.E4M3: ml_dtypes.float8_e4m3fn, DType.E5M2: ml_dtypes.float8_e5m2}
+_SATURATE = {DType.E4M3: 448.0, DType.E5M2: 57344.0}  # fp8 conversions saturate
+ULP = {DType.BF16: 2.0 ** -8, DType.F16: 2.0 ** -11, DType.E4M3: 2.0 ** -4,
+       DType.E5M2: 2.0 ** -3, DType.F32: 2.0 ** -20, DType.I32: 0.0}
+
+
+def round_to(dtype: DType, values) -> np.ndarray:
+    """Round f32 values to `dtype` (round to nearest), kept as f32."""
+    values = np.asarray(values, dtype=np.float32)
+    if dtype is DType.F32:
+        return values
+    if dtype is DType.I32:
+        return np.rint(np.clip(values, -2.0 ** 31, 2.0 ** 31 - 128)).astype(np.float32)
+    if dtype in _SATURATE:
+        values = np.clip(values, -_SATURATE[dtype], _SATURATE[dtype])
+    return values.astype(_NUMPY[dtype]).astype(np.float32)
+
+
+# ---------------------------------------------------------------- scalars
+def scalar(expr: ir.ScalarExpr, env: Mapping[str, int]) -> int:
+    """Evaluate an integer expression. `env` names dimensions, parameters, loop
+    variables and carried registers by name, grid coordinates as `tile.m` and
+    the builtins as `@warp`, `@wg`, `@lane`, `@thread`."""
+    if isinstance(expr, ir.Scalar):
+        match expr.kind:
+            case ir.ScalarKind.CONST:
+                return expr.value
+            case ir.ScalarKind.TILE:
+                return env[f"tile.{expr.name}"]
+            case ir.ScalarKind.BUILTIN:
+                return env[f"@{expr.name}"]
+        return env[expr.name]
+    left = scalar(expr.left, env)
+    if expr.op == "not":
+        return int(not left)
+    return _OPS[expr.op](left, scalar(expr.right, env))
+
+
+_OPS: dict[str, Callable[[int, int], int]] = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "/": lambda a, b: -(-a // b), "//": lambda a, b: a // b, "%": lambda a, b: a % b,
+    "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
+    "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b),
+    ">": lambda a, b: int(a > b), ">=": lambda a, b: int(a >= b),
+    "and": lambda a, b: int(bool(a) and bool(b)), "or": lambda a, b: int(bool(a) or bool(b)),
+}
+
+
+@lru_cache(maxsize=None)
+def per_lane(expr: ir.ScalarExpr, names: tuple[str, ...] = ("lane", "thread")) -> bool:
+    """Whether the value differs between the lanes of a warp (uses lane or thread);
+    with `names` = all builtins: between any threads."""
+    if isinstance(expr, ir.Scalar):
+        return expr.kind is ir.ScalarKind.BUILTIN and expr.name in names
+    return per_lane(expr.left, names) or (expr.right is not None and per_lane(expr.right, names))
+
+
+PER_THREAD = ("lane", "thread", "warp", "wg")
+
+
+# ---------------------------------------------------------------- tiles
+Leaf = Callable[[ir.TileExpr], "np.ndarray | float"]
+
+
+def tile_value(expr: ir.TileExpr, leaf: Leaf) -> np.ndarray:
+    """An element-wise expression in f32; `leaf` supplies operands (tiles, shared
+    reads, vectors, literals, scalars) as arrays that broadcast to the tile."""
+    with np.errstate(all="ignore"):
+        return np.asarray(_value(expr, leaf), dtype=np.float32)
+
+
+def _value(expr: ir.TileExpr, leaf: Leaf):
+    match expr:
+        case ir.Convert(dtype=dtype, operand=operand):
+            return round_to(dtype, _value(operand, leaf))
+        case ir.Elementwise(op=op, args=args):
+            vals = [np.float32(v) if np.isscalar(v) else v for v in (_value(a, leaf) for a in args)]
+            return _ELEMENTWISE[op](*vals)
+    return leaf(expr)
+
+
+_ELEMENTWISE = {
+    "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "neg": np.negative,
+    "relu": lambda x: np.maximum(x, np.float32(0)), "abs": np.abs, "exp": np.exp,
+    "max": np.maximum, "min": np.minimum,
+}
+
+
+def global_vector(data: np.ndarray, start: int, length: int) -> np.ndarray:
+    """Elements start .. start+length-1 of a 1-D tensor, 0 past its end."""
+    out = np.zeros(length, dtype=np.float32)
+    lo, hi = max(start, 0), min(start + length, data.shape[0])
+    if hi > lo:
+        out[lo - start:hi - start] = data[lo:hi]
+    return out
+
+
+def read_box(data: np.ndarray, origin: tuple[int, ...], box: tuple[int, ...]) -> np.ndarray:
+    """A TMA box at element coordinates `origin`; parts outside the tensor read 0."""
+    out = np.zeros(box, dtype=np.float32)
+    src, dst = _clip(data.shape, origin, box)
+    if src is not None:
+        out[dst] = data[src]
+    return out
+
+
+def write_box(data: np.ndarray, origin: tuple[int, ...], values: np.ndarray) -> None:
+    """Store a box; parts outside the tensor are not written."""
+    src, dst = _clip(data.shape, origin, values.shape)
+    if src is not None:
+        data[src] = values[dst]
+
+
+def _clip(shape, origin, box):
+    src, dst = [], []
+    for extent, start, size in zip(shape, origin, box):
+        lo, hi = max(start, 0), min(start + size, extent)
+        if hi <= lo:
+            return None, None
+        src.append(slice(lo, hi))
+        dst.append(slice(lo - start, hi - start))
+    return tuple(src), tuple(dst)

@@ -1,0 +1,125 @@
+"""Where things live in the simulated block: shared buffers as numpy data plus
+the 16-byte chunks of shared memory they occupy (the unit the race detector
+tracks), and which lane of which warp holds each element of a register tile.
+
+Chunks are physical: a view's elements go through the same row-major offset
+and swizzle as the generated code, so buffers that reuse memory overlap in
+exactly the chunks they share on the GPU. Swizzling permutes 16-byte chunks,
+and every access of a warp covers whole chunks, so 16 bytes lose nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from hopperc.ir import nodes as ir
+from hopperc.ir.layout import register_layout, shared_layout
+
+CHUNK = 16
+_SWIZZLE_MASK = {ir.Swizzle.NONE: 0, ir.Swizzle.B32: 1, ir.Swizzle.B64: 3, ir.Swizzle.B128: 7}
+
+
+@dataclass(frozen=True)
+class Place:
+    """A view with its stage and part evaluated: one concrete region."""
+
+    buffer: str
+    stage: int
+    part: int | None
+    parts: int
+    transposed: bool
+
+    def label(self, stages: int) -> str:
+        text = self.buffer
+        if stages > 1:
+            text += f" stage {self.stage}"
+        if self.part is not None:
+            text += f" part {self.part}"
+        return text
+
+
+def view_shape(buf: ir.SharedBuffer, part: bool, parts: int, transposed: bool) -> tuple[int, ...]:
+    shape = buf.shape
+    if part and len(shape) >= 3:
+        shape = shape[1:]
+    elif part:
+        shape = (shape[0] // parts,) + shape[1:]
+    return tuple(reversed(shape)) if transposed else shape
+
+
+class SharedSpace:
+    """Shared buffers of one block: data per buffer, and element -> chunk maps."""
+
+    def __init__(self, kernel: ir.Kernel):
+        self.buffers = {b.name: b for b in kernel.buffers}
+        self.offsets, total = shared_layout(kernel.buffers, 0)
+        self.chunks = -(-total // CHUNK)
+        self.data = {b.name: np.zeros((b.stages,) + b.shape, dtype=np.float32)
+                     for b in kernel.buffers}
+
+    def shape(self, place: Place) -> tuple[int, ...]:
+        return view_shape(self.buffers[place.buffer], place.part is not None, place.parts,
+                          place.transposed)
+
+    def read(self, place: Place) -> np.ndarray:
+        flat, _ = self.index(place)
+        return self.data[place.buffer].reshape(-1)[flat]
+
+    def write(self, place: Place, values: np.ndarray, mask: np.ndarray | None = None) -> None:
+        flat, _ = self.index(place)
+        target = self.data[place.buffer].reshape(-1)
+        if mask is None:
+            target[flat] = values
+        else:
+            target[flat[mask]] = np.broadcast_to(values, flat.shape)[mask]
+
+    def index(self, place: Place) -> tuple[np.ndarray, np.ndarray]:
+        """Flat data index and chunk of each element of the view (view-shaped)."""
+        return _index(self.buffers[place.buffer], self.offsets[place.buffer], place)
+
+
+@lru_cache(maxsize=4096)
+def _index(buf: ir.SharedBuffer, offset: int, place: Place) -> tuple[np.ndarray, np.ndarray]:
+    stage_elems = int(np.prod(buf.shape))
+    base = place.stage * stage_elems
+    if place.part is not None:
+        base += place.part * (stage_elems // place.parts)
+    shape = view_shape(buf, place.part is not None, place.parts, False)
+    local = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    flat = base + local
+    byte = local * buf.dtype.nbytes
+    mask = _SWIZZLE_MASK[buf.swizzle]
+    if mask:
+        byte = byte ^ (((byte >> 7) & mask) << 4)
+    chunk = (offset + base * buf.dtype.nbytes + byte) // CHUNK
+    if place.transposed:
+        flat, chunk = flat.T, chunk.T
+    flat.setflags(write=False)
+    chunk.setflags(write=False)
+    return flat, chunk
+
+
+@lru_cache(maxsize=4096)
+def element_lanes(shape: tuple[int, int], threads: int, warp: int) -> np.ndarray:
+    """For each element of a 2-D tile spread over `threads` threads, the lane of
+    role warp `warp` holding it, or -1 (as `per_element` in code generation)."""
+    rows, cols = shape
+    lanes = np.full(shape, -1, dtype=np.int8)
+    group_warp = warp % (threads // 32)
+    if register_layout(shape, threads) is ir.Layout.WGMMA:
+        r = np.arange(16)[:, None]
+        c = np.arange(cols)[None, :]
+        lanes[16 * group_warp:16 * group_warp + 16, :] = 4 * (r % 8) + (c % 8) // 2
+    else:
+        e = np.arange(rows * cols).reshape(shape)
+        mine = (e % threads) // 32 == group_warp
+        lanes[mine] = (e % 32)[mine]
+    lanes.setflags(write=False)
+    return lanes
+
+
+def vector_shape(shape: tuple[int, ...]) -> tuple[int, int]:
+    """Ownership of a 1-D view (bulk buffers) as a 1 x N tile."""
+    return (1, shape[0]) if len(shape) == 1 else shape

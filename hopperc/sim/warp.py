@@ -1,0 +1,379 @@
+"""One warp of the simulated block: a coroutine that runs the lowered IR.
+
+The warp yields before every synchronization or asynchronous operation, so
+the scheduler interleaves warps there; plain computation between them runs
+at once (its accesses are checked by happens-before, not by timing). Lanes
+are tracked as a set so hand-written code may branch on `lane` or `thread`:
+copies and arrivals happen once per active lane, `elect` and the compiler's
+one-thread blocks run on the lowest active lane.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterator
+
+import numpy as np
+
+from hopperc.ir import nodes as ir
+from hopperc.ir.layout import element_threads
+from hopperc.sim.block import Block, InOrderQueue, Load, Product, Store
+from hopperc.sim.findings import Category, fail, line
+from hopperc.sim.memory import Site, join
+from hopperc.sim.values import (PER_THREAD, global_vector, per_lane, round_to, scalar,
+                                tile_value)
+from hopperc.sim.views import Place, element_lanes
+
+ALL_LANES = tuple(range(32))
+PREEMPT = None  # yielded: the scheduler may run something else here
+
+
+class SimUnsupported(Exception):
+    """Code the simulator cannot model (reported as such, never as a finding)."""
+
+
+class Warp:
+    def __init__(self, block: Block, index: int):
+        self.block = block
+        self.index = index
+        self.agent = block.agents.add(f"warp {index}", generic=True)
+        self.clock = {self.agent: 1}
+        self.env: dict[str, int] = dict(block.env, **{c: 0 for c in block.kernel.carried})
+        self.role: ir.RoleInfo | None = None
+        self.local = index
+        self.running_threads = block.kernel.threads
+        self.tiles: dict[str, np.ndarray] = {}
+        self.wgmma = InOrderQueue(block.agents.add(f"wgmma of warp {index}", generic=False))
+        self.stores: dict[int, InOrderQueue] = {}
+        self.touched: dict[str, object] = {}  # tiles used by other code since wgmma.fence
+        self.occurrences: Counter = Counter()
+        self.divergent = 0  # inside conditions on warp, lane or thread
+        self.ready = None  # while blocked: a test that says when it may go on
+        self.waiting = ""
+        self.waiting_on = None  # the barrier it waits on
+        self.waiting_span = None
+        self.done = False
+        self.env.update({"@warp": index, "@wg": index // 4})
+
+    @property
+    def name(self) -> str:
+        return f"warp {self.index}" + (f" ({self.role.name})" if self.role else "")
+
+    def all_queues(self) -> list[InOrderQueue]:
+        return [self.wgmma, *self.stores.values()]
+
+    def tick(self) -> None:
+        self.clock[self.agent] += 1
+
+    def run(self) -> Iterator:
+        yield from self.block_(self.block.kernel.body, ALL_LANES)
+        self.done = True
+
+    # ---- helpers
+    def value(self, expr: ir.ScalarExpr, lanes: tuple[int, ...], span) -> int:
+        if not per_lane(expr):
+            return scalar(expr, self.env)
+        values = {scalar(expr, self._lane_env(lane)) for lane in lanes}
+        if len(values) != 1:
+            raise SimUnsupported(f"{span}: a value that differs between the lanes of a warp "
+                                 "is used where the simulator needs one per warp")
+        return values.pop()
+
+    def _lane_env(self, lane: int) -> dict[str, int]:
+        return dict(self.env, **{"@lane": lane, "@thread": 32 * self.local + lane})
+
+    def place(self, view: ir.BufferView, lanes) -> Place:
+        stage = 0 if view.stage is None else self.value(view.stage, lanes, None)
+        part = None if view.part is None else self.value(view.part.index, lanes, None)
+        return Place(view.buffer, stage, part, view.part.count if view.part else 1,
+                     view.transposed)
+
+    def label(self, place: Place) -> str:
+        return f"'{place.label(self.block.kernel.buffer(place.buffer).stages)}'"
+
+    def barrier(self, ref: ir.BarrierRef, lanes, span):
+        return self.block.mbarrier(ref.array, self.value(ref.index, lanes, span), span)
+
+    def wait(self, ready, what: str, on, span) -> Iterator:
+        while not ready():
+            self.ready, self.waiting, self.waiting_on, self.waiting_span = ready, what, on, span
+            yield PREEMPT
+        self.ready, self.waiting, self.waiting_on, self.waiting_span = None, "", None, None
+
+    # ---- statements
+    def block_(self, block: ir.Block, lanes: tuple[int, ...]) -> Iterator:
+        for stmt in block.stmts:
+            yield from self.stmt(stmt, lanes)
+
+    def stmt(self, stmt: ir.Stmt, lanes: tuple[int, ...]) -> Iterator:
+        match stmt:
+            case ir.RoleBlock(role=role, body=body):
+                if role.first_warp <= self.index < role.first_warp + role.warps:
+                    yield from self.enter_role(role, body)
+            case ir.ForLoop(var=var, start=start, stop=stop, body=body, span=span):
+                lo, hi = self.value(start, lanes, span), self.value(stop, lanes, span)
+                for i in range(lo, hi):
+                    self.env[var] = i
+                    yield from self.block_(body, lanes)
+            case ir.IfThen(cond=cond, then=then, orelse=orelse):
+                taken = tuple(l for l in lanes if scalar(cond, self._lane_env(l)))
+                rest = tuple(l for l in lanes if l not in taken)
+                self.divergent += per_lane(cond, PER_THREAD)
+                if taken:
+                    yield from self.block_(then, taken)
+                if rest:
+                    yield from self.block_(orelse, rest)
+                self.divergent -= per_lane(cond, PER_THREAD)
+            case ir.OneThread(body=body):
+                if self.local == 0:
+                    yield from self.block_(body, (min(lanes),))
+            case ir.ElectLane(body=body):
+                yield from self.block_(body, (min(lanes),))
+            case ir.ManualRegion(body=body):
+                yield from self.block_(body, lanes)
+            case ir.TileDef() | ir.TileAssign() | ir.SharedStore():
+                self.elementwise(stmt, lanes)
+            case ir.PhaseFlip(phase=phase):
+                self.env[phase] ^= 1
+            case ir.StageAdvance(stage=stage, phase=phase, stages=stages):
+                self.env[stage] += 1
+                if self.env[stage] == stages:
+                    self.env[stage] = 0
+                    self.env[phase] ^= 1
+            case _:
+                yield PREEMPT
+                yield from self.sync(stmt, lanes)
+
+    def enter_role(self, role: ir.RoleInfo, body: ir.Block) -> Iterator:
+        self.role, self.local = role, self.index - role.first_warp
+        self.running_threads = role.active_warps * 32
+        self.env.update({"@warp": self.local, "@wg": self.local // 4})
+        head = [s for s in body.stmts if isinstance(s, ir.SetMaxRegisters)]
+        for stmt in head:
+            yield PREEMPT
+            self.block.event(self.name, stmt.span, f"setmaxnreg {stmt.regs}")
+        if self.local < role.active_warps:
+            yield from self.block_(ir.Block(body.stmts[len(head):]), ALL_LANES)
+
+    # ---- element-wise code (generic proxy)
+    def elementwise(self, stmt, lanes) -> None:
+        span = stmt.span
+        if isinstance(stmt, ir.SharedStore):
+            place = self.place(stmt.dst, lanes)
+            shape, threads = self.block.space.shape(place), element_threads(self.running_threads)
+            dtype, expr = self.block.kernel.buffer(place.buffer).dtype, stmt.value
+        else:
+            tile = self.block.program.tiles[stmt.name]
+            shape, threads, dtype = tile.shape, tile.threads, tile.dtype
+            expr = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
+        owned = np.isin(element_lanes(shape, threads, self.local), lanes)
+
+        def leaf(e):
+            match e:
+                case ir.TileRef(name=name):
+                    self.register_use(name, span)
+                    return self.tiles[name]
+                case ir.SharedRead(view=view):
+                    where = self.place(view, lanes)
+                    _, chunks = self.block.space.index(where)
+                    self.block.memory.read(self.agent, self.clock, chunks[owned],
+                                           Site(f"ld.shared of {self.label(where)}", span))
+                    return self.block.space.read(where)
+                case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
+                    n = shape[0] if axis == "rows" else shape[1]
+                    v = global_vector(self.block.tensors[tensor], self.value(start, lanes, span), n)
+                    return v[:, None] if axis == "rows" else v[None, :]
+                case ir.Literal(value=v):
+                    return np.float32(v)
+                case ir.ScalarValue(expr=e2):
+                    return np.float32(self.value(e2, lanes, span))
+            raise TypeError(e)
+
+        values = round_to(dtype, np.broadcast_to(tile_value(expr, leaf), shape))
+        if isinstance(stmt, ir.SharedStore):
+            _, chunks = self.block.space.index(place)
+            self.block.memory.write(self.agent, self.clock, chunks[owned],
+                                    Site(f"st.shared of {self.label(place)}", span))
+            self.block.space.write(place, values, owned)
+        else:
+            self.register_use(stmt.name, span)
+            old = self.tiles.get(stmt.name)
+            self.tiles[stmt.name] = values.copy() if old is None else np.where(owned, values, old)
+
+    def register_use(self, tile: str, span) -> None:
+        """Element-wise code touching a tile: not while a wgmma batch may use it."""
+        for op in self.wgmma.open + [op for group in self.wgmma.groups for op in group]:
+            if tile in (op.acc, op.a):
+                raise fail(Category.RACE, f"element-wise code uses register tile '{tile}' while "
+                                          f"{op.site} may still use it: no wgmma.wait_group "
+                                          "completes that batch first", span, op.site.span)
+        self.touched.setdefault(tile, span)
+
+    # ---- synchronization and asynchronous operations
+    def sync(self, stmt: ir.Stmt, lanes: tuple[int, ...]) -> Iterator:
+        block, span = self.block, stmt.span
+        match stmt:
+            case ir.MBarrierWait(barrier=ref, parity=parity):
+                barrier = self.barrier(ref, lanes, span)
+                barrier.usable("mbarrier.wait", self.clock, span)
+                p = self.value(parity, lanes, span)
+                yield from self.wait(lambda: barrier.passes(p),
+                                     f"mbarrier.wait {barrier.name} parity {p}", barrier, span)
+                barrier.acquire(self.clock, p, span)
+                block.event(self.name, span, f"wait {barrier.name} parity {p}: passes "
+                                             f"(phase {barrier.phase - 1} complete)")
+            case ir.NamedBarrier(id=ident, threads=threads):
+                if len(lanes) != 32:
+                    raise fail(Category.BARRIER_MISUSE, f"bar.sync {ident} is reached by "
+                                                        f"{len(lanes)} lanes of {self.name}: the "
+                                                        "warp diverged before a barrier", span)
+                if not self.divergent and threads < self.running_threads:
+                    where = f"role '{self.role.name}'" if self.role else "the block"
+                    raise fail(Category.BARRIER_MISUSE,
+                               f"bar.sync {ident}, {threads} is reached by all "
+                               f"{self.running_threads} threads of {where} (no condition "
+                               f"separates them), so they meet in unordered groups of {threads}",
+                               span)
+                key = id(stmt)
+                occurrence = (key, self.occurrences[key])
+                self.occurrences[key] += 1
+                named = block.named_barrier(ident)
+                meeting = named.arrive(self.index, threads, occurrence, self.clock, span)
+                generation = named.generation if named.meeting is meeting else named.generation - 1
+                block.event(self.name, span, f"arrives at bar.sync {ident}, {threads}")
+                yield from self.wait(lambda: named.generation > generation,
+                                     f"bar.sync {ident}, {threads}", named, span)
+                join(self.clock, meeting.clock)
+                self.tick()
+            case ir.ProxyFence():
+                block.memory.fence(self.agent, self.clock)
+                self.tick()
+                block.event(self.name, span, "fence.proxy.async")
+            case ir.MBarrierInitFence() | ir.SetMaxRegisters():
+                pass
+            case ir.Mma():
+                self.issue_mma(stmt, lanes)
+            case ir.WgmmaFence():
+                self.touched.clear()
+            case ir.WgmmaCommit():
+                self.wgmma.commit()
+            case ir.WgmmaWait(pending=keep):
+                for op in self.wgmma.retire(keep):
+                    while not op.done:
+                        self.run_product()
+                    join(self.clock, op.clock)
+                block.event(self.name, span, f"wgmma.wait_group {keep}")
+            case _:
+                for lane in lanes:
+                    self.per_lane(stmt, lane)
+
+    def per_lane(self, stmt: ir.Stmt, lane: int) -> None:
+        block, span, lanes = self.block, stmt.span, (lane,)
+        match stmt:
+            case ir.MBarrierInit(barrier=ref, count=count):
+                barrier = self.barrier(ref, lanes, span)
+                barrier.init(count, self.agent, self.clock, span)
+                self.tick()
+            case ir.MBarrierArrive(barrier=ref) | ir.StageRelease(barrier=ref):
+                barrier = self.barrier(ref, lanes, span)
+                barrier.usable("mbarrier.arrive", self.clock, span)
+                block.event(self.name, span, f"arrives on {barrier.name}")
+                barrier.arrive((self.index, lane), self.clock, span)
+                self.tick()
+            case ir.MBarrierExpectTx(barrier=ref, nbytes=nbytes):
+                barrier = self.barrier(ref, lanes, span)
+                barrier.usable("mbarrier.arrive.expect_tx", self.clock, span)
+                n = self.value(nbytes, lanes, span)
+                block.event(self.name, span, f"arrive.expect_tx {barrier.name}, {n} B")
+                barrier.expect_tx(n)
+                barrier.arrive((self.index, lane), self.clock, span)
+                self.tick()
+            case ir.MBarrierInval(barrier=ref):
+                barrier = self.barrier(ref, lanes, span)
+                barrier.usable("mbarrier.inval", self.clock, span)
+                waiters = sum(1 for w in block.warps if w.waiting_on is barrier)
+                barrier.inval(span, waiters)
+            case ir.AsyncLoad():
+                self.issue_load(stmt, lanes)
+            case ir.AsyncStore():
+                self.issue_store(stmt, lane)
+            case ir.BulkCommit():
+                self.store_queue(lane).commit()
+            case ir.BulkWaitRead(pending=keep):
+                queue = self.store_queue(lane)
+                for op in queue.retire(keep):
+                    while not op.done:
+                        block.run_store(queue)
+                    join(self.clock, op.clock)
+                block.event(self.name, span, f"cp.async.bulk.wait_group.read {keep}")
+            case _:
+                raise SimUnsupported(f"{span}: the simulator does not model "
+                                     f"{type(stmt).__name__}")
+
+    def issue_load(self, stmt: ir.AsyncLoad, lanes) -> None:
+        block, span = self.block, stmt.span
+        if stmt.barrier is None:
+            raise SimUnsupported(f"{span}: a load without an mbarrier")
+        barrier = self.barrier(stmt.barrier, lanes, span)
+        barrier.usable(f"{stmt.engine.label} load", self.clock, span)
+        place = self.place(stmt.dst, lanes)
+        origin = tuple(self.value(c, lanes, span) for c in stmt.coords)
+        site = Site(f"{stmt.engine.label} load into {self.label(place)}", span)
+        agent = block.agents.add(f"{stmt.engine.label} load{line(span)}", generic=False)
+        clock = {**self.clock, agent: 1}
+        barrier.in_flight += 1
+        block.loads.append(Load(agent, clock, place, stmt.tensor, origin, stmt.box, stmt.nbytes,
+                                barrier, site))
+        block.event(self.name, span, f"issues {site.what} on {barrier.name}")
+        self.tick()
+
+    def store_queue(self, lane: int) -> InOrderQueue:
+        if lane not in self.stores:
+            agent = self.block.agents.add(f"bulk stores of warp {self.index} lane {lane}", False)
+            self.stores[lane] = InOrderQueue(agent)
+        return self.stores[lane]
+
+    def issue_store(self, stmt: ir.AsyncStore, lane: int) -> None:
+        queue = self.store_queue(lane)
+        place = self.place(stmt.src, (lane,))
+        origin = tuple(self.value(c, (lane,), stmt.span) for c in stmt.coords)
+        queue.issued += 1
+        clock = {**self.clock, queue.agent: queue.issued}
+        site = Site(f"{stmt.engine.label} store from {self.label(place)}", stmt.span)
+        queue.add(Store(clock, place, stmt.tensor, origin, stmt.box, site))
+        self.block.event(self.name, stmt.span, f"issues {site.what}")
+        self.tick()
+
+    def issue_mma(self, stmt: ir.Mma, lanes) -> None:
+        span = stmt.span
+        used = [stmt.acc] + ([stmt.a.name] if isinstance(stmt.a, ir.TileRef) else [])
+        for tile in used:
+            if tile in self.touched:
+                raise fail(Category.MISSING_FENCE,
+                           f"wgmma uses register tile '{tile}', which other code used"
+                           f"{line(self.touched[tile])}, with no wgmma.fence in between",
+                           span, self.touched[tile])
+        a = stmt.a.name if isinstance(stmt.a, ir.TileRef) else self.place(stmt.a, lanes)
+        b = self.place(stmt.b, lanes)
+        queue = self.wgmma
+        queue.issued += 1
+        clock = {**self.clock, queue.agent: queue.issued}
+        operands = " and ".join(self.label(p) for p in (a, b) if isinstance(p, Place))
+        queue.add(Product(clock, stmt.acc, a, b, stmt.accumulate,
+                          Site(f"wgmma read of {operands}", span)))
+        self.block.event(self.name, span, f"issues wgmma on {stmt.acc}")
+
+    def run_product(self) -> None:
+        """Execute this warp's oldest pending wgmma: its 16 rows of the product."""
+        op: Product = self.wgmma.pending.popleft()
+        space, memory = self.block.space, self.block.memory
+        rows = slice(16 * (self.local % 4), 16 * (self.local % 4) + 16)
+        if isinstance(op.a, Place):
+            memory.read(self.wgmma.agent, op.clock, space.index(op.a)[1], op.site)
+            a = space.read(op.a)[rows]
+        else:
+            a = self.tiles[op.a][rows]
+        memory.read(self.wgmma.agent, op.clock, space.index(op.b)[1], op.site)
+        product = a.astype(np.float32) @ space.read(op.b).astype(np.float32)
+        acc = self.tiles[op.acc]
+        acc[rows] = (acc[rows] + product) if op.accumulate else product
+        op.done = True

@@ -20,8 +20,12 @@ from hopperc.frontend.semantic import analyze
 from hopperc.ir import nodes as ir
 from hopperc.ir.verify import verify
 from hopperc.passes import PASS_NAMES, PIPELINE
+from hopperc.sim.explore import Report, simulate as explore
+from hopperc.sim.problem import default_dims, make_problem
 
 DEFAULT_ARCH = "sm_90a"
+DEFAULT_SEEDS = 16
+DEFAULT_SEARCH = 2000  # schedules of the exhaustive search before it stops
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,25 @@ def generate(source: SourceFile, defines: dict[str, int] | None = None) -> Gener
     # The passes add mbarriers and the base-alignment slack: check the final figure.
     check_shared_memory(launch.dynamic_shared_bytes, kernel.span)
     return Generated(kernel, cuda, launch)
+
+
+def simulate(source: SourceFile, defines: dict[str, int] | None = None,
+             shapes: dict[str, int] | None = None, seeds: int = DEFAULT_SEEDS,
+             search: int = DEFAULT_SEARCH) -> Report:
+    """Lower the kernel and run it on the CPU model (`hopperc sim` / `check`)."""
+    front_end = check(source, defines)
+    lowered = lower(front_end)
+    dims = default_dims(lowered)
+    for name, value in (shapes or {}).items():
+        if name not in dims:
+            known = ", ".join(dims) or "none"
+            raise CompileError(None, f"--shape: the kernel has no dimension '{name}' "
+                                     f"(it has: {known})", file=source.name)
+        if value < 1:
+            raise CompileError(None, f"--shape: {name} must be positive, not {value}",
+                               file=source.name)
+        dims[name] = value
+    return explore(lowered, front_end, make_problem(lowered, dims), seeds, search)
 
 
 def build(source: SourceFile, defines: dict[str, int] | None = None,

@@ -136,8 +136,7 @@ class Block:
         if load.barrier.invalidated or not load.barrier.initialized:
             raise fail(Category.BARRIER_MISUSE, f"{load.site} completes on {load.barrier.name}, "
                                                 "which is no longer initialized", load.site.span)
-        _, chunks = self.space.index(load.place)
-        self.memory.write(load.agent, load.clock, chunks, load.site)
+        self.memory.write(load.agent, load.clock, self.space.region(load.place), load.site)
         data = self.tensors[load.tensor]
         values = read_box(data, load.origin, load.box)
         self.space.write(load.place, values.reshape(self.space.shape(load.place)))
@@ -147,8 +146,7 @@ class Block:
 
     def run_store(self, queue: InOrderQueue) -> None:
         store: Store = queue.pending.popleft()
-        _, chunks = self.space.index(store.place)
-        self.memory.read(queue.agent, store.clock, chunks, store.site)
+        self.memory.read(queue.agent, store.clock, self.space.region(store.place), store.site)
         values = self.space.read(store.place)
         write_box(self.tensors[store.tensor], store.origin, values.reshape(store.box))
         store.done = True

@@ -19,7 +19,7 @@ from hopperc.sim.block import Program
 from hopperc.sim.findings import Category, Finding, SimFailure
 from hopperc.sim.problem import Problem
 from hopperc.sim.reference import ReferenceUnavailable, reference
-from hopperc.sim.schedule import MODES, Chooser, Replay, run_block
+from hopperc.sim.schedule import MODES, Chooser, Pruned, Replay, run_block
 from hopperc.sim.values import ULP
 from hopperc.sim.warp import SimUnsupported
 
@@ -73,18 +73,33 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
         chooser = Chooser(MODES[seed % len(MODES)], seed)
         _one(prog, problem, chooser, f"seed {seed} ({chooser.describe()})", want, report)
         report.schedules += 1
-    stack: list[list[int]] = [[]]
-    while stack and report.exhaustive < exhaustive_budget:
-        prefix = stack.pop()
-        replay = Replay(prefix)
-        _one(prog, problem, replay, replay.describe(), want, report)
-        report.exhaustive += 1
-        for depth in range(len(prefix), len(replay.branching)):
-            for alternative in range(replay.branching[depth] - 1, 0, -1):
-                stack.append(prefix + [0] * (depth - len(prefix)) + [alternative])
-    report.exhaustive_complete = exhaustive_budget > 0 and not stack
+    _search(prog, problem, exhaustive_budget, report)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _search(prog: Program, problem: Problem, budget: int, report: Report) -> None:
+    """Depth-first search over the choices of block 0 (the other blocks run the
+    same code on other tiles), pruning states already explored. Data is
+    compared on the seeded schedules, which run every block."""
+    stack: list[list[int]] = [[]]
+    visited: set = set()
+    block = problem.grid[0]
+    while stack and report.exhaustive < budget:
+        prefix = stack.pop()
+        replay = Replay(prefix, visited)
+        try:
+            run_block(prog, problem.env(block), problem.fresh_tensors(), replay, 0)
+        except Pruned:
+            pass
+        except SimFailure as failure:
+            report.add(replace(failure.finding, trace=getattr(failure, "trace", ()),
+                               schedule=replay.describe()))
+        report.exhaustive += 1
+        for depth in range(len(replay.branching) - 1, len(prefix) - 1, -1):
+            for alternative in range(replay.branching[depth] - 1, 0, -1):
+                stack.append(prefix + [0] * (depth - len(prefix)) + [alternative])
+    report.exhaustive_complete = budget > 0 and not stack
 
 
 def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Report) -> None:

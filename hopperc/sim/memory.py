@@ -91,14 +91,14 @@ class ShadowMemory:
         return False
 
     def read(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site) -> None:
-        chunks = np.unique(chunks)
+        """`chunks`: distinct chunk indices (as `SharedSpace.chunks` gives them)."""
         writers = self.w_agent[chunks]
         if (writers < 0).any():
             raise fail(Category.RACE, f"{site} reads shared memory that no completed write has "
                                       "filled: its producing write is not ordered before it",
                        site.span)
         ticks = self.w_clock[chunks]
-        for writer in np.unique(writers).tolist():
+        for writer in _distinct(writers):
             if writer == agent:
                 continue
             mine = writers == writer
@@ -119,11 +119,10 @@ class ShadowMemory:
         sites_of[chunks] = self.site(site)
 
     def write(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site) -> None:
-        chunks = np.unique(chunks)
-        is_async = not self.agents.generic[agent]
+        """`chunks`: distinct chunk indices."""
         writers = self.w_agent[chunks]
         ticks = self.w_clock[chunks]
-        for writer in np.unique(writers).tolist():
+        for writer in _distinct(writers):
             if writer in (agent, -1):
                 continue
             mine = writers == writer
@@ -157,3 +156,11 @@ class ShadowMemory:
                        f"{site} writes through the async proxy over memory that {earlier} "
                        "accessed through the generic proxy, with no fence.proxy.async ordered "
                        "between them", site.span, earlier.span)
+
+
+def _distinct(values: np.ndarray) -> list[int]:
+    """Distinct values; most regions were last written by one actor."""
+    if values.size == 0:
+        return []
+    low, high = int(values.min()), int(values.max())
+    return [low] if low == high else np.unique(values).tolist()

@@ -25,7 +25,7 @@ class Chooser:
     def describe(self) -> str:
         return self.mode
 
-    def __call__(self, candidates: list[tuple[str, object]], block_index: int):
+    def __call__(self, candidates: list[tuple[str, object]], block_index: int, block: Block):
         warps = [c for c in candidates if c[0] == "warp"]
         asyncs = [c for c in candidates if c[0] != "warp"]
         rng = self.rng
@@ -41,23 +41,49 @@ class Chooser:
         return rng.choice(candidates)
 
 
-class Replay:
-    """Takes choice `prefix[i]` at the i-th choice point of block 0, then the
-    first candidate; records how many candidates each point had."""
+class Pruned(Exception):
+    """The replay reached a synchronization state an earlier schedule explored."""
 
-    def __init__(self, prefix: list[int]):
+
+class Replay:
+    """Takes choice `prefix[i]` at the i-th choice point, then the first
+    candidate, recording how many candidates each point had. Past the prefix,
+    a state already in `visited` ends the schedule: what follows it has been
+    explored (the state holds every warp's progress, every barrier and every
+    operation in flight; clocks are left out, as races are found by
+    happens-before on whichever path reaches the state first)."""
+
+    def __init__(self, prefix: list[int], visited: set):
         self.prefix = prefix
+        self.visited = visited
         self.branching: list[int] = []
 
     def describe(self) -> str:
-        return f"exhaustive schedule {self.prefix or '[first choices]'}"
+        return f"exhaustive search, choices {self.prefix or '[first]'}"
 
-    def __call__(self, candidates, block_index: int):
-        if block_index or len(candidates) == 1:
+    def __call__(self, candidates, block_index: int, block: Block):
+        if len(candidates) == 1:
             return candidates[0]
         depth = len(self.branching)
+        if depth >= len(self.prefix):
+            state = _state(block)
+            if state in self.visited:
+                raise Pruned
+            self.visited.add(state)
         self.branching.append(len(candidates))
         return candidates[self.prefix[depth] if depth < len(self.prefix) else 0]
+
+
+def _state(block: Block) -> tuple:
+    warps = tuple((w.steps, w.done, len(w.wgmma.pending), len(w.wgmma.groups),
+                   tuple((len(q.pending), len(q.groups)) for q in w.stores.values()))
+                  for w in block.warps)
+    mbarriers = tuple((b.initialized, b.invalidated, b.phase, b.pending, b.tx, b.in_flight)
+                      for b in block.mbarriers.values())
+    named = tuple((i, n.generation, tuple(n.meeting.warps) if n.meeting else ())
+                  for i, n in sorted(block.named.items()))
+    loads = tuple(sorted((str(load.site), load.place.stage) for load in block.loads))
+    return warps, mbarriers, named, loads
 
 
 def run_block(program: Program, env: dict[str, int], tensors, chooser, block_index: int) -> None:
@@ -74,8 +100,9 @@ def run_block(program: Program, env: dict[str, int], tensors, chooser, block_ind
                     block.exit_checks(program.kernel.span)
                     return
                 raise _deadlock(block)
-            kind, what = chooser(candidates, block_index)
+            kind, what = chooser(candidates, block_index, block)
             if kind == "warp":
+                what.steps += 1
                 try:
                     next(runs[what])
                 except StopIteration:
@@ -89,6 +116,9 @@ def run_block(program: Program, env: dict[str, int], tensors, chooser, block_ind
     except SimFailure as failure:
         failure.trace = tuple(block.trace)
         raise
+    finally:
+        for run in runs.values():
+            run.close()
 
 
 def _candidates(block: Block) -> list[tuple[str, object]]:

@@ -56,6 +56,7 @@ class SharedSpace:
         self.buffers = {b.name: b for b in kernel.buffers}
         self.offsets, total = shared_layout(kernel.buffers, 0)
         self.chunks = -(-total // CHUNK)
+        self._regions: dict = {}
         self.data = {b.name: np.zeros((b.stages,) + b.shape, dtype=np.float32)
                      for b in kernel.buffers}
 
@@ -78,6 +79,15 @@ class SharedSpace:
     def index(self, place: Place) -> tuple[np.ndarray, np.ndarray]:
         """Flat data index and chunk of each element of the view (view-shaped)."""
         return _index(self.buffers[place.buffer], self.offsets[place.buffer], place)
+
+    def region(self, place: Place, owned: np.ndarray | None = None, key=None) -> np.ndarray:
+        """The distinct chunks of the view, or of its elements where `owned`
+        (`key` names that selection, for the cache)."""
+        cache_key = (place, key)
+        if cache_key not in self._regions:
+            chunks = self.index(place)[1]
+            self._regions[cache_key] = np.unique(chunks if owned is None else chunks[owned])
+        return self._regions[cache_key]
 
 
 @lru_cache(maxsize=4096)

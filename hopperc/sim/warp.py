@@ -14,6 +14,7 @@ from typing import Iterator
 
 import numpy as np
 
+from hopperc.diagnostics import ToolchainError
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import element_threads
 from hopperc.sim.block import Block, InOrderQueue, Load, Product, Store
@@ -27,8 +28,11 @@ ALL_LANES = tuple(range(32))
 PREEMPT = None  # yielded: the scheduler may run something else here
 
 
-class SimUnsupported(Exception):
+class SimUnsupported(ToolchainError):
     """Code the simulator cannot model (reported as such, never as a finding)."""
+
+    def __init__(self, message: str):
+        super().__init__(f"the simulator cannot model this kernel: {message}")
 
 
 class Warp:
@@ -52,6 +56,7 @@ class Warp:
         self.waiting_on = None  # the barrier it waits on
         self.waiting_span = None
         self.done = False
+        self.steps = 0
         self.env.update({"@warp": index, "@wg": index // 4})
 
     @property
@@ -166,6 +171,7 @@ class Warp:
             shape, threads, dtype = tile.shape, tile.threads, tile.dtype
             expr = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
         owned = np.isin(element_lanes(shape, threads, self.local), lanes)
+        selection = (shape, threads, self.local, lanes)
 
         def leaf(e):
             match e:
@@ -174,8 +180,8 @@ class Warp:
                     return self.tiles[name]
                 case ir.SharedRead(view=view):
                     where = self.place(view, lanes)
-                    _, chunks = self.block.space.index(where)
-                    self.block.memory.read(self.agent, self.clock, chunks[owned],
+                    self.block.memory.read(self.agent, self.clock,
+                                           self.block.space.region(where, owned, selection),
                                            Site(f"ld.shared of {self.label(where)}", span))
                     return self.block.space.read(where)
                 case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
@@ -190,8 +196,8 @@ class Warp:
 
         values = round_to(dtype, np.broadcast_to(tile_value(expr, leaf), shape))
         if isinstance(stmt, ir.SharedStore):
-            _, chunks = self.block.space.index(place)
-            self.block.memory.write(self.agent, self.clock, chunks[owned],
+            self.block.memory.write(self.agent, self.clock,
+                                    self.block.space.region(place, owned, selection),
                                     Site(f"st.shared of {self.label(place)}", span))
             self.block.space.write(place, values, owned)
         else:
@@ -368,11 +374,11 @@ class Warp:
         space, memory = self.block.space, self.block.memory
         rows = slice(16 * (self.local % 4), 16 * (self.local % 4) + 16)
         if isinstance(op.a, Place):
-            memory.read(self.wgmma.agent, op.clock, space.index(op.a)[1], op.site)
+            memory.read(self.wgmma.agent, op.clock, space.region(op.a), op.site)
             a = space.read(op.a)[rows]
         else:
             a = self.tiles[op.a][rows]
-        memory.read(self.wgmma.agent, op.clock, space.index(op.b)[1], op.site)
+        memory.read(self.wgmma.agent, op.clock, space.region(op.b), op.site)
         product = a.astype(np.float32) @ space.read(op.b).astype(np.float32)
         acc = self.tiles[op.acc]
         acc[rows] = (acc[rows] + product) if op.accumulate else product

@@ -31,18 +31,26 @@ def reference(kernel: ir.Kernel, env: Mapping[str, int], tensors: dict[str, np.n
     _Block(kernel, env, tensors).run()
 
 
+def _top_level(kernel: ir.Kernel) -> list[ir.Stmt]:
+    """Top-level statements, looking through a kernel-wide `manual` region."""
+    out: list[ir.Stmt] = []
+    for stmt in kernel.body.stmts:
+        out.extend(stmt.body.stmts if isinstance(stmt, ir.ManualRegion) else (stmt,))
+    return out
+
+
 def _roles_in_order(kernel: ir.Kernel) -> list[ir.Stmt]:
     """Top-level statements, with roles that load shared buffers first."""
     def loads(stmt) -> bool:
         return any(isinstance(s, ir.AsyncLoad) for s in walk(ir.Block((stmt,))))
-    roles = [s for s in kernel.body.stmts if isinstance(s, ir.RoleBlock)]
-    others = [s for s in kernel.body.stmts if not isinstance(s, ir.RoleBlock)]
+    roles = [s for s in _top_level(kernel) if isinstance(s, ir.RoleBlock)]
+    others = [s for s in _top_level(kernel) if not isinstance(s, ir.RoleBlock)]
     return others + sorted(roles, key=lambda r: not loads(r))
 
 
 def _shared_between_roles(kernel: ir.Kernel) -> set[str]:
     users: dict[str, set[str]] = {}
-    for stmt in kernel.body.stmts:
+    for stmt in _top_level(kernel):
         if isinstance(stmt, ir.RoleBlock):
             for leaf in walk(stmt.body):
                 for access in leaf_accesses(leaf):

@@ -20,6 +20,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/frontend.py
+	$(BIN)/python bench/check.py
 
 clean:
 	rm -rf build $(VENV)

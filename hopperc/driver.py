@@ -25,7 +25,7 @@ from hopperc.sim.problem import default_dims, make_problem
 
 DEFAULT_ARCH = "sm_90a"
 DEFAULT_SEEDS = 16
-DEFAULT_SEARCH = 2000  # schedules of the exhaustive search before it stops
+DEFAULT_SEARCH = 3000  # schedules of the exhaustive search before it stops
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ def _state(block: Block) -> tuple:
                   for w in block.warps)
     mbarriers = tuple((b.initialized, b.invalidated, b.phase, b.pending, b.tx, b.in_flight)
                       for b in block.mbarriers.values())
-    named = tuple((i, n.generation, tuple(n.meeting.warps) if n.meeting else ())
+    named = tuple((i, n.generation, tuple(sorted(n.meeting.warps)) if n.meeting else ())
                   for i, n in sorted(block.named.items()))
     loads = tuple(sorted((str(load.site), load.place.stage) for load in block.loads))
     return warps, mbarriers, named, loads

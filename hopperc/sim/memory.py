@@ -91,19 +91,13 @@ class ShadowMemory:
         return False
 
     def read(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site) -> None:
-        """`chunks`: distinct chunk indices (as `SharedSpace.chunks` gives them)."""
+        """`chunks`: distinct chunk indices (as `SharedSpace.region` gives them)."""
         writers = self.w_agent[chunks]
         if (writers < 0).any():
             raise fail(Category.RACE, f"{site} reads shared memory that no completed write has "
                                       "filled: its producing write is not ordered before it",
                        site.span)
-        ticks = self.w_clock[chunks]
-        for writer in _distinct(writers):
-            if writer == agent:
-                continue
-            mine = writers == writer
-            tick = int(ticks[mine].max())
-            earlier = self.sites[int(self.w_site[chunks][mine][ticks[mine].argmax()])]
+        for writer, tick, earlier in self._last_writes(agent, chunks):
             if clock.get(writer, 0) < tick:
                 raise fail(Category.RACE, f"{site} is not ordered after {earlier}, which "
                                           "wrote that memory", site.span, earlier.span)
@@ -120,14 +114,7 @@ class ShadowMemory:
 
     def write(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site) -> None:
         """`chunks`: distinct chunk indices."""
-        writers = self.w_agent[chunks]
-        ticks = self.w_clock[chunks]
-        for writer in _distinct(writers):
-            if writer in (agent, -1):
-                continue
-            mine = writers == writer
-            tick = int(ticks[mine].max())
-            earlier = self.sites[int(self.w_site[chunks][mine][ticks[mine].argmax()])]
+        for writer, tick, earlier in self._last_writes(agent, chunks):
             self._ordered(agent, clock, writer, tick, earlier, site, "wrote")
         for reader, (ticks_of, sites_of) in self.reads.items():
             if reader == agent:
@@ -143,6 +130,18 @@ class ShadowMemory:
         self.w_site[chunks] = self.site(site)
         for ticks_of, _ in self.reads.values():
             ticks_of[chunks] = 0
+
+    def _last_writes(self, agent: int, chunks: np.ndarray):
+        """(writer, its latest clock, the site of that write) for each other actor
+        that last wrote some of `chunks`."""
+        writers, ticks = self.w_agent[chunks], self.w_clock[chunks]
+        for writer in _distinct(writers):
+            if writer in (agent, -1):
+                continue
+            mine = writers == writer
+            latest = int(ticks[mine].argmax())
+            site = self.sites[int(self.w_site[chunks][mine][latest])]
+            yield writer, int(ticks[mine][latest]), site
 
     def _ordered(self, agent: int, clock: Clock, other: int, tick: int, earlier: Site,
                  site: Site, verb: str) -> None:

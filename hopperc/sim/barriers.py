@@ -151,7 +151,6 @@ class NamedBarrier:
         self.meeting: Meeting | None = None
         self.generation = 0
         self.met: dict[tuple, int] = {}  # (statement, occurrence) -> generation it met in
-        self.first_span: dict[tuple, Span | None] = {}
 
     def arrive(self, warp: int, threads: int, occurrence: tuple, clock: Clock,
                span: Span | None) -> Meeting:

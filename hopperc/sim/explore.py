@@ -21,7 +21,6 @@ from hopperc.sim.problem import Problem
 from hopperc.sim.reference import ReferenceUnavailable, reference
 from hopperc.sim.schedule import MODES, Chooser, Pruned, Replay, run_block
 from hopperc.sim.values import ULP
-from hopperc.sim.warp import SimUnsupported
 
 
 @dataclass
@@ -60,7 +59,7 @@ def expected(front_end: ir.Kernel, problem: Problem) -> dict[str, np.ndarray]:
 
 def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: int,
              exhaustive_budget: int) -> Report:
-    """Raises SimUnsupported for code the simulator cannot model."""
+    """Raises `warp.SimUnsupported` for code the simulator cannot model."""
     start = time.perf_counter()
     report = Report(problem)
     prog = program(lowered)
@@ -133,6 +132,3 @@ def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.n
                 f"{tensor} differs from the numpy reference at {int(bad.sum())} of {bad.size} "
                 f"elements (first at {list(where)}: {got[tensor][where]:g}, expected "
                 f"{expect[where]:g})", store, schedule=name))
-
-
-__all__ = ["Report", "simulate", "SimUnsupported"]

@@ -128,8 +128,3 @@ def element_lanes(shape: tuple[int, int], threads: int, warp: int) -> np.ndarray
         lanes[mine] = (e % 32)[mine]
     lanes.setflags(write=False)
     return lanes
-
-
-def vector_shape(shape: tuple[int, ...]) -> tuple[int, int]:
-    """Ownership of a 1-D view (bulk buffers) as a 1 x N tile."""
-    return (1, shape[0]) if len(shape) == 1 else shape

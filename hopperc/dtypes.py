@@ -55,6 +55,12 @@ class Swizzle(Enum):
         self.alignment = alignment
         self.tensor_map_code = tensor_map_code
 
+    @property
+    def row_mask(self) -> int:
+        """Bits of the 128-byte row index XORed into the 16-byte chunk index
+        (CUTLASS Swizzle<B, 4, 3>): 0, 1, 3 or 7."""
+        return max(self.span // 16 - 1, 0)
+
     @classmethod
     def parse(cls, text: str | None) -> "Swizzle":
         return cls.NONE if text is None else next(s for s in cls if s.text == text)

@@ -14,7 +14,6 @@ from hopperc.ir.accesses import walk
 from hopperc.ir.layout import packs_pairs
 
 _SHARED_ACCESS = {1: "u8", 2: "u16"}
-_SWIZZLE_MASK = {ir.Swizzle.NONE: 0, ir.Swizzle.B32: 1, ir.Swizzle.B64: 3, ir.Swizzle.B128: 7}
 
 
 @dataclass
@@ -116,7 +115,7 @@ class ExprRenderer:
         cols = buf.shape[-1]
         r, c = ("hk_c", "hk_r") if view.transposed else ("hk_r", "hk_c")
         offset = f"static_cast<unsigned>(({r}) * {cols} + ({c})) * {buf.dtype.nbytes}u"
-        mask = _SWIZZLE_MASK[buf.swizzle]
+        mask = buf.swizzle.row_mask
         if mask:
             # Swizzle is a function of the address bits within the aligned atom.
             offset = f"hk_swizzle({offset}, {mask}u)"

@@ -18,7 +18,6 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.layout import register_layout, shared_layout
 
 CHUNK = 16
-_SWIZZLE_MASK = {ir.Swizzle.NONE: 0, ir.Swizzle.B32: 1, ir.Swizzle.B64: 3, ir.Swizzle.B128: 7}
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,7 @@ def _index(buf: ir.SharedBuffer, offset: int, place: Place) -> tuple[np.ndarray,
     local = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
     flat = base + local
     byte = local * buf.dtype.nbytes
-    mask = _SWIZZLE_MASK[buf.swizzle]
+    mask = buf.swizzle.row_mask
     if mask:
         byte = byte ^ (((byte >> 7) & mask) << 4)
     chunk = (offset + base * buf.dtype.nbytes + byte) // CHUNK

@@ -11,6 +11,7 @@ from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType
 from hopperc.frontend import ast
 from hopperc.ir import nodes as ir
+from hopperc.ir.arith import INTEGER_OPS
 
 BUILTINS = {"warp", "lane", "thread", "wg"}
 # Builtins that differ between the threads of a role: a branch on them would leave some
@@ -116,21 +117,11 @@ def scalar_expr(expr: ast.Expr, scope: Scope, *, builtins: frozenset[str] = froz
     raise CompileError(expr.span, "expected an integer expression here")
 
 
-_FOLD = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-    "/": lambda a, b: -(-a // b), "%": lambda a, b: a % b,
-    "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
-    "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b),
-    ">": lambda a, b: int(a > b), ">=": lambda a, b: int(a >= b),
-    "and": lambda a, b: int(bool(a) and bool(b)), "or": lambda a, b: int(bool(a) or bool(b)),
-}
-
-
 def fold(op: str, left: ir.ScalarExpr, right: ir.ScalarExpr, span: Span) -> ir.ScalarExpr:
     if op in "/%" and right == ir.const(0):
         raise CompileError(span, "division by zero")
     if is_const(left) and is_const(right):
-        return ir.const(_FOLD[op](left.value, right.value))
+        return ir.const(INTEGER_OPS[op](left.value, right.value))
     return ir.ScalarOp(op, left, right)
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
+from hopperc.ir.arith import INTEGER_OPS
 from hopperc.ir.accesses import Access, Proxy, bodies, leaf_accesses, leaves
 from hopperc.ir.rewrite import fresh_name
 
@@ -420,9 +421,7 @@ def _check_reused_memory(kernel: ir.Kernel, uses: list[_Use], plans: list[_Plan]
 def _op(op: str, left: ir.ScalarExpr, right: ir.ScalarExpr) -> ir.ScalarExpr:
     """`left op right`, folded when both are constants."""
     if all(isinstance(x, ir.Scalar) and x.kind is ir.ScalarKind.CONST for x in (left, right)):
-        a, b = int(left.value), int(right.value)
-        return ir.const({"+": a + b, "-": a - b, "%": a % b if b else 0, "//": a // b if b else 0,
-                         ">": int(a > b)}[op])
+        return ir.const(INTEGER_OPS[op](int(left.value), int(right.value)))
     if op == "-" and right == ir.const(0):
         return left
     return ir.ScalarOp(op, left, right)

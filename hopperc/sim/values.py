@@ -14,6 +14,7 @@ import numpy as np
 
 from hopperc.dtypes import DType
 from hopperc.ir import nodes as ir
+from hopperc.ir.arith import INTEGER_OPS
 
 _NUMPY = {DType.BF16: ml_dtypes.bfloat16, DType.F16: np.float16,
           DType.E4M3: ml_dtypes.float8_e4m3fn, DType.E5M2: ml_dtypes.float8_e5m2}
@@ -51,17 +52,7 @@ def scalar(expr: ir.ScalarExpr, env: Mapping[str, int]) -> int:
     left = scalar(expr.left, env)
     if expr.op == "not":
         return int(not left)
-    return _OPS[expr.op](left, scalar(expr.right, env))
-
-
-_OPS: dict[str, Callable[[int, int], int]] = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-    "/": lambda a, b: -(-a // b), "//": lambda a, b: a // b, "%": lambda a, b: a % b,
-    "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
-    "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b),
-    ">": lambda a, b: int(a > b), ">=": lambda a, b: int(a >= b),
-    "and": lambda a, b: int(bool(a) and bool(b)), "or": lambda a, b: int(bool(a) or bool(b)),
-}
+    return INTEGER_OPS[expr.op](left, scalar(expr.right, env))
 
 
 @lru_cache(maxsize=None)

@@ -17,8 +17,7 @@ import numpy as np
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import leaf_accesses, walk
 from hopperc.ir.layout import element_threads
-from hopperc.sim.values import (PER_THREAD, global_vector, per_lane, read_box, round_to, scalar,
-                                tile_value, write_box)
+from hopperc.sim.values import PER_THREAD, elementwise, per_lane, read_box, scalar, write_box
 from hopperc.sim.views import Place, view_shape
 
 
@@ -155,23 +154,9 @@ class _Block:
             shape, dtype = tile.shape, tile.dtype
             expr = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
 
-        def leaf(e):
-            match e:
-                case ir.TileRef(name=name):
-                    return tiles[name]
-                case ir.SharedRead(view=view):
-                    return self.read(self.place(view, instance))
-                case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
-                    n = shape[0] if axis == "rows" else shape[1]
-                    v = global_vector(self.tensors[tensor], self.scalar(start, instance), n)
-                    return v[:, None] if axis == "rows" else v[None, :]
-                case ir.Literal(value=v):
-                    return np.float32(v)
-                case ir.ScalarValue(expr=e2):
-                    return np.float32(self.scalar(e2, instance))
-            raise TypeError(e)
-
-        values = round_to(dtype, np.broadcast_to(tile_value(expr, leaf), shape))
+        values = elementwise(expr, shape, dtype, tiles.__getitem__,
+                             lambda view: self.read(self.place(view, instance)), self.tensors,
+                             lambda e: self.scalar(e, instance))
         if isinstance(stmt, ir.SharedStore):
             self.write(place, values)
         else:

@@ -95,6 +95,31 @@ _ELEMENTWISE = {
 }
 
 
+def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
+                tile: Callable[[str], np.ndarray], shared: Callable[[ir.BufferView], np.ndarray],
+                tensors: Mapping[str, np.ndarray], integer: Callable[[ir.ScalarExpr], int]
+                ) -> np.ndarray:
+    """`expr` over a tile of `shape`, rounded to `dtype` as the write rounds it.
+    `tile` and `shared` give register and shared-memory operands (where the
+    simulator and the reference differ), `integer` evaluates scalars."""
+    def leaf(e: ir.TileExpr):
+        match e:
+            case ir.TileRef(name=name):
+                return tile(name)
+            case ir.SharedRead(view=view):
+                return shared(view)
+            case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
+                rows = axis == "rows"
+                v = global_vector(tensors[tensor], integer(start), shape[0 if rows else 1])
+                return v[:, None] if rows else v[None, :]
+            case ir.Literal(value=v):
+                return np.float32(v)
+            case ir.ScalarValue(expr=value):
+                return np.float32(integer(value))
+        raise TypeError(e)
+    return round_to(dtype, np.broadcast_to(tile_value(expr, leaf), shape))
+
+
 def global_vector(data: np.ndarray, start: int, length: int) -> np.ndarray:
     """Elements start .. start+length-1 of a 1-D tensor, 0 past its end."""
     out = np.zeros(length, dtype=np.float32)

@@ -111,6 +111,15 @@ def _index(buf: ir.SharedBuffer, offset: int, place: Place) -> tuple[np.ndarray,
 
 
 @lru_cache(maxsize=4096)
+def owned_elements(shape: tuple[int, int], threads: int, warp: int,
+                   lanes: tuple[int, ...]) -> np.ndarray:
+    """Which elements of the tile the running `lanes` of role warp `warp` hold."""
+    owned = np.isin(element_lanes(shape, threads, warp), lanes)
+    owned.setflags(write=False)
+    return owned
+
+
+@lru_cache(maxsize=4096)
 def element_lanes(shape: tuple[int, int], threads: int, warp: int) -> np.ndarray:
     """For each element of a 2-D tile spread over `threads` threads, the lane of
     role warp `warp` holding it, or -1 (as `per_element` in code generation)."""

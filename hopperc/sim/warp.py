@@ -20,9 +20,8 @@ from hopperc.ir.layout import element_threads
 from hopperc.sim.block import Block, InOrderQueue, Load, Product, Store
 from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.memory import Site, join
-from hopperc.sim.values import (PER_THREAD, global_vector, per_lane, round_to, scalar,
-                                tile_value)
-from hopperc.sim.views import Place, element_lanes
+from hopperc.sim.values import PER_THREAD, elementwise, per_lane, scalar
+from hopperc.sim.views import Place, owned_elements
 
 ALL_LANES = tuple(range(32))
 PREEMPT = None  # yielded: the scheduler may run something else here
@@ -170,31 +169,22 @@ class Warp:
             tile = self.block.program.tiles[stmt.name]
             shape, threads, dtype = tile.shape, tile.threads, tile.dtype
             expr = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
-        owned = np.isin(element_lanes(shape, threads, self.local), lanes)
+        owned = owned_elements(shape, threads, self.local, lanes)
         selection = (shape, threads, self.local, lanes)
 
-        def leaf(e):
-            match e:
-                case ir.TileRef(name=name):
-                    self.register_use(name, span)
-                    return self.tiles[name]
-                case ir.SharedRead(view=view):
-                    where = self.place(view, lanes)
-                    self.block.memory.read(self.agent, self.clock,
-                                           self.block.space.region(where, owned, selection),
-                                           Site(f"ld.shared of {self.label(where)}", span))
-                    return self.block.space.read(where)
-                case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
-                    n = shape[0] if axis == "rows" else shape[1]
-                    v = global_vector(self.block.tensors[tensor], self.value(start, lanes, span), n)
-                    return v[:, None] if axis == "rows" else v[None, :]
-                case ir.Literal(value=v):
-                    return np.float32(v)
-                case ir.ScalarValue(expr=e2):
-                    return np.float32(self.value(e2, lanes, span))
-            raise TypeError(e)
+        def tile(name: str) -> np.ndarray:
+            self.register_use(name, span)
+            return self.tiles[name]
 
-        values = round_to(dtype, np.broadcast_to(tile_value(expr, leaf), shape))
+        def shared(view: ir.BufferView) -> np.ndarray:
+            where = self.place(view, lanes)
+            self.block.memory.read(self.agent, self.clock,
+                                   self.block.space.region(where, owned, selection),
+                                   Site(f"ld.shared of {self.label(where)}", span))
+            return self.block.space.read(where)
+
+        values = elementwise(expr, shape, dtype, tile, shared, self.block.tensors,
+                             lambda e: self.value(e, lanes, span))
         if isinstance(stmt, ir.SharedStore):
             self.block.memory.write(self.agent, self.clock,
                                     self.block.space.region(place, owned, selection),

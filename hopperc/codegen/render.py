@@ -20,7 +20,8 @@ from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.printer import explain, statement
-from hopperc.ir.layout import element_threads, packs_pairs, register_layout, tile_registers
+from hopperc.ir.layout import (element_threads, packs_pairs, register_layout, tile_registers,
+                               view_shape)
 
 GRID_REGISTERS = ("x", "y", "z")
 INDENT = "  "
@@ -294,7 +295,5 @@ def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:
 
 
 def _view_shape(buf: ir.SharedBuffer, view: ir.BufferView) -> tuple[int, int]:
-    shape = buf.shape[1:] if view.part is not None and len(buf.shape) >= 3 else buf.shape
-    if view.part is not None and len(buf.shape) == 2:
-        shape = (shape[0] // view.part.count, shape[1])
-    return shape[0], shape[1]
+    rows, cols = view_shape(buf, view.part.count if view.part else None)
+    return rows, cols

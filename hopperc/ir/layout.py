@@ -56,3 +56,13 @@ def shared_layout(buffers: tuple[ir.SharedBuffer, ...], barrier_count: int) -> t
         cursor += buf.stage_bytes * buf.stages
     cursor = -(-cursor // MBARRIER_BYTES) * MBARRIER_BYTES
     return offsets, cursor + barrier_count * MBARRIER_BYTES
+
+
+def view_shape(buf: ir.SharedBuffer, parts: int | None) -> tuple[int, ...]:
+    """Shape of one stage of `buf`, or of one of its `parts`: a plane of a rank-3+
+    buffer, a block of rows of a rank-2 one (before any transposition)."""
+    if parts is None:
+        return buf.shape
+    if len(buf.shape) >= 3:
+        return buf.shape[1:]
+    return (buf.shape[0] // parts,) + buf.shape[1:]

@@ -18,7 +18,7 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import leaf_accesses, walk
 from hopperc.ir.layout import element_threads
 from hopperc.sim.values import PER_THREAD, elementwise, per_lane, read_box, scalar, write_box
-from hopperc.sim.views import Place, view_shape
+from hopperc.sim.views import Place, place_shape
 
 
 class ReferenceUnavailable(Exception):
@@ -168,8 +168,7 @@ class _Block:
         return Place(view.buffer, 0, part, view.part.count if view.part else 1, view.transposed)
 
     def shape(self, place: Place) -> tuple[int, ...]:
-        return view_shape(self.kernel.buffer(place.buffer), place.part is not None, place.parts,
-                          place.transposed)
+        return place_shape(self.kernel.buffer(place.buffer), place)
 
     def _storage(self, buffer: str) -> np.ndarray:
         version = tuple(self.env[v] for v in self.loops) if buffer in self.versioned else ()

@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import register_layout, shared_layout
+from hopperc.ir.layout import register_layout, shared_layout, view_shape
 
 CHUNK = 16
 
@@ -39,13 +39,9 @@ class Place:
         return text
 
 
-def view_shape(buf: ir.SharedBuffer, part: bool, parts: int, transposed: bool) -> tuple[int, ...]:
-    shape = buf.shape
-    if part and len(shape) >= 3:
-        shape = shape[1:]
-    elif part:
-        shape = (shape[0] // parts,) + shape[1:]
-    return tuple(reversed(shape)) if transposed else shape
+def place_shape(buf: ir.SharedBuffer, place: Place) -> tuple[int, ...]:
+    shape = view_shape(buf, place.parts if place.part is not None else None)
+    return tuple(reversed(shape)) if place.transposed else shape
 
 
 class SharedSpace:
@@ -60,8 +56,7 @@ class SharedSpace:
                      for b in kernel.buffers}
 
     def shape(self, place: Place) -> tuple[int, ...]:
-        return view_shape(self.buffers[place.buffer], place.part is not None, place.parts,
-                          place.transposed)
+        return place_shape(self.buffers[place.buffer], place)
 
     def read(self, place: Place) -> np.ndarray:
         flat, _ = self.index(place)
@@ -95,7 +90,7 @@ def _index(buf: ir.SharedBuffer, offset: int, place: Place) -> tuple[np.ndarray,
     base = place.stage * stage_elems
     if place.part is not None:
         base += place.part * (stage_elems // place.parts)
-    shape = view_shape(buf, place.part is not None, place.parts, False)
+    shape = view_shape(buf, place.parts if place.part is not None else None)
     local = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
     flat = base + local
     byte = local * buf.dtype.nbytes

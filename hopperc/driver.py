@@ -98,17 +98,22 @@ def simulate(source: SourceFile, defines: dict[str, int] | None = None,
     """Lower the kernel and run it on the CPU model (`hopperc sim` / `check`)."""
     front_end = check(source, defines)
     lowered = lower(front_end)
-    dims = default_dims(lowered)
+    dims = problem_dims(lowered, shapes, source.name)
+    return explore(lowered, front_end, make_problem(lowered, dims), seeds, search)
+
+
+def problem_dims(kernel: ir.Kernel, shapes: dict[str, int] | None, file: str) -> dict[str, int]:
+    """The default small dimensions of `kernel`, with `--shape` overrides checked."""
+    dims = default_dims(kernel)
     for name, value in (shapes or {}).items():
         if name not in dims:
             known = ", ".join(dims) or "none"
             raise CompileError(None, f"--shape: the kernel has no dimension '{name}' "
-                                     f"(it has: {known})", file=source.name)
+                                     f"(it has: {known})", file=file)
         if value < 1:
-            raise CompileError(None, f"--shape: {name} must be positive, not {value}",
-                               file=source.name)
+            raise CompileError(None, f"--shape: {name} must be positive, not {value}", file=file)
         dims[name] = value
-    return explore(lowered, front_end, make_problem(lowered, dims), seeds, search)
+    return dims
 
 
 def build(source: SourceFile, defines: dict[str, int] | None = None,

@@ -18,9 +18,9 @@ from hopperc.ir.accesses import walk
 from hopperc.sim.block import Program
 from hopperc.sim.findings import Category, Finding, SimFailure
 from hopperc.sim.problem import Problem
-from hopperc.sim.reference import ReferenceUnavailable, reference
+from hopperc.sim.reference import ReferenceUnavailable, expected_outputs
 from hopperc.sim.schedule import MODES, Chooser, Pruned, Replay, run_block
-from hopperc.sim.values import ULP
+from hopperc.sim.values import tolerance
 
 
 @dataclass
@@ -50,13 +50,6 @@ def program(kernel: ir.Kernel) -> Program:
     return Program(kernel, tiles, frozenset(targets))
 
 
-def expected(front_end: ir.Kernel, problem: Problem) -> dict[str, np.ndarray]:
-    tensors = problem.fresh_tensors()
-    for block in problem.grid:
-        reference(front_end, problem.env(block), tensors)
-    return {name: tensors[name] for name in problem.outputs}
-
-
 def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: int,
              exhaustive_budget: int) -> Report:
     """Raises `warp.SimUnsupported` for code the simulator cannot model."""
@@ -64,7 +57,7 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
     report = Report(problem)
     prog = program(lowered)
     try:
-        want = expected(front_end, problem)
+        want = expected_outputs(front_end, problem)
         report.reference = "numpy reference"
     except ReferenceUnavailable as exc:
         want, report.reference = None, f"no numpy reference ({exc})"
@@ -117,12 +110,10 @@ def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.n
              name: str, report: Report) -> None:
     for tensor, expect in want.items():
         dtype = kernel.tensor(tensor).dtype
-        # Sums of products may round differently by an ulp of the output or two.
-        tolerance = 2 * ULP[dtype] * np.maximum(np.abs(expect), 1.0) + 1e-6
         error = np.abs(got[tensor] - expect)
         report.max_error[tensor] = max(report.max_error.get(tensor, 0.0), float(error.max(
             initial=0.0)))
-        bad = error > tolerance
+        bad = error > tolerance(dtype, expect)
         if bad.any():
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             store = next((s.span for s in walk(kernel.body)

@@ -17,6 +17,7 @@ import numpy as np
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import leaf_accesses, walk
 from hopperc.ir.layout import element_threads
+from hopperc.sim.problem import Problem
 from hopperc.sim.values import PER_THREAD, elementwise, per_lane, read_box, scalar, write_box
 from hopperc.sim.views import Place, place_shape
 
@@ -28,6 +29,14 @@ class ReferenceUnavailable(Exception):
 def reference(kernel: ir.Kernel, env: Mapping[str, int], tensors: dict[str, np.ndarray]) -> None:
     """Run one block (`env` holds its tile coordinates) over `tensors` in place."""
     _Block(kernel, env, tensors).run()
+
+
+def expected_outputs(front_end: ir.Kernel, problem: Problem) -> dict[str, np.ndarray]:
+    """What every block of the grid stores, from the problem's inputs."""
+    tensors = problem.fresh_tensors()
+    for block in problem.grid:
+        reference(front_end, problem.env(block), tensors)
+    return {name: tensors[name] for name in problem.outputs}
 
 
 def _top_level(kernel: ir.Kernel) -> list[ir.Stmt]:

@@ -23,6 +23,12 @@ ULP = {DType.BF16: 2.0 ** -8, DType.F16: 2.0 ** -11, DType.E4M3: 2.0 ** -4,
        DType.E5M2: 2.0 ** -3, DType.F32: 2.0 ** -20, DType.I32: 0.0}
 
 
+def tolerance(dtype: DType, expect: np.ndarray, ulps: float = 2) -> np.ndarray:
+    """The largest |result - expect| accepted: sums of products may round
+    differently by an ulp or two of the output; near zero, relative to 1."""
+    return ulps * ULP[dtype] * np.maximum(np.abs(expect), 1.0) + 1e-6
+
+
 def round_to(dtype: DType, values) -> np.ndarray:
     """Round f32 values to `dtype` (round to nearest), kept as f32."""
     values = np.asarray(values, dtype=np.float32)

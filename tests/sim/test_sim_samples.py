@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from hopperc import driver
-from hopperc.sim.explore import expected
+from hopperc.sim.reference import expected_outputs
 from hopperc.sim.problem import default_dims, make_problem
 
 SAMPLES = sorted((Path(__file__).parents[2] / "samples").glob("*.hk"))
@@ -27,7 +27,7 @@ def test_reference_output_is_not_trivial(path):
     front_end = driver.check(driver.read_source(path))
     lowered = driver.lower(front_end)
     problem = make_problem(lowered, default_dims(lowered))
-    for name, values in expected(front_end, problem).items():
+    for name, values in expected_outputs(front_end, problem).items():
         assert np.count_nonzero(values) > values.size // 4, name
 
 

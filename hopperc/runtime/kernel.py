@@ -1,0 +1,114 @@
+"""A loaded kernel: its cubin in the device's primary context, called with
+tensors like a Python function."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cuda.bindings import driver
+
+from hopperc.runtime import driver_api
+from hopperc.runtime.binding import BoundCall, bind, check_pointer_tensor
+from hopperc.runtime.errors import GpuUnavailable, MetadataError
+from hopperc.runtime.params import ParamBuffer, pack
+from hopperc.runtime.spec import LaunchSpec, parse_spec, read_spec
+from hopperc.runtime.tensor_maps import encode, tensor_map_args
+
+SUPPORTED_ARCHS = ("sm_90a",)
+
+
+def load(cubin: str | Path, metadata: str | Path | None = None, device: int = 0) -> "Kernel":
+    """Load NAME.cubin built by `hopperc build`, with NAME.json beside it."""
+    cubin = Path(cubin)
+    try:
+        image = cubin.read_bytes()
+    except OSError as exc:
+        raise MetadataError(f"{cubin}: cannot read the cubin ({exc.strerror})") from None
+    return Kernel(image, read_spec(metadata or cubin.with_suffix(".json")), device)
+
+
+def stream_handle(stream: Any) -> driver.CUstream:
+    """A CUstream from None (the legacy default stream), an int handle, a
+    CUstream, a PyTorch stream (`cuda_stream`) or a `__cuda_stream__` object."""
+    if stream is None:
+        return driver.CUstream(0)
+    if isinstance(stream, driver.CUstream):
+        return stream
+    if hasattr(stream, "__cuda_stream__"):
+        return driver.CUstream(int(stream.__cuda_stream__()[1]))
+    if hasattr(stream, "cuda_stream"):
+        return driver.CUstream(int(stream.cuda_stream))
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return driver.CUstream(stream)
+    raise TypeError(f"stream: expected None, an int handle or a CUDA stream object, got "
+                    f"{type(stream).__name__}")
+
+
+def launch_config(spec: LaunchSpec, grid: tuple[int, int, int],
+                  stream: driver.CUstream) -> driver.CUlaunchConfig:
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = spec.block
+    config.sharedMemBytes = spec.dynamic_shared_bytes
+    config.hStream = stream
+    if spec.cluster != (1, 1, 1):
+        cluster = driver.CUlaunchAttribute()
+        cluster.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        dim = cluster.value.clusterDim
+        dim.x, dim.y, dim.z = spec.cluster
+        config.attrs = [cluster]
+    config.numAttrs = int(spec.cluster != (1, 1, 1))
+    return config
+
+
+def prepare(spec: LaunchSpec, call: BoundCall) -> ParamBuffer:
+    """Check the layout of every tensor, encode the tensor maps, pack the parameters."""
+    for p in spec.params:
+        if p.kind == "pointer":
+            check_pointer_tensor(call.tensors[p.tensor], p.tensor)
+    args = {m.param: tensor_map_args(m, call.tensors[m.tensor]) for m in spec.tensor_maps}
+    return pack(spec, call, {param: encode(a) for param, a in args.items()})
+
+
+class Kernel:
+    """`kernel(A, B, C, stream=None)`: tensors then scalars in signature order,
+    or by name; runtime dimensions come from the tensors (or by name, for raw
+    pointers). Launches asynchronously on `stream`."""
+
+    def __init__(self, cubin: bytes, spec: LaunchSpec | dict, device: int = 0):
+        self.spec = spec if isinstance(spec, LaunchSpec) else parse_spec(spec)
+        if self.spec.arch not in SUPPORTED_ARCHS:
+            raise MetadataError(f"{self.spec.kernel}: built for {self.spec.arch}; this runtime "
+                                f"launches {', '.join(SUPPORTED_ARCHS)}")
+        self.device = driver_api.device(device)
+        if self.spec.dynamic_shared_bytes > self.device.max_shared_bytes:
+            raise GpuUnavailable(f"{self.spec.kernel} needs {self.spec.dynamic_shared_bytes} "
+                                 f"bytes of shared memory per block; {self.device.name} has "
+                                 f"{self.device.max_shared_bytes}")
+        driver_api.make_current(device)
+        self._module = driver_api.call(driver.cuModuleLoadData, cubin)
+        self._function = driver_api.call(driver.cuModuleGetFunction, self._module,
+                                         self.spec.kernel.encode())
+        driver_api.call(driver.cuFuncSetAttribute, self._function,
+                        driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        self.spec.dynamic_shared_bytes)
+
+    @property
+    def name(self) -> str:
+        return self.spec.kernel
+
+    def bind(self, *args, **kwargs) -> BoundCall:
+        """Check a call's arguments without launching."""
+        return bind(self.spec, args, kwargs, self.device.ordinal)
+
+    def __call__(self, *args, stream: Any = None, **kwargs) -> None:
+        call = self.bind(*args, **kwargs)
+        if call.empty:
+            return
+        params = prepare(self.spec, call)
+        config = launch_config(self.spec, call.grid, stream_handle(stream))
+        driver_api.make_current(self.device.ordinal)
+        driver_api.call(driver.cuLaunchKernelEx, config, self._function, params.address, 0)
+
+    def __repr__(self) -> str:
+        return f"<hopperc.runtime.Kernel {self.name} on GPU {self.device.ordinal}>"

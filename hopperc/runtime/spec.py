@@ -1,0 +1,169 @@
+"""The launch metadata a cubin comes with (docs/metadata.md), read back into
+typed records. Everything a launch needs is checked here, once, so a stale or
+foreign JSON file fails at load with the field it lacks, not at launch."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cuda.bindings import driver
+
+from hopperc.dtypes import DType
+from hopperc.runtime.errors import MetadataError
+
+SCHEMA = "hopperc.launch/1"
+PARAM_KINDS = ("tensor_map", "pointer", "dim", "scalar")
+SCALAR_CTYPES = ("float", "int")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    dtype: DType
+    dims: tuple[str | int, ...]  # a runtime dimension's name, or a fixed extent
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    kind: str  # one of PARAM_KINDS
+    tensor: str | None = None
+    ctype: str | None = None
+
+
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """The arguments of cuTensorMapEncodeTiled that the kernel fixes (innermost first)."""
+
+    param: str
+    tensor: str
+    data_type: str
+    box: tuple[int, ...]
+    element_strides: tuple[int, ...]
+    swizzle: str
+    interleave: str
+    l2_promotion: str
+    oob_fill: str
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    name: str
+    dim: str | None
+    divisor: int
+
+    def extent(self, dims: dict[str, int]) -> int:
+        return self.divisor if self.dim is None else -(-dims[self.dim] // self.divisor)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    kernel: str
+    arch: str
+    block: tuple[int, int, int]
+    cluster: tuple[int, int, int]
+    grid: tuple[GridSpec, ...]
+    dynamic_shared_bytes: int
+    tensors: tuple[TensorSpec, ...]
+    scalars: tuple[ParamSpec, ...]
+    params: tuple[ParamSpec, ...]
+    tensor_maps: tuple[TensorMapSpec, ...]
+
+    @property
+    def dim_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params if p.kind == "dim")
+
+    def tensor(self, name: str) -> TensorSpec:
+        return next(t for t in self.tensors if t.name == name)
+
+    def tensor_map(self, param: str) -> TensorMapSpec:
+        return next(m for m in self.tensor_maps if m.param == param)
+
+    def grid_dims(self, dims: dict[str, int]) -> tuple[int, int, int]:
+        extents = [axis.extent(dims) for axis in self.grid]
+        return tuple(extents + [1] * (3 - len(extents)))  # type: ignore[return-value]
+
+
+def read_spec(path: str | Path) -> LaunchSpec:
+    """The metadata JSON at `path` (NAME.json beside NAME.cubin)."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MetadataError(f"{path}: no launch metadata (hopperc build writes it beside "
+                            "the cubin)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MetadataError(f"{path}: unreadable launch metadata ({exc})") from None
+    return parse_spec(record, str(path))
+
+
+def parse_spec(record: Any, where: str = "launch metadata") -> LaunchSpec:
+    if not isinstance(record, dict):
+        raise MetadataError(f"{where}: expected a JSON object")
+    if record.get("schema") != SCHEMA:
+        raise MetadataError(f"{where}: schema {record.get('schema')!r}, this runtime reads "
+                            f"{SCHEMA!r}; rebuild the kernel with this hopperc")
+    try:
+        return _spec(record)
+    except (KeyError, TypeError, ValueError, StopIteration) as exc:
+        raise MetadataError(f"{where}: malformed launch metadata ({type(exc).__name__}: "
+                            f"{exc})") from None
+
+
+def _spec(r: dict[str, Any]) -> LaunchSpec:
+    tensors = tuple(TensorSpec(t["name"], DType.parse(t["dtype"]),
+                               tuple(d if isinstance(d, int) else str(d) for d in t["dims"]))
+                    for t in r["tensors"])
+    params = tuple(ParamSpec(p["name"], p["kind"], p.get("tensor"), p.get("ctype"))
+                   for p in r["params"])
+    names = {t.name for t in tensors}
+    for p in params:
+        if p.kind not in PARAM_KINDS:
+            raise ValueError(f"parameter {p.name}: unknown kind {p.kind!r}")
+        if p.kind in ("tensor_map", "pointer") and p.tensor not in names:
+            raise ValueError(f"parameter {p.name}: unknown tensor {p.tensor!r}")
+        if p.kind == "scalar" and p.ctype not in SCALAR_CTYPES:
+            raise ValueError(f"parameter {p.name}: unsupported scalar type {p.ctype!r}")
+    maps = tuple(TensorMapSpec(
+        m["param"], m["tensor"], _enum(driver.CUtensorMapDataType, m["data_type"]),
+        _ints(m["box"]), _ints(m["element_strides"]),
+        _enum(driver.CUtensorMapSwizzle, m["swizzle_enum"]),
+        _enum(driver.CUtensorMapInterleave, m["interleave"]),
+        _enum(driver.CUtensorMapL2promotion, m["l2_promotion"]),
+        _enum(driver.CUtensorMapFloatOOBfill, m["oob_fill"])) for m in r["tensor_maps"])
+    for p in params:
+        if p.kind == "tensor_map" and all(m.param != p.name for m in maps):
+            raise ValueError(f"parameter {p.name}: no tensor_maps entry")
+    grid = tuple(GridSpec(g["name"], g["dim"], int(g["divisor"])) for g in r["grid"])
+    dims = {p.name for p in params if p.kind == "dim"}
+    for axis in grid:
+        if axis.dim is not None and axis.dim not in dims or axis.divisor < 1:
+            raise ValueError(f"grid axis {axis.name}: bad dimension or divisor")
+    return LaunchSpec(
+        kernel=str(r["kernel"]), arch=str(r["arch"]), block=_triple(r["block"]),
+        cluster=_triple(r["cluster"]), grid=grid,
+        dynamic_shared_bytes=int(r["dynamic_shared_memory_bytes"]), tensors=tensors,
+        scalars=tuple(p for p in params if p.kind == "scalar"), params=params,
+        tensor_maps=maps)
+
+
+def _enum(enum, name) -> str:
+    """`name` if it names a member of the driver enum `enum`."""
+    if not isinstance(name, str) or not isinstance(getattr(enum, name, None), enum):
+        raise ValueError(f"{name!r} is not a {enum.__name__}")
+    return name
+
+
+def _ints(values) -> tuple[int, ...]:
+    if not isinstance(values, list) or not all(isinstance(v, int) for v in values):
+        raise ValueError(f"expected a list of integers, got {values!r}")
+    return tuple(values)
+
+
+def _triple(values) -> tuple[int, int, int]:
+    ints = _ints(values)
+    if len(ints) != 3 or min(ints) < 1:
+        raise ValueError(f"expected three positive integers, got {values!r}")
+    return ints  # type: ignore[return-value]

@@ -49,7 +49,10 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def device_tensor(value, name: str, dtype: DType, shape: tuple[int, ...] | None) -> DeviceTensor:
     """Read `value` as tensor `name` of the kernel. A raw pointer (int) takes
-    the kernel's dtype and `shape` (row-major); None when the shape is unknown."""
+    the kernel's dtype and `shape` (row-major; None when unknown); a
+    DeviceTensor describes strided memory at a raw pointer."""
+    if isinstance(value, DeviceTensor):
+        return value
     if isinstance(value, bool):
         raise ArgumentError(f"{name}: expected a tensor or a device pointer, got a bool")
     if isinstance(value, int):

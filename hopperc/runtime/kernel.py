@@ -87,9 +87,9 @@ class Kernel:
                                  f"{self.device.max_shared_bytes}")
         driver_api.make_current(device)
         self._module = driver_api.call(driver.cuModuleLoadData, cubin)
-        self._function = driver_api.call(driver.cuModuleGetFunction, self._module,
+        self.function = driver_api.call(driver.cuModuleGetFunction, self._module,
                                          self.spec.kernel.encode())
-        driver_api.call(driver.cuFuncSetAttribute, self._function,
+        driver_api.call(driver.cuFuncSetAttribute, self.function,
                         driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                         self.spec.dynamic_shared_bytes)
 
@@ -101,14 +101,34 @@ class Kernel:
         """Check a call's arguments without launching."""
         return bind(self.spec, args, kwargs, self.device.ordinal)
 
-    def __call__(self, *args, stream: Any = None, **kwargs) -> None:
+    def prepare(self, *args, stream: Any = None, **kwargs) -> "Launch":
+        """Check the arguments and encode everything once; the result launches
+        the same call each time it is called (for benchmarks)."""
         call = self.bind(*args, **kwargs)
-        if call.empty:
-            return
-        params = prepare(self.spec, call)
-        config = launch_config(self.spec, call.grid, stream_handle(stream))
-        driver_api.make_current(self.device.ordinal)
-        driver_api.call(driver.cuLaunchKernelEx, config, self._function, params.address, 0)
+        params = None if call.empty else prepare(self.spec, call)
+        return Launch(self, call.grid, params,
+                      launch_config(self.spec, call.grid, stream_handle(stream)))
+
+    def __call__(self, *args, stream: Any = None, **kwargs) -> None:
+        self.prepare(*args, stream=stream, **kwargs)()
 
     def __repr__(self) -> str:
         return f"<hopperc.runtime.Kernel {self.name} on GPU {self.device.ordinal}>"
+
+
+class Launch:
+    """One prepared call of a kernel; the tensors must stay alive while it is used."""
+
+    def __init__(self, kernel: Kernel, grid: tuple[int, int, int], params: ParamBuffer | None,
+                 config: driver.CUlaunchConfig):
+        self.kernel = kernel
+        self.grid = grid
+        self.params = params
+        self.config = config
+
+    def __call__(self) -> None:
+        if self.params is None:  # an empty grid: nothing to compute
+            return
+        driver_api.make_current(self.kernel.device.ordinal)
+        driver_api.call(driver.cuLaunchKernelEx, self.config, self.kernel.function,
+                        self.params.address, 0)

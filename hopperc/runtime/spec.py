@@ -107,13 +107,13 @@ def parse_spec(record: Any, where: str = "launch metadata") -> LaunchSpec:
                             f"{SCHEMA!r}; rebuild the kernel with this hopperc")
     try:
         return _spec(record)
-    except (KeyError, TypeError, ValueError, StopIteration) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise MetadataError(f"{where}: malformed launch metadata ({type(exc).__name__}: "
                             f"{exc})") from None
 
 
 def _spec(r: dict[str, Any]) -> LaunchSpec:
-    tensors = tuple(TensorSpec(t["name"], DType.parse(t["dtype"]),
+    tensors = tuple(TensorSpec(t["name"], _dtype(t["dtype"]),
                                tuple(d if isinstance(d, int) else str(d) for d in t["dims"]))
                     for t in r["tensors"])
     params = tuple(ParamSpec(p["name"], p["kind"], p.get("tensor"), p.get("ctype"))
@@ -147,6 +147,13 @@ def _spec(r: dict[str, Any]) -> LaunchSpec:
         dynamic_shared_bytes=int(r["dynamic_shared_memory_bytes"]), tensors=tensors,
         scalars=tuple(p for p in params if p.kind == "scalar"), params=params,
         tensor_maps=maps)
+
+
+def _dtype(text) -> DType:
+    for dtype in DType:
+        if dtype.text == text:
+            return dtype
+    raise ValueError(f"unknown element type {text!r}")
 
 
 def _enum(enum, name) -> str:

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: build test bench clean
+.PHONY: build test bench gpu-test gpu-bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,25 @@ build: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# On a machine with a Hopper GPU: PyTorch, the GPU tests (a skip is a failure
+# here), then compute-sanitizer's racecheck and synccheck on every sample.
+GPU_STAMP := $(VENV)/.gpu-stamp
+SANITIZER ?= $(shell command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+
+$(GPU_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,gpu]'
+	touch $(GPU_STAMP)
+
+gpu-test: $(GPU_STAMP)
+	HOPPERC_REQUIRE_GPU=1 $(BIN)/python -m pytest -q tests/gpu
+	for f in samples/*.hk; do for tool in racecheck synccheck; do \
+		echo "$$tool $$f"; \
+		$(SANITIZER) --tool $$tool --error-exitcode 1 $(BIN)/hopperc run $$f || exit 1; \
+	done; done
+
+gpu-bench: $(GPU_STAMP)
+	$(BIN)/python bench/gemm.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/frontend.py

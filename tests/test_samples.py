@@ -155,3 +155,9 @@ def test_gemm_relu_sass(built):
     assert hgmma[-1] < depbars[-1] < ops.index("UTMASTG.2D")
     arrives = [i for i, op in enumerate(ops) if op == "WARPGROUP.ARRIVE"]
     assert len(arrives) == len(_nodes(b, ir.WgmmaFence)) == 1
+
+
+def test_every_sample_has_a_gpu_test_with_a_torch_reference():
+    from tests.gpu.test_gpu_samples import TORCH_REFERENCE
+
+    assert sorted(TORCH_REFERENCE) == sorted(p.stem for p in SAMPLES)

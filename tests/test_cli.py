@@ -18,7 +18,8 @@ def test_version(hopperc_cli):
     assert proc.returncode == 0 and __version__ in proc.stdout
 
 
-@pytest.mark.parametrize("command", [[], ["build"], ["emit"], ["explain"], ["sim"], ["check"]])
+@pytest.mark.parametrize("command", [[], ["build"], ["emit"], ["explain"], ["sim"], ["check"],
+                                     ["run"], ["bench"]])
 def test_help_on_every_command(hopperc_cli, command):
     proc = hopperc_cli(*command, "--help")
     assert proc.returncode == 0 and "Usage:" in proc.stdout

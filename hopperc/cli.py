@@ -300,6 +300,8 @@ def explain(file, defines, diagnostics):
     click.echo("\n".join(lines) if lines else "no synchronization inserted")
 
 
+_gpu_shape_option = click.option("--shape", callback=_parse_shape, metavar="M=..,N=..",
+                                 help="Dimension sizes (default: those of `hopperc sim`).")
 _device_option = click.option("--device", type=click.IntRange(0), default=0, show_default=True,
                               help="GPU ordinal.")
 
@@ -323,8 +325,7 @@ def _on_gpu(action, file: str, diagnostics: str):
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @_define_option
-@click.option("--shape", callback=_parse_shape, metavar="M=..,N=..",
-              help="Dimension sizes (default: those of `hopperc sim`).")
+@_gpu_shape_option
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True,
               help="Seed of the random inputs.")
 @_device_option
@@ -356,8 +357,7 @@ def run(file, defines, shape, seed, device, diagnostics):
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @_define_option
-@click.option("--shape", callback=_parse_shape, metavar="M=..,N=..",
-              help="Dimension sizes (default: those of `hopperc sim`).")
+@_gpu_shape_option
 @click.option("--warmup", type=click.IntRange(0), default=10, show_default=True,
               help="Untimed runs first.")
 @click.option("--runs", type=click.IntRange(1), default=50, show_default=True,

@@ -23,15 +23,15 @@ class Matmul:
     def describe(self) -> str:
         return f"{self.a}{'^T' * self.a_transposed} @ {self.b}{'^T' * self.b_transposed}"
 
-    def shape(self, dims: dict[str, tuple[int, ...]]) -> tuple[int, int, int]:
+    def shape(self, shapes: dict[str, tuple[int, ...]]) -> tuple[int, int, int]:
         """(m, n, k) from the tensors' actual shapes."""
-        a, b = dims[self.a], dims[self.b]
+        a, b = shapes[self.a], shapes[self.b]
         m, k = (a[1], a[0]) if self.a_transposed else a
         n = b[0] if self.b_transposed else b[1]
         return m, n, k
 
-    def flops(self, dims: dict[str, tuple[int, ...]]) -> int:
-        m, n, k = self.shape(dims)
+    def flops(self, shapes: dict[str, tuple[int, ...]]) -> int:
+        m, n, k = self.shape(shapes)
         return 2 * m * n * k
 
 

@@ -51,9 +51,9 @@ def read_source(path: str | Path) -> SourceFile:
     try:
         return SourceFile(str(path), path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CompileError(None, f"no such file", file=str(path)) from None
+        raise CompileError(None, "no such file", file=str(path)) from None
     except IsADirectoryError:
-        raise CompileError(None, f"is a directory, not a .hk file", file=str(path)) from None
+        raise CompileError(None, "is a directory, not a .hk file", file=str(path)) from None
     except UnicodeDecodeError as exc:
         raise CompileError(None, f"not UTF-8 text ({exc.reason})", file=str(path)) from None
     except OSError as exc:

@@ -18,7 +18,8 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import leaf_accesses, walk
 from hopperc.ir.layout import element_threads
 from hopperc.sim.problem import Problem
-from hopperc.sim.values import PER_THREAD, elementwise, per_lane, read_box, scalar, write_box
+from hopperc.sim.values import (PER_THREAD, elementwise, matrix_product, per_lane, read_box, scalar,
+                                 write_box)
 from hopperc.sim.views import Place, place_shape
 
 
@@ -151,7 +152,7 @@ class _Block:
         if isinstance(stmt, ir.Mma):
             a = tiles[stmt.a.name] if isinstance(stmt.a, ir.TileRef) else \
                 self.read(self.place(stmt.a, instance))
-            product = a @ self.read(self.place(stmt.b, instance))
+            product = matrix_product(a, self.read(self.place(stmt.b, instance)))
             tiles[stmt.acc] = tiles[stmt.acc] + product if stmt.accumulate else product
             return
         if isinstance(stmt, ir.SharedStore):

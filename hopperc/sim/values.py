@@ -41,6 +41,19 @@ def round_to(dtype: DType, values) -> np.ndarray:
     return values.astype(_NUMPY[dtype]).astype(np.float32)
 
 
+def matrix_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b of f32 (or narrower) operands, rounded once to f32.
+
+    The tensor cores' summation order is unspecified, and so is BLAS's (it
+    changes with the slice shape and the thread count). Products of 16-bit and
+    fp8 inputs are exact in f64 and a sum in f64 differs between orders by far
+    less than an f32 ulp, so the simulator (16 rows per warp) and the reference
+    (a warpgroup's 64 rows) round to the same f32 unless the exact sum lies within that difference of
+    an f32 rounding boundary.
+    """
+    return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+
+
 # ---------------------------------------------------------------- scalars
 def scalar(expr: ir.ScalarExpr, env: Mapping[str, int]) -> int:
     """Evaluate an integer expression. `env` names dimensions, parameters, loop

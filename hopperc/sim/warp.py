@@ -20,7 +20,7 @@ from hopperc.ir.layout import element_threads
 from hopperc.sim.block import Block, InOrderQueue, Load, Product, Store
 from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.memory import Site, join
-from hopperc.sim.values import PER_THREAD, elementwise, per_lane, scalar
+from hopperc.sim.values import PER_THREAD, elementwise, matrix_product, per_lane, scalar
 from hopperc.sim.views import Place, owned_elements
 
 ALL_LANES = tuple(range(32))
@@ -369,7 +369,7 @@ class Warp:
         else:
             a = self.tiles[op.a][rows]
         memory.read(self.wgmma.agent, op.clock, space.region(op.b), op.site)
-        product = a.astype(np.float32) @ space.read(op.b).astype(np.float32)
+        product = matrix_product(a, space.read(op.b))
         acc = self.tiles[op.acc]
         acc[rows] = (acc[rows] + product) if op.accumulate else product
         op.done = True

@@ -28,11 +28,33 @@ class Access:
     what: str  # e.g. "written by st.shared", for explanations
     span: Span
     storage: str | None = None  # the buffer whose memory `buffer` reuses, if any
+    view: ir.BufferView | None = None  # the part of the buffer, where known
 
     @property
     def memory(self) -> str:
         """What conflicts are decided on: two accesses of one memory may race."""
         return self.storage or self.buffer
+
+
+def may_overlap(a: Access, b: Access) -> bool:
+    """Whether two accesses may touch the same bytes: any two of one memory,
+    except views of one buffer that select different constant stages or parts."""
+    if a.memory != b.memory:
+        return False
+    if a.view is None or b.view is None or a.buffer != b.buffer:
+        return True
+    x, y = a.view, b.view
+    if _differ(x.stage, y.stage):
+        return False
+    return not (x.part and y.part and x.part.count == y.part.count
+                and _differ(x.part.index, y.part.index))
+
+
+def _differ(x: ir.ScalarExpr | None, y: ir.ScalarExpr | None) -> bool:
+    """Two indices known to be different constants."""
+    return (isinstance(x, ir.Scalar) and isinstance(y, ir.Scalar)
+            and x.kind is ir.ScalarKind.CONST and y.kind is ir.ScalarKind.CONST
+            and x.value != y.value)
 
 
 def source_order(access: Access) -> tuple:
@@ -114,7 +136,34 @@ def leaf_accesses(stmt: ir.Stmt) -> list[Access]:
 
 def _access(view: ir.BufferView, proxy: Proxy, write: bool, single_thread: bool, what: str,
             span: Span) -> Access:
-    return Access(view.buffer, proxy, write, single_thread, what, span, view.storage)
+    return Access(view.buffer, proxy, write, single_thread, what, span, view.storage, view)
+
+
+def mbarrier_arms(stmt: ir.Stmt) -> list[Access]:
+    """Arrive.expect_tx statements in `stmt`, as writes of their barrier's phase
+    (the issuer starts the phase the next load completes)."""
+    return [Access(_phase_word(s.barrier), Proxy.GENERIC, True, True, "armed for the next phase by arrive.expect_tx",
+                   s.span) for s in leaves(stmt) if isinstance(s, ir.MBarrierExpectTx)]
+
+
+def mbarrier_waits(stmt: ir.Stmt, single_thread: bool) -> list[Access]:
+    """Waits in `stmt` as reads of their barrier's phase, by the running threads
+    (or by the one thread of an elected block)."""
+    match stmt:
+        case ir.MBarrierWait(barrier=barrier, span=span):
+            return [Access(_phase_word(barrier), Proxy.GENERIC, False, single_thread,
+                           "waited on", span)]
+        case ir.OneThread(body=body):
+            single_thread = True
+        case ir.ManualRegion():
+            return []
+    return [a for body in bodies(stmt) for inner in body.stmts
+            for a in mbarrier_waits(inner, single_thread)]
+
+
+def _phase_word(barrier: ir.BarrierRef) -> str:
+    """The memory an mbarrier's phase lives in (not a buffer name: it has a space)."""
+    return f"mbarrier {barrier.array}"
 
 
 def all_accesses(stmt: ir.Stmt) -> list[Access]:

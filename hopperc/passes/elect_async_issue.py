@@ -3,7 +3,8 @@
 Requires: all other sync passes done (they reason about flat statements).
 Establishes: in automatic code every TMA/bulk copy, arrive.expect_tx,
 commit_group, wait_group.read and mbarrier.inval is executed by one thread of
-its role (the first warp's `elect.sync` lane); consecutive ones share one
+its role (the first warp's `elect.sync` lane); consecutive ones, and the
+issuer's own load waits between them (complete_async_loads), share one
 elected block, and a loop that only issues (a producer's main loop) runs in
 one elected block instead of electing every iteration.
 
@@ -32,6 +33,10 @@ def _block(block: ir.Block) -> ir.Block:
     for stmt in block.stmts:
         if isinstance(stmt, ISSUED_BY_ONE):
             run.append(stmt)
+            continue
+        if isinstance(stmt, ir.OneThread) and stmt.body.stmts and isinstance(
+                stmt.body.stmts[0], ir.MBarrierWait):
+            run.extend(stmt.body.stmts)  # the issuer's own wait joins its elected block
             continue
         if run:
             out.append(ir.OneThread(ir.Block(tuple(run)), run[0].span))

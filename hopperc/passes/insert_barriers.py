@@ -7,16 +7,24 @@ Establishes: whenever a thread may access shared memory another thread of the
 same role accessed before (at least one of them writing), a named barrier
 `bar.sync id, n` over exactly the role's n threads orders them; ids are 1 + the
 role's index, so concurrent roles never share one and id 0 stays block-wide.
-A barrier a loop (or if) needs as a whole is placed before it, once.
+The same holds for an mbarrier's phase: the issuer arms it again
+(arrive.expect_tx) only after every other thread that waited on the previous
+phase has passed its wait. A barrier a loop (or if) needs as a whole is placed
+before it, once.
 
 Hardware rule: ordinary shared-memory accesses of different threads are
 ordered only by a barrier (or an mbarrier); the TMA issuer reads what other
-threads wrote only after they all reached a barrier with it.
+threads wrote only after they all reached a barrier with it. `try_wait.parity`
+compares parities only: a waiter still at its wait when the phase after next
+starts waits forever.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import Access, Proxy, all_accesses, leaf_accesses, source_order, walk
+from hopperc.ir.accesses import (Access, Proxy, all_accesses, bodies, leaf_accesses,
+                                 mbarrier_arms, mbarrier_waits, source_order, walk)
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 
 Pending = frozenset[Access]
@@ -37,11 +45,13 @@ class _Barriers(ForwardRewrite[Pending]):
     def __init__(self, kernel: ir.Kernel):
         self.kernel = kernel
         self.role: ir.RoleInfo | None = None
+        self.single_thread = False  # inside an elected block
         self.guards: dict[str, set[str]] = {}
         for stmt in walk(kernel.body):
             if isinstance(stmt, ir.AsyncLoad) and stmt.barrier is not None:
                 self.guards.setdefault(stmt.barrier.array, set()).add(
                     stmt.dst.storage or stmt.dst.buffer)
+        self.armed = _armed_loads(kernel.body)
 
     def initial(self) -> Pending:
         return frozenset()
@@ -52,10 +62,20 @@ class _Barriers(ForwardRewrite[Pending]):
     def step(self, stmt, state):
         if isinstance(stmt, ir.RoleBlock):
             self.role = stmt.role
-        return super().step(stmt, state)
+        if not isinstance(stmt, ir.OneThread):
+            return super().step(stmt, state)
+        outer, self.single_thread = self.single_thread, True
+        try:
+            return super().step(stmt, state)
+        finally:
+            self.single_thread = outer
 
     def before(self, stmt: ir.Stmt, state: Pending):
-        for access in all_accesses(stmt):
+        # A barrier the loads need goes before their arm, and says why they need it.
+        loads = [a for load in self.armed.get(stmt, ()) for a in all_accesses(load)]
+        # A wait after an arm needs no barrier: the waiters of a phase wait on
+        # every phase in order (complete_async_loads), so only the arm is checked.
+        for access in loads + all_accesses(stmt) + mbarrier_arms(stmt):
             for prior in sorted(state, key=source_order):
                 if _needs_barrier(prior, access):
                     bar_id, threads = role_barrier(self.kernel, self.role)
@@ -78,13 +98,36 @@ class _Barriers(ForwardRewrite[Pending]):
             case ir.MBarrierWait(barrier=bar):
                 landed = self.guards.get(bar.array, set())
                 return frozenset(a for a in state if not (
-                    a.proxy is Proxy.ASYNC and a.write and a.memory in landed))
+                    a.proxy is Proxy.ASYNC and a.write and a.memory in landed)
+                ) | frozenset(mbarrier_waits(stmt, self.single_thread))
             case ir.BulkWaitRead(pending=0):
                 return frozenset(_completed(a) if _is_store(a) else a for a in state)
             case ir.WgmmaWait(buffers=done):
                 return frozenset(_completed(a) if _is_wgmma_read(a) and a.memory in done else a
                                  for a in state)
         return state | frozenset(leaf_accesses(stmt))
+
+
+def _armed_loads(block: ir.Block) -> dict[ir.Stmt, tuple[ir.AsyncLoad, ...]]:
+    """Each arrive.expect_tx, with the loads of the phase it arms (they follow it)."""
+    armed: dict[ir.Stmt, tuple[ir.AsyncLoad, ...]] = {}
+    for body in [block] + [b for stmt in walk(block) for b in bodies(stmt)]:
+        _arms_in(body, armed)
+    return armed
+
+
+def _arms_in(block: ir.Block, armed: dict) -> None:
+    stmts = block.stmts
+    for i, stmt in enumerate(stmts):
+        if not isinstance(stmt, ir.MBarrierExpectTx):
+            continue
+        loads = []
+        for later in stmts[i + 1:]:
+            if isinstance(later, ir.AsyncLoad) and later.barrier == stmt.barrier:
+                loads.append(later)
+            elif not isinstance(later, ir.BulkWaitRead):
+                break
+        armed[stmt] = tuple(loads)
 
 
 def _is_store(access: Access) -> bool:
@@ -103,8 +146,7 @@ def _in_flight(access: Access) -> bool:
 def _completed(read: Access) -> Access:
     """An async read known complete by the threads that waited for it (the store's
     issuer; each warpgroup for its own wgmma): still unordered for the others."""
-    return Access(read.buffer, Proxy.GENERIC, False, read.single_thread, read.what, read.span,
-                  read.storage)
+    return replace(read, proxy=Proxy.GENERIC)
 
 
 def _needs_barrier(prior: Access, access: Access) -> bool:

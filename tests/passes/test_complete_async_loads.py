@@ -6,12 +6,95 @@ PASS = "complete_async_loads"
 
 
 def test_expect_tx_exact_bytes_then_wait_before_use(tmp_path):
+    """Only the issuer uses the data (its own TMA store): only it waits."""
     filecheck(ir_after(COPY, PASS), """
 CHECK: mbarrier.arrive.expect_tx buf_full[0], 8192
 CHECK-NEXT: tma.load buf
+CHECK-NEXT: one_thread:
 CHECK-NEXT: mbarrier.wait buf_full[0], parity phase_buf_full
 CHECK-NEXT: flip phase_buf_full
 CHECK-NEXT: tma.store Y
+""", tmp_path)
+
+
+def test_every_thread_waits_when_any_thread_reads(tmp_path):
+    """The TMA store is the issuer's, but the element-wise read is everyone's:
+    every thread waits on every phase of the barrier, the first one included."""
+    text = HEADER + """    shared sx: bf16[BM, BN]
+    shared sy: bf16[BM, BN]
+    tma sx <- X[tile.m, tile.n]
+    tma Y[tile.m, tile.n] <- sx
+    tma sx <- X[tile.m, tile.n + 1]
+    sy = sx
+}
+"""
+    out = ir_after(text, PASS)
+    lines = out.splitlines()
+    waits = [i for i, line in enumerate(lines) if "mbarrier.wait sx_full[0]" in line]
+    assert len(waits) == 2
+    assert all("one_thread" not in lines[i - 1] for i in waits)
+    filecheck(out, """
+CHECK: tma.load sx
+CHECK-NEXT: mbarrier.wait sx_full[0]
+CHECK-NEXT: flip
+CHECK-NEXT: tma.store Y
+""", tmp_path)
+
+
+def test_negative_manual_code_reads_anything_so_everyone_waits():
+    text = HEADER + """    shared sx: bf16[BM, BN]
+    tma sx <- X[tile.m, tile.n]
+    tma Y[tile.m, tile.n] <- sx
+    manual {
+        bar.sync 1, 128
+    }
+}
+"""
+    out = ir_after(text, PASS)
+    assert "one_thread" not in out.split("tma.load sx")[1].split("tma.store")[0]
+
+
+def test_loads_into_disjoint_slices_share_one_phase(tmp_path):
+    """Two loads into different planes of one buffer are in flight together:
+    one arm with both loads' bytes, no wait between them, one wait."""
+    text = HEADER + """    shared sx: bf16[2, BM, BN]
+    shared sy: bf16[BM, BN]
+    tma sx[0] <- X[tile.m, tile.n]
+    tma sx[1] <- X[tile.m, tile.n + 1]
+    sy = sx[0] + sx[1]
+}
+"""
+    out = ir_after(text, PASS)
+    assert out.count("mbarrier.arrive.expect_tx") == 1
+    assert out.count("mbarrier.wait") == 1
+    filecheck(out, """
+CHECK: mbarrier.arrive.expect_tx sx_full[0], 16384
+CHECK-NEXT: tma.load sx[0 of 2]
+CHECK-NEXT: tma.load sx[1 of 2]
+CHECK-NEXT: mbarrier.wait sx_full[0]
+CHECK-NEXT: flip
+CHECK-NEXT: st.shared sy
+""", tmp_path)
+
+
+def test_overlapping_loads_wait_for_the_first(tmp_path):
+    """A second load into the same bytes must not race the first: it waits,
+    and re-arms the barrier for its own phase."""
+    text = HEADER + """    shared sx: bf16[2, BM, BN]
+    shared sy: bf16[BM, BN]
+    tma sx[1] <- X[tile.m, tile.n]
+    tma sx[1] <- X[tile.m, tile.n + 1]
+    sy = sx[1]
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: mbarrier.arrive.expect_tx sx_full[0], 8192
+CHECK-NEXT: tma.load sx[1 of 2]
+CHECK-NEXT: mbarrier.wait sx_full[0]
+CHECK-NEXT: flip
+CHECK-NEXT: mbarrier.arrive.expect_tx sx_full[0], 8192
+CHECK-NEXT: tma.load sx[1 of 2]
+CHECK-NEXT: mbarrier.wait sx_full[0]
 """, tmp_path)
 
 

@@ -6,15 +6,17 @@ PASS = "elect_async_issue"
 
 
 def test_issue_sequences_are_elected_together(tmp_path):
+    """The issuer's own wait for its load joins the elected block around it."""
     filecheck(ir_after(COPY, PASS), """
 CHECK: one_thread:  # t.hk:5
 CHECK-NEXT: mbarrier.arrive.expect_tx
 CHECK-NEXT: tma.load
 CHECK-NEXT: mbarrier.wait
-CHECK: one_thread:
+CHECK-NEXT: flip
 CHECK-NEXT: tma.store
 CHECK-NEXT: cp.async.bulk.commit_group
 CHECK-NEXT: cp.async.bulk.wait_group.read 0
+CHECK-NOT: one_thread
 """, tmp_path)
 
 

@@ -1,6 +1,6 @@
 """insert_barriers: named barriers scoped to the role, only at real hand-offs."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import (COPY, LOAD_THEN_READ, MMA_FUSED_LOOP, READ_THEN_REFILL,
+from tests.passes.kernels import (COPY, HEADER, LOAD_THEN_READ, MMA_FUSED_LOOP, READ_THEN_REFILL,
                                   REWRITE_EACH_ITERATION, STORE_LOOP, WRITE_THEN_STORE)
 
 PASS = "insert_barriers"
@@ -89,3 +89,45 @@ CHECK-NEXT: bar.sync 1, 128
 CHECK-SAME: why: sa read by wgmma (t.hk:14), written by TMA load (t.hk:11)
 CHECK-NEXT: mbarrier.arrive.expect_tx sa_full[0]
 """, tmp_path)
+
+
+STORE_THEN_RELOAD = HEADER + """    shared sx: bf16[BM, BN]
+    shared sy: bf16[BM, BN]
+    tma sx <- X[tile.m, tile.n]
+    tma Y[tile.m, tile.n] <- sx
+    tma sx <- X[tile.m, tile.n + 1]
+    sy = sx
+}
+"""
+
+
+def test_rearm_waits_until_every_waiter_passed(tmp_path):
+    """Every thread waits on sx_full (a later read is everyone's). The issuer
+    arms it again only after all of them passed the first wait: otherwise a
+    slow thread would still wait on parity 0 when the barrier is past it."""
+    filecheck(ir_after(STORE_THEN_RELOAD, PASS), """
+CHECK: tma.store Y
+CHECK: bar.sync 1, 128
+CHECK-SAME: why: mbarrier sx_full waited on (t.hk:6), armed for the next phase by arrive.expect_tx (t.hk:8)
+CHECK-NEXT: mbarrier.arrive.expect_tx sx_full[0]
+CHECK-NEXT: cp.async.bulk.wait_group.read 0
+CHECK-NEXT: tma.load sx
+""", tmp_path)
+
+
+def test_negative_issuer_alone_waits_so_rearming_needs_no_barrier():
+    """A copy loop: only the issuer uses the data, so only it waits, and its
+    own program order puts each wait before the next arm."""
+    text = """kernel k(X: bf16[M, N], Y: bf16[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM) threads 128
+{
+    shared sx: bf16[BM, BN] swizzle 128B
+    for j in 0 .. N / BN {
+        tma sx <- X[tile.m, j]
+        tma Y[tile.m, j] <- sx
+    }
+}
+"""
+    out = ir_after(text, PASS)
+    assert "bar.sync 1" not in out
+    assert "one_thread:  # t.hk:6\n      mbarrier.wait sx_full[0]" in out

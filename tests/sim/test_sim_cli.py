@@ -1,6 +1,8 @@
 """`hopperc sim` and `hopperc check` as a user runs them."""
 from __future__ import annotations
 
+import re
+
 from tests.conftest import ROOT
 from tests.sim.test_manual_kernels import variant
 
@@ -11,7 +13,8 @@ def test_check_passes_a_sample(hopperc_cli):
     proc = hopperc_cli("check", TMA_COPY)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "shapes: M=128 N=128, 4 blocks" in proc.stdout
-    assert "all 1791 runs of the exhaustive search of block 0" in proc.stdout
+    # The search ran out of choices before its budget: every order was explored.
+    assert re.search(r"all \d+ runs of the exhaustive search of block 0", proc.stdout)
     assert "Y max error 0 against the numpy reference" in proc.stdout
     assert proc.stdout.splitlines()[-1].startswith("ok: no deadlock, race, missing fence")
 

@@ -1,0 +1,69 @@
+"""Kernels built around one synchronization hazard each (tests/sim/hazards/):
+the compiler's synchronization passes the simulator, and taking out the sync
+that guards the hazard is caught."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hopperc import driver
+from hopperc.ir import nodes as ir
+from hopperc.sim.explore import simulate
+from hopperc.sim.findings import Category
+from hopperc.sim.problem import default_dims, make_problem
+from tests.sim import mutations as m
+
+HAZARDS = Path(__file__).parent / "hazards"
+KERNELS = sorted(HAZARDS.glob("*.hk"))
+
+
+def lowered(name: str) -> tuple[ir.Kernel, ir.Kernel]:
+    front_end = driver.check(driver.read_source(HAZARDS / name))
+    return front_end, driver.lower(front_end)
+
+
+def run(front_end: ir.Kernel, kernel: ir.Kernel, seeds: int = 8, search: int = 300):
+    return simulate(kernel, front_end, make_problem(kernel, default_dims(kernel)), seeds, search)
+
+
+@pytest.mark.parametrize("path", KERNELS, ids=lambda p: p.stem)
+def test_hazard_kernel_passes_check(path):
+    report = driver.simulate(driver.read_source(path), seeds=8, search=300)
+    assert report.ok, "\n".join(line for f in report.findings for line in f.lines())
+    assert report.reference == "numpy reference"
+
+
+def _phase_barrier(stmt: ir.Stmt) -> bool:
+    return isinstance(stmt, ir.NamedBarrier) and stmt.reason is not None \
+        and stmt.reason.subject.startswith("mbarrier ")
+
+
+def test_rearm_before_every_waiter_passed_is_a_deadlock():
+    """Without the barrier between the waits of one phase and the next arm, a
+    slow thread still waits on the old parity after the barrier moved past it."""
+    front_end, kernel = lowered("store_then_reload.hk")
+    broken = m.edit(kernel, m.remove(ir.NamedBarrier, _phase_barrier))
+    report = run(front_end, broken)
+    assert any(f.category is Category.DEADLOCK for f in report.findings), report.findings
+
+
+def test_every_thread_waiting_on_an_issuer_only_phase_is_a_deadlock():
+    """The hang the issuer-only wait avoids: every thread waits in a copy loop."""
+    front_end, kernel = lowered("copy_loop.hk")
+
+    def everyone_waits(stmt):
+        """one_thread { for { arm, load, wait, flip, store } } becomes
+        for { one_thread { arm, load }, wait, flip, one_thread { store } }."""
+        if not (isinstance(stmt, ir.OneThread) and isinstance(stmt.body.stmts[0], ir.ForLoop)):
+            return None
+        loop = stmt.body.stmts[0]
+        inner = loop.body.stmts
+        at = next(i for i, s in enumerate(inner) if isinstance(s, ir.MBarrierWait))
+        body = (ir.OneThread(ir.Block(inner[:at]), stmt.span), *inner[at:at + 2],
+                ir.OneThread(ir.Block(inner[at + 2:]), stmt.span))
+        return [ir.ForLoop(loop.var, loop.start, loop.stop, ir.Block(body), loop.span)]
+
+    broken = m.edit(kernel, everyone_waits)
+    report = run(front_end, broken, seeds=16, search=1000)
+    assert any(f.category is Category.DEADLOCK for f in report.findings), report.findings

@@ -2,8 +2,9 @@
 
 Requires: async stores in automatic code (TMA or bulk), not yet committed.
 Establishes: each run of consecutive stores is closed by one
-cp.async.bulk.commit_group; before a buffer that a committed store may still
-be reading is written again (by any proxy), the issuing thread waits
+cp.async.bulk.commit_group; before memory that a committed store may still
+be reading is written again (by any proxy, through any buffer placed in that
+memory), the issuing thread waits
 cp.async.bulk.wait_group.read 0; before the role (or kernel) ends with stores
 in flight, it waits too, so shared memory outlives every read of it.
 
@@ -16,12 +17,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import all_accesses, source_order
+from hopperc.ir.accesses import Access, all_accesses, leaf_accesses, may_overlap, source_order
 from hopperc.ir.dataflow import ForwardRewrite
 from hopperc.ir.rewrite import close_runs
 
-# State: the committed stores still in flight, as (buffer, "read by ... store", span).
-InFlight = frozenset[tuple[str, str, object]]
+# State: the shared-memory reads of committed stores still in flight.
+InFlight = frozenset[Access]
 
 
 def complete_bulk_stores(kernel: ir.Kernel) -> ir.Kernel:
@@ -46,17 +47,19 @@ class _BulkStores(ForwardRewrite[InFlight]):
     def before(self, stmt: ir.Stmt, state: InFlight):
         written = sorted((a for a in all_accesses(stmt) if a.write), key=source_order)
         for access in written:
-            hit = min((s for s in state if s[0] == access.buffer),
-                      key=lambda s: (s[2].line, s[2].col), default=None)
+            hit = min((s for s in state if may_overlap(s, access)), key=source_order,
+                      default=None)
             if hit is not None:
+                what = hit.what if hit.buffer == access.buffer else (
+                    f"{hit.what} as '{hit.buffer}'")
                 reason = ir.Reason(ir.Hazard.ASYNC_READ_WRITE, access.buffer,
-                                   hit[1], hit[2], access.what, access.span)
+                                   what, hit.span, access.what, access.span)
                 return [ir.BulkWaitRead(0, access.span, reason)], frozenset()
         return [], state
 
     def transfer(self, stmt: ir.Stmt, state: InFlight) -> InFlight:
         if isinstance(stmt, ir.AsyncStore):
-            return state | {(stmt.src.buffer, f"read by {stmt.engine.label} store", stmt.span)}
+            return state | frozenset(leaf_accesses(stmt))
         if isinstance(stmt, ir.BulkWaitRead) and stmt.pending == 0:
             return frozenset()
         return state
@@ -64,7 +67,7 @@ class _BulkStores(ForwardRewrite[InFlight]):
     def at_exit(self, state: InFlight) -> list[ir.Stmt]:
         if not state:
             return []
-        buffer, what, span = sorted(state, key=lambda s: (s[2].line, s[0]))[-1]
-        return [ir.BulkWaitRead(0, span, ir.Reason(
-            ir.Hazard.ASYNC_READ_WRITE, buffer, what, span,
+        last = sorted(state, key=source_order)[-1]
+        return [ir.BulkWaitRead(0, last.span, ir.Reason(
+            ir.Hazard.ASYNC_READ_WRITE, last.buffer, last.what, last.span,
             "shared memory released when the block exits", None))]

@@ -403,14 +403,17 @@ def _check_reused_memory(kernel: ir.Kernel, uses: list[_Use], plans: list[_Plan]
         if not mine:
             continue
         plan = next((p for p in plans if buf.reuses in p.pipeline.buffers), None)
-        owners = {u.role.name for u in uses if u.access.buffer == buf.reuses}
+        # Every buffer in that memory counts: the one reused and the others reusing it.
+        sharers = [u for u in uses if u.access.memory == buf.reuses]
         last_read = max((u.top for u in plan.consumer_uses), default=-1) if plan else -1
         for u in mine:
-            if plan is None and owners - {u.role.name}:
+            other = next((v for v in sharers if v.role.name != u.role.name), None)
+            if plan is None and other is not None:
                 raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of "
                                                   f"'{buf.reuses}', which role "
-                                                  f"'{sorted(owners - {u.role.name})[0]}' uses; "
-                                                  "reuse memory within one role")
+                                                  f"'{other.role.name}' uses (as "
+                                                  f"'{other.access.buffer}'); reuse memory within "
+                                                  "one role")
             if plan is not None and (u.role.name != plan.consumer.role or u.top <= last_read):
                 raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of pipelined "
                                                   f"'{buf.reuses}': use it in role "

@@ -163,3 +163,36 @@ def test_reused_ring_memory_after_the_loop_builds():
     out = ir_after(text, "insert_barriers")
     # The other warpgroup may still read sa with wgmma: a barrier before sc is written.
     assert "bar.sync 1, 256  # why: sc read by wgmma as 'sa' (t.hk:10), written by st.shared" in out
+
+
+TWO_ROLES_ONE_MEMORY = """kernel k(X: bf16[M, N], Y: bf16[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM)
+{
+    shared sx: bf16[BM, BN]
+    shared sy: bf16[BM, BN] reuses sx
+    shared sz: bf16[BM, BN] reuses sx
+    role a: warpgroup {
+        sy = 1.0
+        tma Y[tile.m, 0] <- sy
+    }
+    role b: warpgroup {
+        sz = 2.0
+        tma Y[tile.m, 1] <- sz
+    }
+}
+"""
+
+
+def test_memory_reused_by_two_roles_is_refused_whichever_names_they_use():
+    """sy and sz both live in sx's memory, and sx itself is never named: the
+    two roles would still write the same bytes with nothing ordering them."""
+    err = _error(TWO_ROLES_ONE_MEMORY)
+    assert "'sy' reuses the memory of 'sx', which role 'b' uses (as 'sz')" in err.message
+    assert err.span.line == 8
+
+
+def test_memory_reused_by_two_roles_through_the_original_name_is_refused():
+    err = _error(TWO_ROLES_ONE_MEMORY.replace("        sz = 2.0\n        tma Y[tile.m, 1] <- sz",
+                                              "        sx = 2.0\n        tma Y[tile.m, 1] <- sx"))
+    assert "reuses the memory of 'sx', which role 'b' uses (as 'sx')" in err.message
+    assert err.span.line == 8

@@ -11,6 +11,7 @@ from hopperc.frontend import ast, limits
 from hopperc.frontend.copies import lower_copy
 from hopperc.frontend.manual import lower_sync
 from hopperc.frontend.mma import lower_mma
+from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, VectorSymbol,
                                     const_value, scalar_expr, uses)
 from hopperc.frontend.tiles import buffer_view, lower_tile_expr, require_warpgroup_view
@@ -351,7 +352,9 @@ class _Analyzer:
             raise CompileError(target.span, "write a shared buffer without ^T")
         require_warpgroup_view(view, self._warpgroups, target.span)
         value = self._tile_value(stmt.value, view.buffer.dtype, view.shape, stmt.span)
-        return ir.SharedStore(view.view, value, stmt.span)
+        store = ir.SharedStore(view.view, value, stmt.span)
+        check_store_reads(store, lambda name: self.scope.lookup(name, stmt.span))
+        return store
 
 
 def _grid_axis(g: ast.GridDim, scope: Scope) -> ir.GridAxis:

@@ -6,7 +6,7 @@ copy or a wgmma operand read. TMA and bulk copies are issued by one thread.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Iterator
 
@@ -167,8 +167,18 @@ def _phase_word(barrier: ir.BarrierRef) -> str:
 
 
 def all_accesses(stmt: ir.Stmt) -> list[Access]:
-    """Accesses of a statement and everything nested in it (manual code excluded)."""
-    return [access for leaf in leaves(stmt) for access in leaf_accesses(leaf)]
+    """Accesses of a statement and everything nested in it, hand-written code
+    included (`manual_accesses`)."""
+    return [access for leaf in leaves(stmt) for access in leaf_accesses(leaf)] + \
+        manual_accesses(stmt)
+
+
+def manual_accesses(stmt: ir.Stmt) -> list[Access]:
+    """Accesses of the manual code in `stmt`: the passes write no sync into it,
+    but order automatic code around it, as made by any of the running threads."""
+    regions = [s for s in walk(ir.Block((stmt,))) if isinstance(s, ir.ManualRegion)]
+    return [replace(access, single_thread=False) for region in regions
+            for inner in walk(region.body) for access in leaf_accesses(inner)]
 
 
 def bodies(stmt: ir.Stmt) -> tuple[ir.Block, ...]:

@@ -5,8 +5,9 @@ A pass supplies a state (any hashable value), a join, and two hooks:
 sees the accesses of everything nested in it, so a sync needed by a loop as a
 whole lands before the loop, not in every iteration) and the state after them;
 `transfer(stmt, state)` steps over a leaf statement. Loops iterate to a
-fixpoint; an if joins its branches; a role starts from the initial state;
-manual code is opaque and resets the state.
+fixpoint; an if joins its branches; a role starts from the initial state.
+Manual code gets no sync inside it, but `before` sees its accesses (as any
+thread's), and `manual` gives the state after it.
 """
 from __future__ import annotations
 
@@ -35,6 +36,11 @@ class ForwardRewrite(Generic[S]):
         """The state at the end of a loop body, seen from the next iteration."""
         return state
 
+    def manual(self, region: ir.ManualRegion, state: S) -> S:
+        """The state after hand-written code: nothing known, unless a pass that
+        can follow its accesses says more."""
+        return self.initial()
+
     def at_exit(self, state: S) -> list[ir.Stmt]:
         """Statements to append where a role (or the kernel) ends in `state`."""
         return []
@@ -52,13 +58,12 @@ class ForwardRewrite(Generic[S]):
     def block(self, block: ir.Block, state: S) -> tuple[ir.Block, S]:
         out: list[ir.Stmt] = []
         for stmt in block.stmts:
-            if isinstance(stmt, ir.ManualRegion):
-                out.append(stmt)
-                state = self.initial()
-                continue
             inserted, state = self.before(stmt, state)
             self.place(out, inserted)
-            stmt, state = self.step(stmt, state)
+            if isinstance(stmt, ir.ManualRegion):
+                state = self.manual(stmt, state)
+            else:
+                stmt, state = self.step(stmt, state)
             out.append(stmt)
         return ir.Block(tuple(out)), state
 

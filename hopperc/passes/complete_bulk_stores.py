@@ -64,6 +64,11 @@ class _BulkStores(ForwardRewrite[InFlight]):
             return frozenset()
         return state
 
+    def manual(self, region: ir.ManualRegion, state: InFlight) -> InFlight:
+        """Automatic stores are still in flight after hand-written code (which
+        waits for its own bulk groups)."""
+        return state
+
     def at_exit(self, state: InFlight) -> list[ir.Stmt]:
         if not state:
             return []

@@ -24,7 +24,8 @@ from dataclasses import replace
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import (Access, Proxy, all_accesses, bodies, leaf_accesses,
-                                 mbarrier_arms, mbarrier_waits, source_order, walk)
+                                 manual_accesses, mbarrier_arms, mbarrier_waits, source_order,
+                                 walk)
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 
 Pending = frozenset[Access]
@@ -86,6 +87,11 @@ class _Barriers(ForwardRewrite[Pending]):
                     barrier = ir.NamedBarrier(bar_id, threads, access.span, reason)
                     return [barrier], self.transfer(barrier, state)
         return [], state
+
+    def manual(self, region: ir.ManualRegion, state: Pending) -> Pending:
+        """Hand-written accesses stay unordered for the automatic code after them
+        (a barrier the user wrote inside is not relied on)."""
+        return state | frozenset(manual_accesses(region))
 
     def place(self, out: list[ir.Stmt], inserted: list[ir.Stmt]) -> None:
         """An arrive.expect_tx belongs to the load after it: the barrier goes first."""

@@ -17,7 +17,8 @@ later async-proxy accesses (PTX ISA, memory consistency model, proxies).
 from __future__ import annotations
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import Access, Proxy, all_accesses, leaf_accesses, source_order
+from hopperc.ir.accesses import (Access, Proxy, all_accesses, leaf_accesses, manual_accesses,
+                                 source_order)
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 
 Unfenced = frozenset[Access]
@@ -51,6 +52,11 @@ class _Fences(ForwardRewrite[Unfenced]):
         if isinstance(stmt, ir.ProxyFence):
             return frozenset()
         return state | frozenset(a for a in leaf_accesses(stmt) if a.proxy is Proxy.GENERIC)
+
+    def manual(self, region: ir.ManualRegion, state: Unfenced) -> Unfenced:
+        """Hand-written generic accesses stay unfenced for the automatic code
+        after them (a fence the user wrote inside is not relied on)."""
+        return state | frozenset(a for a in manual_accesses(region) if a.proxy is Proxy.GENERIC)
 
     def place(self, out: list[ir.Stmt], inserted: list[ir.Stmt]) -> None:
         """A fence goes before the hand-off barrier (and the issue sequence) that

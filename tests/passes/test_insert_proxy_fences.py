@@ -1,8 +1,8 @@
 """insert_proxy_fences: fence generic -> async hand-offs, before the barrier, hoisted."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import (BRANCH_WRITE_THEN_STORE, COPY, LOAD_THEN_READ, MMA_CHAIN,
-                                  MMA_GENERIC_OPERAND, READ_THEN_REFILL, REWRITE_EACH_ITERATION,
-                                  STORE_LOOP, WRITE_THEN_STORE)
+from tests.passes.kernels import (BRANCH_WRITE_THEN_STORE, COPY, HEADER, LOAD_THEN_READ,
+                                  MMA_CHAIN, MMA_GENERIC_OPERAND, READ_THEN_REFILL,
+                                  REWRITE_EACH_ITERATION, STORE_LOOP, WRITE_THEN_STORE)
 
 PASS = "insert_proxy_fences"
 
@@ -85,4 +85,43 @@ CHECK: fence.proxy.async.shared::cta
 CHECK-SAME: why: sa written by st.shared (t.hk:9), read by wgmma (t.hk:10)
 CHECK-NEXT: bar.sync 1, 128
 CHECK-NEXT: wgmma acc = sa @ sb^T
+""", tmp_path)
+
+
+def test_writes_in_manual_code_are_fenced_before_an_automatic_store(tmp_path):
+    """The compiler writes nothing inside a manual block, but sees its accesses:
+    the automatic store after it gets the fence (in every thread, after the
+    block) and the hand-off barrier."""
+    text = HEADER + """    shared sx: bf16[BM, BN]
+    manual {
+        sx = 1.0
+    }
+    tma Y[tile.m, tile.n] <- sx
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: manual:
+CHECK-NEXT: st.shared sx = 1
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-SAME: why: sx written by st.shared (t.hk:6), read by TMA store (t.hk:8)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: tma.store Y
+""", tmp_path)
+
+
+def test_an_async_read_in_manual_code_is_fenced_before_the_block(tmp_path):
+    text = HEADER + """    shared sx: bf16[BM, BN]
+    sx = 1.0
+    manual {
+        elect {
+            tma Y[tile.m, tile.n] <- sx
+        }
+    }
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: st.shared sx = 1
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: manual:
 """, tmp_path)

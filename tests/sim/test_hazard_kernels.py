@@ -67,3 +67,14 @@ def test_every_thread_waiting_on_an_issuer_only_phase_is_a_deadlock():
     broken = m.edit(kernel, everyone_waits)
     report = run(front_end, broken, seeds=16, search=1000)
     assert any(f.category is Category.DEADLOCK for f in report.findings), report.findings
+
+
+@pytest.mark.parametrize("name, remove", [
+    ("manual_write_then_store.hk", ir.ProxyFence),
+    ("store_then_manual_write.hk", ir.BulkWaitRead),
+])
+def test_removing_the_sync_around_manual_code_is_caught(name, remove):
+    """The syncs the compiler writes around a manual block are needed."""
+    front_end, kernel = lowered(name)
+    broken = m.edit(kernel, m.remove(remove, lambda s: s.reason is not None))
+    assert not run(front_end, broken).ok

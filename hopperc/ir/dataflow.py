@@ -50,6 +50,10 @@ class ForwardRewrite(Generic[S]):
 
     # ---------------------------------------------------------------- driver
     def run(self, kernel: ir.Kernel) -> ir.Kernel:
+        # Each loop's result per entry state: an outer loop's fixpoint enters an
+        # inner loop with the same state again and again, so nested loops cost
+        # their depth times the distinct entry states, not 2^depth.
+        self.loops: dict[tuple[int, S], tuple[ir.ForLoop, S]] = {}
         body, state = self.block(kernel.body, self.initial())
         if not any(isinstance(s, ir.RoleBlock) for s in body.stmts):
             body = ir.Block(body.stmts + tuple(self.at_exit(state)))
@@ -85,16 +89,18 @@ class ForwardRewrite(Generic[S]):
         return stmt, self.transfer(stmt, state)
 
     def loop(self, stmt: ir.ForLoop, state: S) -> tuple[ir.ForLoop, S]:
-        entry = state
-        while True:
-            _, end = self.block(stmt.body, entry)
-            widened = self.join(state, self.next_iteration(end))
-            if widened == entry:
-                break
-            entry = widened
-        body, end = self.block(stmt.body, entry)
-        # The loop runs zero times (the state before it) or ends after a last iteration.
-        return replace(stmt, body=body), self.join(state, end)
+        key = (id(stmt), state)
+        if key not in self.loops:
+            entry = state
+            while True:
+                body, end = self.block(stmt.body, entry)
+                widened = self.join(state, self.next_iteration(end))
+                if widened == entry:
+                    break
+                entry = widened
+            # The loop runs zero times (the state before it) or ends after a last iteration.
+            self.loops[key] = replace(stmt, body=body), self.join(state, end)
+        return self.loops[key]
 
 
 def insert_before_trailing(out: list[ir.Stmt], inserted: list[ir.Stmt],

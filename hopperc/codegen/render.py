@@ -76,11 +76,24 @@ def render(kernel: ir.Kernel, source_name: str) -> tuple[str, LaunchInfo]:
     grid_axes = [{"name": names.grid_coordinate(g.name), "reg": GRID_REGISTERS[i]}
                  for i, g in enumerate(kernel.grid)]
     text = _environment().get_template("kernel.cu.j2").render(
-        version=__version__, source_name=source_name, kernel=kernel,
+        version=__version__, source_name=_c_string(source_name),
+        kernel_line=_line_directive(kernel.span.line, source_name), kernel=kernel,
         symbol=names.kernel_symbol(kernel.name), params=params, grid_axes=grid_axes,
         carried=[names.carried(r) for r in kernel.carried], alignment=launch.alignment,
         body="\n".join(lines))
     return text, launch
+
+
+def _c_string(text: str) -> str:
+    """`text` as the inside of a C string literal: any file name fits in one. A
+    double quote becomes a single one: `-lineinfo` copies the name into the PTX
+    `.file` directive, which ptxas reads without escapes."""
+    escapes = {"\\": "\\\\", '"': "'", "\n": "\\n", "\r": "\\r"}
+    return "".join(escapes.get(ch, ch) for ch in text)
+
+
+def _line_directive(line: int, file: str) -> str:
+    return f'#line {line} "{_c_string(file)}"'
 
 
 def _param_decl(p) -> str:
@@ -120,7 +133,7 @@ class _Context:
         setmaxnreg sits in exactly one branch per warpgroup. Every warp of the
         role's warpgroups runs its leading setmaxnreg; only active warps go on."""
         pad, r = INDENT * depth, stmt.role
-        lines.append(f'#line {stmt.span.line} "{stmt.span.file}"')
+        lines.append(_line_directive(stmt.span.line, stmt.span.file))
         active = "" if r.active_warps == r.warps else f", {r.active_warps} active"
         lines.append(f"{pad}{'else ' if chained else ''}if (hk_warp < {r.first_warp + r.warps}) "
                      f"{{  // role {r.name}: warps {r.first_warp}..{r.first_warp + r.warps - 1}"
@@ -143,7 +156,7 @@ class _Context:
         pad = INDENT * depth
         span = getattr(stmt, "span", None)
         if span is not None:
-            lines.append(f'#line {span.line} "{span.file}"')
+            lines.append(_line_directive(span.line, span.file))
         self.role = role
         match stmt:
             case ir.ForLoop(var=var, start=start, stop=stop, body=body):
@@ -192,7 +205,8 @@ class _Context:
     # ---- operands for the macros
     def why(self, stmt) -> str:
         """`fence.proxy.async.shared::cta: sc written by st.shared (k.hk:31), ...`."""
-        return f"{statement(stmt).split()[0]}: {explain(stmt.reason)}"
+        text = f"{statement(stmt).split()[0]}: {explain(stmt.reason)}"
+        return " ".join(text.splitlines())  # a file name cannot end the comment
 
     def scalar(self, expr: ir.ScalarExpr) -> str:
         return scalar(expr, self.role)

@@ -9,8 +9,8 @@ from typing import Any
 
 from hopperc import __version__
 from hopperc.backend.nvrtc import Resources
-from hopperc.codegen.names import kernel_symbol
 from hopperc.codegen.launch import LaunchInfo
+from hopperc.codegen.names import kernel_symbol
 from hopperc.ir import nodes as ir
 
 SCHEMA = "hopperc.launch/2"

@@ -224,7 +224,8 @@ class _Context:
         offset = 2 if isinstance(stmt, ir.AsyncStore) else 3
         slots = ", ".join(f"%{i + offset}" for i in range(len(coords)))
         if stmt.engine is ir.Engine.TMA:
-            tmap = names.tensor_map(self.launch.tensor_map(stmt.tensor, stmt.box, buf.swizzle).param)
+            label = self.launch.tensor_map(stmt.tensor, stmt.box, buf.swizzle).param
+            tmap = names.tensor_map(label)
             return CopyOperands(len(coords), self.exprs.view_base(view, self.role), tmap,
                                 coords, slots, barrier, "", 0)
         nbytes = stmt.box[0] * buf.dtype.nbytes

@@ -143,8 +143,8 @@ def _spec(r: dict[str, Any]) -> LaunchSpec:
         if axis.dim is not None and axis.dim not in dims or axis.divisor < 1:
             raise ValueError(f"grid axis {axis.name}: bad dimension or divisor")
     return LaunchSpec(
-        kernel=str(r["kernel"]), symbol=str(r["symbol"]), arch=str(r["arch"]), block=_triple(r["block"]),
-        cluster=_triple(r["cluster"]), grid=grid,
+        kernel=str(r["kernel"]), symbol=str(r["symbol"]), arch=str(r["arch"]),
+        block=_triple(r["block"]), cluster=_triple(r["cluster"]), grid=grid,
         dynamic_shared_bytes=int(r["dynamic_shared_memory_bytes"]), tensors=tensors,
         scalars=tuple(p for p in params if p.kind == "scalar"), params=params,
         tensor_maps=maps)

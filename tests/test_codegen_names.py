@@ -18,7 +18,8 @@ from tests.conftest import ROOT, SAMPLES
 
 # C++ keywords and types, CUDA built-ins, math functions NVRTC declares (j1, y0,
 # sinf), macros, and names the generated code or its prelude uses.
-HOSTILE = ["int", "class", "float", "unsigned", "asm", "return", "template", "this", "NULL",
+HOSTILE = ["int", "class", "float", "unsigned", "char", "short", "long", "size_t", "int8_t",
+           "uint32_t", "asm", "return", "template", "this", "NULL",
            "max", "exp", "main", "threadIdx", "blockIdx", "warpSize", "j1", "y0", "sinf",
            "signbit", "fmaxf", "__expf", "__syncthreads", "__CUDA_ARCH__", "_", "__x",
            "hk_warp", "hk_smem", "hk_smem_base", "hk_k", "hk_t", "hk_r", "hk_c", "hk_i",

@@ -10,9 +10,10 @@ from typing import Any
 from hopperc import __version__
 from hopperc.backend.nvrtc import Resources
 from hopperc.codegen.launch import LaunchInfo
+from hopperc.codegen.names import kernel_symbol
 from hopperc.ir import nodes as ir
 
-SCHEMA = "hopperc.launch/1"
+SCHEMA = "hopperc.launch/2"
 GRID_AXES = ("x", "y", "z")
 _DATA_TYPE_NAMES = {
     ir.DType.BF16: "BFLOAT16", ir.DType.F16: "FLOAT16", ir.DType.F32: "FLOAT32",
@@ -28,6 +29,7 @@ def launch_metadata(kernel: ir.Kernel, launch: LaunchInfo, source: str, arch: st
         "source": source,
         "arch": arch,
         "kernel": kernel.name,
+        "symbol": kernel_symbol(kernel.name),
         "block": [kernel.threads, 1, 1],
         "cluster": list(kernel.cluster),
         "grid": [_grid_axis(axis, i) for i, axis in enumerate(kernel.grid)],

@@ -9,6 +9,7 @@ import pytest
 from hopperc import driver
 from hopperc.backend import cubin_tools
 from hopperc.backend.cubin_tools import opcode
+from hopperc.codegen.names import kernel_symbol
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from tests.conftest import SAMPLES
@@ -27,7 +28,7 @@ def built():
 
 
 def _opcodes(sass: dict[str, list[str]], kernel: str) -> list[str]:
-    return [opcode(i) for i in sass[kernel]]
+    return [opcode(i) for i in sass[kernel_symbol(kernel)]]
 
 
 @pytest.mark.parametrize("name", SAMPLE_IDS)
@@ -35,7 +36,7 @@ def test_sample_builds_a_cubin_without_spills(built, name):
     b, _ = built[name]
     assert b.result.cubin[:4] == b"\x7fELF"
     assert b.result.resources.spill_stores == 0 and b.result.resources.spill_loads == 0
-    usage = cubin_tools.resource_usage(b.result.cubin)[b.generated.kernel.name]
+    usage = cubin_tools.resource_usage(b.result.cubin)[kernel_symbol(b.generated.kernel.name)]
     assert usage["STACK"] == 0 and usage["LOCAL"] == 0
 
 
@@ -100,7 +101,7 @@ def test_proxy_fences_in_ptx_and_sass_match_the_ir(built, name):
     assert "fence.proxy.async;" not in b.result.ptx  # never the unqualified, global form
     # ptxas adds one FENCE.VIEW.ASYNC.S of its own before the mbarrier inits
     init_fence = 1 if _nodes(b, ir.MBarrierInitFence) else 0
-    instructions = sass[b.generated.kernel.name]
+    instructions = sass[kernel_symbol(b.generated.kernel.name)]
     in_sass = [i for i in instructions if opcode(i) == "FENCE.VIEW.ASYNC.S"]
     assert len(in_sass) == fences + init_fence
     # not predicated per thread: every thread that wrote executes its fence
@@ -148,8 +149,8 @@ def test_gemm_relu_sass(built):
     assert "HGMMA.64x128x16.F32.BF16" in ops
     hgmma = [i for i, op in enumerate(ops) if op.startswith("HGMMA")]
     assert len(hgmma) == 4  # K = 64 in k16 steps, one batch
-    assert "gsb0" in sass["gemm_relu"][hgmma[-1]]  # the commit closes the batch
-    depbars = [i for i, x in enumerate(sass["gemm_relu"]) if x == "WARPGROUP.DEPBAR.LE gsb0,0x0"]
+    assert "gsb0" in sass[kernel_symbol("gemm_relu")][hgmma[-1]]  # the commit closes the batch
+    depbars = [i for i, x in enumerate(sass[kernel_symbol("gemm_relu")]) if x == "WARPGROUP.DEPBAR.LE gsb0,0x0"]
     assert len(depbars) == len(_nodes(b, ir.WgmmaWait)) == 2
     # the flush comes after the last product and before the epilogue's store
     assert hgmma[-1] < depbars[-1] < ops.index("UTMASTG.2D")

@@ -14,6 +14,7 @@ import pytest
 from hopperc import driver
 from hopperc.backend import cubin_tools
 from hopperc.backend.cubin_tools import opcode
+from hopperc.codegen.names import kernel_symbol
 from tests.conftest import SAMPLES
 
 WS_SAMPLES = ("gemm_bf16", "gemm_bias_relu", "mlp_two_mma", "two_producers", "gemm_chain")
@@ -28,7 +29,7 @@ def built():
     out = {}
     for name in WS_SAMPLES:
         b = driver.build(driver.read_source(next(p for p in SAMPLES if p.stem == name)))
-        out[name] = (b, cubin_tools.sass_instructions(b.result.cubin)[name],
+        out[name] = (b, cubin_tools.sass_instructions(b.result.cubin)[kernel_symbol(name)],
                      cubin_tools.disassemble(b.result.cubin))
     return out
 
@@ -84,7 +85,7 @@ def test_mbarriers_are_two_per_stage_per_pipeline(built, name):
     b, _, _ = built[name]
     kernel = b.generated.kernel
     assert sum(2 * p.stages for p in kernel.pipelines) == MBARRIERS[name]
-    attrs = cubin_tools.elf_attributes(b.result.cubin)[name]
+    attrs = cubin_tools.elf_attributes(b.result.cubin)[kernel_symbol(name)]
     assert attrs["EIATTR_NUM_MBARRIERS"] == MBARRIERS[name]
 
 

@@ -9,6 +9,7 @@ import pytest
 from hopperc import driver
 from hopperc.backend.cubin_tools import sass_instructions
 from hopperc.backend.nvrtc import compile_cuda
+from hopperc.codegen.names import kernel_symbol
 from hopperc.codegen.render import _environment
 from hopperc.diagnostics import SourceFile
 from tests.conftest import ROOT
@@ -38,7 +39,7 @@ def test_sass_descriptor_high_word_is_sbo_and_swizzle():
     """The constant high half of every descriptor in gemm_relu: SBO 1024 >> 4 = 0x40,
     128B swizzle = 1 << (62 - 32)."""
     built = driver.build(driver.read_source(ROOT / "samples" / "gemm_relu.hk"))
-    sass = sass_instructions(built.result.cubin)["gemm_relu"]
+    sass = sass_instructions(built.result.cubin)[kernel_symbol("gemm_relu")]
     assert any(re.fullmatch(r"UMOV UR\d+,0x40000040", i) for i in sass)
 
 
@@ -85,10 +86,10 @@ def test_k_major_steps_advance_32_bytes_and_mn_major_steps_16_rows():
 
 def test_register_a_operand_is_four_packed_registers_per_step():
     built = driver.build(SourceFile("t.hk", kernels.MMA_REGISTER_A))
-    assert "unsigned a[16];" in built.generated.cuda  # 32 bf16 slots, two per register
+    assert "unsigned u_a[16];" in built.generated.cuda  # 32 bf16 slots, two per register
     assert re.search(r"m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, \{ %r\d+, %r\d+, %r\d+, %r\d+ \}",
                      built.result.ptx)
-    assert '"r"(a[12]), "r"(a[13]), "r"(a[14]), "r"(a[15])' in built.generated.cuda
+    assert '"r"(u_a[12]), "r"(u_a[13]), "r"(u_a[14]), "r"(u_a[15])' in built.generated.cuda
 
 
 @pytest.mark.parametrize("name", sorted(WGMMA_KERNELS))

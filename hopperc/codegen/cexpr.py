@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hopperc.codegen import names
 from hopperc.codegen.launch import LaunchInfo
 from hopperc.dtypes import DType
 from hopperc.ir import nodes as ir
@@ -30,10 +31,12 @@ def scalar(expr: ir.ScalarExpr, role: RoleContext) -> str:
             case ir.ScalarKind.CONST:
                 return str(int(expr.value))
             case ir.ScalarKind.TILE:
-                return f"hk_tile_{expr.name}"
+                return names.grid_coordinate(expr.name)
             case ir.ScalarKind.BUILTIN:
                 return _builtin(expr.name, role)
-        return expr.name
+            case ir.ScalarKind.CARRIED:
+                return names.carried(expr.name)
+        return names.user(expr.name)
     if expr.op == "not":
         return f"!({scalar(expr.left, role)})"
     left, right = scalar(expr.left, role), scalar(expr.right, role)
@@ -59,16 +62,18 @@ def _builtin(name: str, role: RoleContext) -> str:
 
 def tile_element(tile: ir.TileDef) -> str:
     """Slot hk_k of a register tile (half of a register when pairs are packed)."""
+    storage = names.user(tile.name)
     if packs_pairs(tile):
-        return f"hk_half({tile.name}[hk_k / 2], hk_k % 2)"
-    return f"{tile.name}[hk_k]"
+        return f"hk_half({storage}[hk_k / 2], hk_k % 2)"
+    return f"{storage}[hk_k]"
 
 
 def tile_store(tile: ir.TileDef, value: str) -> str:
     """Statement writing `value` to slot hk_k of a register tile."""
+    storage = names.user(tile.name)
     if packs_pairs(tile):
-        return f"hk_set_half({tile.name}[hk_k / 2], hk_k % 2, {value});"
-    return f"{tile.name}[hk_k] = {value};"
+        return f"hk_set_half({storage}[hk_k / 2], hk_k % 2, {value});"
+    return f"{storage}[hk_k] = {value};"
 
 
 def to_float(dtype: DType, value: str) -> str:
@@ -121,8 +126,9 @@ class ExprRenderer:
             offset = f"hk_swizzle({offset}, {mask}u)"
         return f"{self.view_base(view, role)} + {offset}"
 
-    def value(self, expr: ir.TileExpr, role: RoleContext) -> str:
-        """The expression's value as a float."""
+    def value(self, expr: ir.TileExpr, role: RoleContext, plane_row: str = "hk_r") -> str:
+        """The expression's value as a float; `plane_row` is the element's row in its
+        2-D plane, which a row vector indexes (hk_r itself unless the view has planes)."""
         match expr:
             case ir.TileRef(name=name):
                 tile = self.tiles[name]
@@ -132,19 +138,19 @@ class ExprRenderer:
                 return to_float(dtype, shared_load(dtype, self.element_address(view, role)))
             case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
                 t = self.kernel.tensor(tensor)
-                index = f"({scalar(start, role)}) + {'hk_r' if axis == 'rows' else 'hk_c'}"
-                bound = t.dims[0]
-                load = to_float(t.dtype, f"__ldg({tensor} + hk_i)")
+                index = f"({scalar(start, role)}) + {plane_row if axis == 'rows' else 'hk_c'}"
+                bound = t.dims[0] if isinstance(t.dims[0], int) else names.user(t.dims[0])
+                load = to_float(t.dtype, f"__ldg({names.user(tensor)} + hk_i)")
                 return f"[&] {{ const int hk_i = {index}; return hk_i < {bound} ? {load} : 0.0f; }}()"
             case ir.Literal(value=v):
                 return f"{float(v)!r}f"
             case ir.ScalarValue(expr=e):
                 return scalar(e, role)
             case ir.Convert(dtype=dtype, operand=operand):
-                inner = self.value(operand, role)
+                inner = self.value(operand, role, plane_row)
                 return inner if dtype is DType.F32 else to_float(dtype, from_float(dtype, inner))
             case ir.Elementwise(op=op, args=args):
-                vals = [self.value(a, role) for a in args]
+                vals = [self.value(a, role, plane_row) for a in args]
                 return _elementwise(op, vals)
         raise TypeError(expr)
 

@@ -17,7 +17,7 @@ BASE_ALIGNMENT = 16
 class TensorMap:
     """One CUtensorMap to encode on the host (box and coordinates innermost first)."""
 
-    param: str
+    param: str  # its label in the metadata; names.tensor_map gives the C++ name
     tensor: str
     dtype: ir.DType
     box: tuple[int, ...]  # in tensor order (outermost first)
@@ -26,7 +26,7 @@ class TensorMap:
 
 @dataclass(frozen=True)
 class Param:
-    name: str
+    name: str  # the source name (a tensor-map label for kind "tensor_map")
     kind: str  # "tensor_map" | "pointer" | "dim" | "scalar"
     ctype: str
     tensor: str | None = None
@@ -63,9 +63,9 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
             buf = kernel.buffer(view.buffer)
             key = (stmt.tensor, stmt.box, buf.swizzle)
             if all((m.tensor, m.box, m.swizzle) != key for m in maps):
-                same = sum(m.tensor == stmt.tensor for m in maps)
-                name = f"tmap_{stmt.tensor}" + (f"_{same + 1}" if same else "")
-                maps.append(TensorMap(name, stmt.tensor, kernel.tensor(stmt.tensor).dtype,
+                ordinal = sum(m.tensor == stmt.tensor for m in maps) + 1
+                maps.append(TensorMap(tensor_map_label(stmt.tensor, ordinal), stmt.tensor,
+                                      kernel.tensor(stmt.tensor).dtype,
                                       stmt.box, buf.swizzle))
         pointers |= _vector_tensors(stmt)
     params: list[Param] = []
@@ -87,6 +87,12 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
         cursor += bar.count * MBARRIER_BYTES
     alignment = max([b.alignment for b in kernel.buffers] + [BASE_ALIGNMENT])
     return LaunchInfo(tuple(params), tuple(maps), offsets, barrier_offsets, total, alignment)
+
+
+def tensor_map_label(tensor: str, ordinal: int) -> str:
+    """`tmap_X` for the first map of tensor X, then `tmap2_X`, `tmap3_X`: the
+    tensor name comes last, so no two (tensor, ordinal) pairs share a label."""
+    return f"tmap{ordinal if ordinal > 1 else ''}_{tensor}"
 
 
 def _vector_tensors(stmt: ir.Stmt) -> set[str]:

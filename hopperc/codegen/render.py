@@ -12,6 +12,7 @@ from functools import lru_cache
 import jinja2
 
 from hopperc import __version__
+from hopperc.codegen import names
 from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, scalar, shared_store,
                                    tile_store)
 from hopperc.codegen.launch import LaunchInfo, launch_info
@@ -20,8 +21,8 @@ from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.printer import explain, statement
-from hopperc.ir.layout import (element_threads, packs_pairs, register_layout, tile_registers,
-                               view_shape)
+from hopperc.ir.layout import (element_grid, element_threads, packs_pairs, plane_rows,
+                               register_layout, tile_registers, view_shape)
 
 GRID_REGISTERS = ("x", "y", "z")
 INDENT = "  "
@@ -72,19 +73,35 @@ def render(kernel: ir.Kernel, source_name: str) -> tuple[str, LaunchInfo]:
     lines: list[str] = []
     cx.block(kernel.body, RoleContext(0, kernel.threads), 1, lines)
     params = [_param_decl(p) for p in launch.params]
-    grid_axes = [{"name": g.name, "reg": GRID_REGISTERS[i]} for i, g in enumerate(kernel.grid)]
+    grid_axes = [{"name": names.grid_coordinate(g.name), "reg": GRID_REGISTERS[i]}
+                 for i, g in enumerate(kernel.grid)]
     text = _environment().get_template("kernel.cu.j2").render(
-        version=__version__, source_name=source_name, kernel=kernel, params=params,
-        grid_axes=grid_axes, alignment=launch.alignment, body="\n".join(lines))
+        version=__version__, source_name=_c_string(source_name),
+        kernel_line=_line_directive(kernel.span.line, source_name), kernel=kernel,
+        symbol=names.kernel_symbol(kernel.name), params=params, grid_axes=grid_axes,
+        carried=[names.carried(r) for r in kernel.carried], alignment=launch.alignment,
+        body="\n".join(lines))
     return text, launch
+
+
+def _c_string(text: str) -> str:
+    """`text` as the inside of a C string literal: any file name fits in one. A
+    double quote becomes a single one: `-lineinfo` copies the name into the PTX
+    `.file` directive, which ptxas reads without escapes."""
+    escapes = {"\\": "\\\\", '"': "'", "\n": "\\n", "\r": "\\r"}
+    return "".join(escapes.get(ch, ch) for ch in text)
+
+
+def _line_directive(line: int, file: str) -> str:
+    return f'#line {line} "{_c_string(file)}"'
 
 
 def _param_decl(p) -> str:
     if p.kind == "tensor_map":
-        return f"const __grid_constant__ hk_tensor_map {p.name}"
+        return f"const __grid_constant__ hk_tensor_map {names.tensor_map(p.name)}"
     if p.kind == "pointer":
-        return f"const {p.ctype} __restrict__ {p.name}"
-    return f"const {p.ctype} {p.name}"
+        return f"const {p.ctype} __restrict__ {names.user(p.name)}"
+    return f"const {p.ctype} {names.user(p.name)}"
 
 
 class _Context:
@@ -116,7 +133,7 @@ class _Context:
         setmaxnreg sits in exactly one branch per warpgroup. Every warp of the
         role's warpgroups runs its leading setmaxnreg; only active warps go on."""
         pad, r = INDENT * depth, stmt.role
-        lines.append(f'#line {stmt.span.line} "{stmt.span.file}"')
+        lines.append(_line_directive(stmt.span.line, stmt.span.file))
         active = "" if r.active_warps == r.warps else f", {r.active_warps} active"
         lines.append(f"{pad}{'else ' if chained else ''}if (hk_warp < {r.first_warp + r.warps}) "
                      f"{{  // role {r.name}: warps {r.first_warp}..{r.first_warp + r.warps - 1}"
@@ -139,10 +156,11 @@ class _Context:
         pad = INDENT * depth
         span = getattr(stmt, "span", None)
         if span is not None:
-            lines.append(f'#line {span.line} "{span.file}"')
+            lines.append(_line_directive(span.line, span.file))
         self.role = role
         match stmt:
             case ir.ForLoop(var=var, start=start, stop=stop, body=body):
+                var = names.user(var)
                 lines.append(f"{pad}for (int {var} = {scalar(start, role)}; {var} < "
                              f"{scalar(stop, role)}; ++{var}) {{")
                 self._scoped(body, role, depth + 1, lines)
@@ -187,7 +205,8 @@ class _Context:
     # ---- operands for the macros
     def why(self, stmt) -> str:
         """`fence.proxy.async.shared::cta: sc written by st.shared (k.hk:31), ...`."""
-        return f"{statement(stmt).split()[0]}: {explain(stmt.reason)}"
+        text = f"{statement(stmt).split()[0]}: {explain(stmt.reason)}"
+        return " ".join(text.splitlines())  # a file name cannot end the comment
 
     def scalar(self, expr: ir.ScalarExpr) -> str:
         return scalar(expr, self.role)
@@ -205,52 +224,62 @@ class _Context:
         offset = 2 if isinstance(stmt, ir.AsyncStore) else 3
         slots = ", ".join(f"%{i + offset}" for i in range(len(coords)))
         if stmt.engine is ir.Engine.TMA:
-            tmap = self.launch.tensor_map(stmt.tensor, stmt.box, buf.swizzle).param
+            label = self.launch.tensor_map(stmt.tensor, stmt.box, buf.swizzle).param
+            tmap = names.tensor_map(label)
             return CopyOperands(len(coords), self.exprs.view_base(view, self.role), tmap,
                                 coords, slots, barrier, "", 0)
         nbytes = stmt.box[0] * buf.dtype.nbytes
-        address = f"{stmt.tensor} + ({coords[0]})"
+        address = f"{names.user(stmt.tensor)} + ({coords[0]})"
         return CopyOperands(1, self.exprs.view_base(view, self.role), None, (), "", barrier,
                             address, nbytes)
 
     def per_element(self, stmt: ir.TileDef | ir.TileAssign | ir.SharedStore) -> PerElement:
-        """Operands of the loop over this thread's elements (see `per_element` macro)."""
+        """Operands of the loop over this thread's elements (see `per_element` macro).
+
+        Element (hk_r, hk_c) is a position in the statement's element grid: a view of
+        rank 3 or more is its 2-D planes stacked along the rows, as they lie in
+        memory, so the row-major address of (hk_r, hk_c) is the element's."""
         role = self.role
         if isinstance(stmt, ir.SharedStore):
             buf = self.kernel.buffer(stmt.dst.buffer)
-            shape = _view_shape(buf, stmt.dst)
-            value = from_float(buf.dtype, self.exprs.value(_unrounded(stmt.value, buf.dtype), role))
-            assign = shared_store(buf.dtype, self.exprs.element_address(stmt.dst, role), value) + ";"
+            shape, dtype, value = _view_shape(buf, stmt.dst), buf.dtype, stmt.value
             threads = element_threads(role.threads)
         else:
             definition = stmt if isinstance(stmt, ir.TileDef) else self.tiles[stmt.name]
-            shape = definition.shape
-            value = self.exprs.value(_unrounded(
-                stmt.init if isinstance(stmt, ir.TileDef) else stmt.value, definition.dtype), role)
-            assign = tile_store(definition, from_float(definition.dtype, value))
-            threads = definition.threads
+            shape, dtype, threads = definition.shape, definition.dtype, definition.threads
+            value = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
+        rows, cols = element_grid(shape)
+        in_plane = plane_rows(shape)
+        plane_row = "hk_r" if in_plane == rows else f"(hk_r % {in_plane})"
+        text = from_float(dtype, self.exprs.value(_unrounded(value, dtype), role, plane_row))
+        if isinstance(stmt, ir.SharedStore):
+            assign = shared_store(dtype, self.exprs.element_address(stmt.dst, role), text) + ";"
+        else:
+            assign = tile_store(definition, text)
         local = "static_cast<int>(threadIdx.x)"
         if role.first_warp:
             local = f"(static_cast<int>(threadIdx.x) - {role.first_warp * 32})"
         thread = local if threads == role.threads else f"({local} % {threads})"
-        rows, cols = shape
-        if register_layout(shape, threads) is ir.Layout.WGMMA:
+        elements = rows * cols
+        if register_layout((rows, cols), threads) is ir.Layout.WGMMA:
             row = "16 * (hk_t / 32) + (hk_t % 32) / 4 + 8 * ((hk_k / 2) % 2)"
             col = "8 * (hk_k / 4) + 2 * (hk_t % 4) + (hk_k % 2)"
         else:
             row = f"(hk_k * {threads} + hk_t) / {cols}"
             col = f"(hk_k * {threads} + hk_t) % {cols}"
-        return PerElement(rows * cols // threads, thread, row, col, assign)
+            if elements % threads:  # the last slot holds elements for some threads only
+                assign = f"if (hk_k * {threads} + hk_t < {elements}) {{ {assign} }}"
+        return PerElement(-(-elements // threads), thread, row, col, assign)
 
     def wgmma_steps(self, mma: ir.Mma) -> list[WgmmaStep]:
         acc = self.tiles[mma.acc]
         b = self._shared_operand(mma.b, k_major=mma.b.transposed)
         if isinstance(mma.a, ir.TileRef):
-            a, a_dtype = mma.a.name, self.tiles[mma.a.name].dtype
+            a, a_dtype = names.user(mma.a.name), self.tiles[mma.a.name].dtype
         else:
             a = self._shared_operand(mma.a, k_major=not mma.a.transposed)
             a_dtype = a.buffer.dtype
-        return wgmma_steps(mma, tile_registers(acc), a, a_dtype, b)
+        return wgmma_steps(mma, names.user(mma.acc), tile_registers(acc), a, a_dtype, b)
 
     def _shared_operand(self, view: ir.BufferView, k_major: bool) -> SharedOperand:
         return SharedOperand(self.exprs.view_base(view, self.role),
@@ -264,23 +293,26 @@ class _Context:
         copying it into each path that reaches the wgmma (ptxas would then
         serialize the wgmma, C7515)."""
         if isinstance(stmt, (ir.TileDef, ir.TileAssign)):
-            names = (stmt.name,) if stmt.name in self.wgmma_operands else ()
+            pinned = (stmt.name,) if stmt.name in self.wgmma_operands else ()
         elif stmt.reason is None:  # written by hand: it may concern any wgmma operand
-            names = tuple(sorted(self.wgmma_operands))
+            pinned = tuple(sorted(self.wgmma_operands))
         else:
-            names = stmt.tiles
+            pinned = stmt.tiles
         live = set().union(*self.declared)
         out = []
-        for name in names:
+        for name in pinned:
             if name in live:
                 tile = self.tiles[name]
-                out.append(PinnedTile(name, tile_registers(tile), _constraint(tile)))
+                out.append(PinnedTile(names.user(name), tile_registers(tile), _constraint(tile)))
         return out
 
     def tile_storage(self, tile: ir.TileDef) -> str:
         """The C++ declaration of a register tile."""
         ctype = "unsigned" if packs_pairs(tile) else tile.dtype.storage
-        return f"{ctype} {tile.name}[{tile_registers(tile)}];"
+        return f"{ctype} {names.user(tile.name)}[{tile_registers(tile)}];"
+
+    def carried(self, register: str) -> str:
+        return names.carried(register)
 
 
 def _constraint(tile: ir.TileDef) -> str:
@@ -294,6 +326,5 @@ def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:
     return value.operand if isinstance(value, ir.Convert) and value.dtype is target else value
 
 
-def _view_shape(buf: ir.SharedBuffer, view: ir.BufferView) -> tuple[int, int]:
-    rows, cols = view_shape(buf, view.part.count if view.part else None)
-    return rows, cols
+def _view_shape(buf: ir.SharedBuffer, view: ir.BufferView) -> tuple[int, ...]:
+    return view_shape(buf, view.part.count if view.part else None)

@@ -51,17 +51,17 @@ def descriptor(op: SharedOperand, step: int, k: int) -> str:
             f"{DESCRIPTOR_SWIZZLE[op.buffer.swizzle]}ull)")
 
 
-def steps(mma: ir.Mma, acc_slots: int, a: SharedOperand | str, a_dtype: DType,
+def steps(mma: ir.Mma, acc: str, acc_slots: int, a: SharedOperand | str, a_dtype: DType,
           b: SharedOperand) -> list[WgmmaStep]:
-    """The instructions of one product. `a` is a SharedOperand or the name of a
-    16-bit register tile in the wgmma layout, packed in pairs (4 registers per
-    k-step)."""
+    """The instructions of one product. `acc` is the accumulator's C++ name; `a`
+    is a SharedOperand or the C++ name of a 16-bit register tile in the wgmma
+    layout, packed in pairs (4 registers per k-step)."""
     _, n, k_total = mma.shape
     k = wgmma_k(a_dtype)
     register_a = isinstance(a, str)
     instruction = (f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32."
                    f"{a_dtype}.{b.buffer.dtype}")
-    outputs = tuple(f'"+f"({mma.acc}[{i}])' for i in range(acc_slots))
+    outputs = tuple(f'"+f"({acc}[{i}])' for i in range(acc_slots))
     d = ", ".join(f"%{i}" for i in range(acc_slots))
     out = []
     for step in range(k_total // k):

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType
 from hopperc.frontend import ast
-from hopperc.frontend.scope import Scope, TileSymbol, VectorSymbol, scalar_expr
+from hopperc.frontend.scope import Scope, TileSymbol, VectorSymbol, is_const, scalar_expr
 from hopperc.ir import nodes as ir
+from hopperc.ir.layout import plane_rows
 
 UNARY_FUNCS = {"relu", "abs", "exp"}
 BINARY_FUNCS = {"max", "min"}
@@ -54,6 +55,7 @@ def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int) -> ViewInfo | Non
         idx = index.indices[0]
         if len(shape) >= 3:
             part = ir.ViewPart(scalar_expr(idx, scope), shape[0])
+            _check_plane(part.index, symbol, warpgroups, idx.span)
             shape = shape[1:]
         elif isinstance(idx, ast.Name) and idx.id == "wg":
             if warpgroups < 1:
@@ -72,6 +74,19 @@ def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int) -> ViewInfo | Non
         shape = (shape[1], shape[0])
     return ViewInfo(ir.BufferView(symbol.name, None, part, transposed, symbol.reuses), symbol,
                     shape)
+
+
+def _check_plane(index: ir.ScalarExpr, buf: ir.SharedBuffer, warpgroups: int, span: Span) -> None:
+    """`buf[i]` selects a plane along the first axis: a constant index must be in
+    range, and `wg` needs a plane for every warpgroup."""
+    planes = buf.shape[0]
+    counted = f"{planes} plane{'s' * (planes > 1)} along its first axis"
+    if is_const(index) and not 0 <= index.value < planes:
+        raise CompileError(span, f"index {index.value} is out of range for '{buf.name}' "
+                                 f"({counted})")
+    if index == ir.Scalar(ir.ScalarKind.BUILTIN, "wg") and warpgroups > planes:
+        raise CompileError(span, f"'{buf.name}' has {counted}, fewer than the {warpgroups} "
+                                 "warpgroups that index it with wg")
 
 
 def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
@@ -151,11 +166,12 @@ def _combine(op: str, operands: list[Typed], span: Span) -> Typed:
 
 
 def check_broadcast(vector_shape: tuple, shape: tuple[int, ...] | None, span: Span):
-    """A row vector (v[:, None]) needs as many values as the tile has rows."""
+    """A row vector (v[:, None]) needs as many values as each 2-D plane of the tile
+    or view has rows (a 1-D view is one row)."""
     _, axis, length = vector_shape
     if shape is None:
         return vector_shape
-    expected = shape[0] if axis == "rows" else shape[-1]
+    expected = plane_rows(shape) if axis == "rows" else shape[-1]
     if length != expected:
         what = "rows" if axis == "rows" else "columns"
         raise CompileError(span, f"shape mismatch: a vector of {length} broadcast over "

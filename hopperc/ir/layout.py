@@ -31,6 +31,21 @@ def register_layout(shape: tuple[int, int], threads: int) -> ir.Layout:
     return ir.Layout.ROW_MAJOR
 
 
+def element_grid(shape: tuple[int, ...]) -> tuple[int, int]:
+    """The 2-D grid element-wise code spreads over its threads: a view of rank 3
+    or more is its 2-D planes stacked along the rows (the order they lie in
+    memory), a 1-D view is one row."""
+    rows = 1
+    for extent in shape[:-1]:
+        rows *= extent
+    return rows, shape[-1]
+
+
+def plane_rows(shape: tuple[int, ...]) -> int:
+    """Rows of one 2-D plane of a view: what a row vector (v[:, None]) indexes."""
+    return shape[-2] if len(shape) >= 2 else 1
+
+
 def packs_pairs(tile: ir.TileDef) -> bool:
     """16-bit tiles in the wgmma layout hold two elements per 32-bit register
     (slots 2i and 2i+1 in register i, low half first), the form wgmma takes a

@@ -88,7 +88,7 @@ class Kernel:
         driver_api.make_current(device)
         self._module = driver_api.call(driver.cuModuleLoadData, cubin)
         self.function = driver_api.call(driver.cuModuleGetFunction, self._module,
-                                         self.spec.kernel.encode())
+                                         self.spec.symbol.encode())
         driver_api.call(driver.cuFuncSetAttribute, self.function,
                         driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                         self.spec.dynamic_shared_bytes)

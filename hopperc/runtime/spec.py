@@ -13,7 +13,7 @@ from cuda.bindings import driver
 from hopperc.dtypes import DType
 from hopperc.runtime.errors import MetadataError
 
-SCHEMA = "hopperc.launch/1"
+SCHEMA = "hopperc.launch/2"
 PARAM_KINDS = ("tensor_map", "pointer", "dim", "scalar")
 SCALAR_CTYPES = ("float", "int")
 
@@ -60,7 +60,8 @@ class GridSpec:
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    kernel: str
+    kernel: str  # the kernel's name in its source
+    symbol: str  # its entry symbol in the cubin
     arch: str
     block: tuple[int, int, int]
     cluster: tuple[int, int, int]
@@ -142,8 +143,8 @@ def _spec(r: dict[str, Any]) -> LaunchSpec:
         if axis.dim is not None and axis.dim not in dims or axis.divisor < 1:
             raise ValueError(f"grid axis {axis.name}: bad dimension or divisor")
     return LaunchSpec(
-        kernel=str(r["kernel"]), arch=str(r["arch"]), block=_triple(r["block"]),
-        cluster=_triple(r["cluster"]), grid=grid,
+        kernel=str(r["kernel"]), symbol=str(r["symbol"]), arch=str(r["arch"]),
+        block=_triple(r["block"]), cluster=_triple(r["cluster"]), grid=grid,
         dynamic_shared_bytes=int(r["dynamic_shared_memory_bytes"]), tensors=tensors,
         scalars=tuple(p for p in params if p.kind == "scalar"), params=params,
         tensor_maps=maps)

@@ -113,7 +113,9 @@ class ShadowMemory:
         sites_of[chunks] = self.site(site)
 
     def write(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site) -> None:
-        """`chunks`: distinct chunk indices."""
+        """`chunks`: distinct chunk indices (none for a warp that holds no element)."""
+        if not chunks.size:
+            return
         for writer, tick, earlier in self._last_writes(agent, chunks):
             self._ordered(agent, clock, writer, tick, earlier, site, "wrote")
         for reader, (ticks_of, sites_of) in self.reads.items():

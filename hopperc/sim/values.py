@@ -15,6 +15,7 @@ import numpy as np
 from hopperc.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.arith import INTEGER_OPS
+from hopperc.ir.layout import plane_rows
 
 _NUMPY = {DType.BF16: ml_dtypes.bfloat16, DType.F16: np.float16,
           DType.E4M3: ml_dtypes.float8_e4m3fn, DType.E5M2: ml_dtypes.float8_e5m2}
@@ -128,8 +129,12 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
             case ir.SharedRead(view=view):
                 return shared(view)
             case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
+                # One value per row or column of each 2-D plane (a 1-D view is one row).
                 rows = axis == "rows"
-                v = global_vector(tensors[tensor], integer(start), shape[0 if rows else 1])
+                v = global_vector(tensors[tensor], integer(start),
+                                  plane_rows(shape) if rows else shape[-1])
+                if len(shape) == 1:
+                    return v
                 return v[:, None] if rows else v[None, :]
             case ir.Literal(value=v):
                 return np.float32(v)

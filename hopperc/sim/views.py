@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import register_layout, shared_layout, view_shape
+from hopperc.ir.layout import element_grid, register_layout, shared_layout, view_shape
 
 CHUNK = 16
 
@@ -106,7 +106,7 @@ def _index(buf: ir.SharedBuffer, offset: int, place: Place) -> tuple[np.ndarray,
 
 
 @lru_cache(maxsize=4096)
-def owned_elements(shape: tuple[int, int], threads: int, warp: int,
+def owned_elements(shape: tuple[int, ...], threads: int, warp: int,
                    lanes: tuple[int, ...]) -> np.ndarray:
     """Which elements of the tile the running `lanes` of role warp `warp` hold."""
     owned = np.isin(element_lanes(shape, threads, warp), lanes)
@@ -115,19 +115,22 @@ def owned_elements(shape: tuple[int, int], threads: int, warp: int,
 
 
 @lru_cache(maxsize=4096)
-def element_lanes(shape: tuple[int, int], threads: int, warp: int) -> np.ndarray:
-    """For each element of a 2-D tile spread over `threads` threads, the lane of
-    role warp `warp` holding it, or -1 (as `per_element` in code generation)."""
-    rows, cols = shape
-    lanes = np.full(shape, -1, dtype=np.int8)
+def element_lanes(shape: tuple[int, ...], threads: int, warp: int) -> np.ndarray:
+    """For each element of a tile or view spread over `threads` threads, the lane
+    of role warp `warp` holding it, or -1 (as `per_element` in code generation,
+    over the same 2-D element grid)."""
+    grid = element_grid(shape)
+    rows, cols = grid
+    lanes = np.full(grid, -1, dtype=np.int8)
     group_warp = warp % (threads // 32)
-    if register_layout(shape, threads) is ir.Layout.WGMMA:
+    if register_layout(grid, threads) is ir.Layout.WGMMA:
         r = np.arange(16)[:, None]
         c = np.arange(cols)[None, :]
         lanes[16 * group_warp:16 * group_warp + 16, :] = 4 * (r % 8) + (c % 8) // 2
     else:
-        e = np.arange(rows * cols).reshape(shape)
+        e = np.arange(rows * cols).reshape(grid)
         mine = (e % threads) // 32 == group_warp
         lanes[mine] = (e % 32)[mine]
+    lanes = lanes.reshape(shape)
     lanes.setflags(write=False)
     return lanes

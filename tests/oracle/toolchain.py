@@ -60,13 +60,22 @@ def toolchain(compiler: str) -> Toolchain:
     return Toolchain(path, (cute, cuda / "cccl", cuda), None)
 
 
-def build(tools: Toolchain, source: Path, out_dir: Path, flags: tuple[str, ...]) -> str:
-    """Compile `source` with the headers written in `out_dir`, run it, return stdout."""
-    binary = out_dir / source.stem
-    includes = [f"-I{out_dir}"] + [f"-I{i}" for i in tools.includes]
-    proc = subprocess.run([tools.compiler, *flags, *includes, str(source), "-o", str(binary)],
-                          capture_output=True, text=True)
-    if proc.returncode:
-        raise AssertionError(f"building {source.name} failed:\n{proc.stderr[-6000:]}")
-    run = subprocess.run([str(binary)], capture_output=True, text=True, check=True)
-    return run.stdout
+class Build:
+    """`source` compiling in the background (with the headers already written in
+    `out_dir`), so the oracle's programs build side by side."""
+
+    def __init__(self, tools: Toolchain, source: Path, out_dir: Path, flags: tuple[str, ...]):
+        self.source = source
+        self.binary = out_dir / source.stem
+        includes = [f"-I{out_dir}"] + [f"-I{i}" for i in tools.includes]
+        self.process = subprocess.Popen(
+            [tools.compiler, *flags, *includes, str(source), "-o", str(self.binary)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def run(self) -> str:
+        """Wait for the build, run the program, return what it printed."""
+        _, stderr = self.process.communicate()
+        if self.process.returncode:
+            raise AssertionError(f"building {self.source.name} failed:\n{stderr[-6000:]}")
+        return subprocess.run([str(self.binary)], capture_output=True, text=True,
+                              check=True).stdout

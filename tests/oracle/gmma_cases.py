@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from tests.oracle.hopperc_side import (CUTE_TYPES, SWIZZLE_BITS, Generated, Operand, Product,
-                                       fragment_expressions, generate, host_prelude)
+                                       fragment_expressions, host_prelude)
 
 # Every swizzle for K-major and MN-major operands, 16-bit and fp8, shared and
 # register A; K spans several k-steps wherever the row width allows.

@@ -10,13 +10,21 @@ from dataclasses import dataclass
 from hopperc import driver
 from hopperc.codegen.render import _environment
 from hopperc.diagnostics import SourceFile
+from hopperc.dtypes import DType, Swizzle
 
 # CuTe's name of each element type (cute/numeric).
 CUTE_TYPES = {"bf16": "cute::bfloat16_t", "f16": "cute::half_t", "e4m3": "cute::float_e4m3_t",
               "e5m2": "cute::float_e5m2_t"}
+# CuTe's B of Swizzle<B,4,3>: the span is 2^B 16-byte chunks.
 SWIZZLE_BITS = {"32B": 1, "64B": 2, "128B": 3}
-SPAN = {"32B": 32, "64B": 64, "128B": 128}
-NBYTES = {"bf16": 2, "f16": 2, "e4m3": 1, "e5m2": 1}
+
+
+def nbytes(dtype: str) -> int:
+    return DType.parse(dtype).nbytes
+
+
+def span(swizzle: str) -> int:
+    return Swizzle.parse(swizzle).span
 
 
 def prelude_function(name: str) -> str:
@@ -63,10 +71,6 @@ class Operand:
     def shape(self) -> tuple[int, int]:
         return (self.mn, self.k) if self.k_major else (self.k, self.mn)
 
-    @property
-    def valid(self) -> bool:
-        return self.shape[1] * NBYTES[self.dtype] == SPAN[self.swizzle]
-
 
 @dataclass(frozen=True)
 class Product:
@@ -79,7 +83,7 @@ class Product:
 
     @property
     def k_step(self) -> int:
-        return 32 if NBYTES[self.a.dtype] == 1 else 16
+        return 32 if nbytes(self.a.dtype) == 1 else 16
 
     def source(self) -> str:
         a, b = self.a, self.b

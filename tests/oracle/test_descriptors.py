@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.oracle.gmma_cases import PRODUCTS, SMEM_BASES, operands
-from tests.oracle.hopperc_side import NBYTES, SPAN, Operand
+from tests.oracle.hopperc_side import Operand, nbytes, span
 
 # Descriptor fields (PTX ISA, matrix descriptor format): name -> (low bit, width).
 FIELDS = {"start": (0, 14), "lbo": (16, 14), "sbo": (32, 14), "base_offset": (49, 3),
@@ -34,7 +34,7 @@ def unread_fields(op: Operand) -> set[str]:
     unread = set()
     if op.k_major and op.mn == 8:
         unread.add("sbo")
-    if not op.k_major and op.mn * NBYTES[op.dtype] == SPAN[op.swizzle]:
+    if not op.k_major and op.mn * nbytes(op.dtype) == span(op.swizzle):
         unread.add("lbo")
     return unread
 

@@ -10,13 +10,13 @@ from hopperc.dtypes import Swizzle
 from hopperc.sim.views import CHUNK, Place, SharedSpace
 from tests.conftest import source
 from tests.oracle.gmma_cases import SWIZZLE_BYTES
+from tests.oracle.hopperc_side import SWIZZLE_BITS
 
 SWIZZLES = (Swizzle.B32, Swizzle.B64, Swizzle.B128)
 
 
 def bits(swizzle: Swizzle) -> int:
-    """CuTe's B of Swizzle<B,4,3>: the span is 2^B 16-byte chunks."""
-    return (swizzle.span // 16).bit_length() - 1
+    return SWIZZLE_BITS[swizzle.text]
 
 
 @pytest.mark.parametrize("swizzle", SWIZZLES, ids=str)

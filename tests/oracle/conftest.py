@@ -41,8 +41,8 @@ def _start_tma(out) -> tuple[Build | str, None]:
     if tools.missing:
         return f"CuTe oracle (nvcc host program with make_tma_copy): {tools.missing}", None
     (out / "hopperc_tma_cases.h").write_text(tma_cases.cases_header())
-    # Only host code runs: no optimization, and one device target (nvcc's
-    # device pass still parses everything once per target).
+    # Only host code runs: no optimization, one device target (the program
+    # hides itself from the device pass, which nvcc runs once per target).
     flags = ("-std=c++17", "-w", "-O0", "-gencode", "arch=compute_90a,code=sm_90a")
     return Build(tools, HERE / "tma_oracle.cu", out, flags), None
 

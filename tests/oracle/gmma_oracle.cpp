@@ -1,0 +1,113 @@
+// CuTe's side of the oracle for the SM90 encodings hopperc computes itself:
+// wgmma shared-memory matrix descriptors, the 32B/64B/128B swizzle, and the
+// wgmma register fragments (accumulator D and register A).
+//
+// The two headers it includes are written by the test from hopperc's own
+// output: `hopperc_prelude.h` holds device helpers cut from the rendered
+// prelude (plain bit arithmetic), `hopperc_cases.h` the cases, with
+// expressions cut from generated kernels, calling the templates below with
+// the matching CuTe types. Every line printed starts with a tag (desc,
+// swizzle, frag, slot); the test parses and compares them.
+#include <cstdint>
+#include <cstdio>
+
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cute/swizzle.hpp>
+
+#include "hopperc_prelude.h"
+
+using namespace cute;
+using SM90::GMMA::Major;
+
+// The canonical GMMA swizzle atom for a swizzle of 2^bits 16-byte chunks.
+template <class T, Major major, int bits>
+auto gmma_atom() {
+  if constexpr (major == Major::K) {
+    if constexpr (bits == 1) return SM90::GMMA::Layout_K_SW32_Atom<T>{};
+    else if constexpr (bits == 2) return SM90::GMMA::Layout_K_SW64_Atom<T>{};
+    else return SM90::GMMA::Layout_K_SW128_Atom<T>{};
+  } else {
+    if constexpr (bits == 1) return SM90::GMMA::Layout_MN_SW32_Atom<T>{};
+    else if constexpr (bits == 2) return SM90::GMMA::Layout_MN_SW64_Atom<T>{};
+    else return SM90::GMMA::Layout_MN_SW128_Atom<T>{};
+  }
+}
+
+// An (MN, K) operand tile at byte address `address`, split into k-steps of
+// KSTEP elements as a CuTe kernel partitions it, one descriptor per k-step
+// (make_gmma_desc for the tile, advanced over the k-steps by CuTe's own
+// DescriptorIterator, as partition_fragment_A/B do). Prints the major mode
+// (the instruction's transpose bit) and CuTe's and hopperc's value of each k-step.
+template <class T, Major major, int bits, int MN, int K, int KSTEP>
+void descriptors(const char* name, uint32_t address, const unsigned long long* hopperc,
+                 int steps) {
+  auto layout = tile_to_shape(gmma_atom<T, major, bits>(), Shape<Int<MN>, Int<K>>{});
+  // Only the layout matters on the host: make_gmma_desc cannot read a shared
+  // address there (it prints a warning and uses 0), so the address is added
+  // below in 16-byte units, exactly as the device field takes it.
+  Tensor smem = make_tensor(make_smem_ptr(static_cast<T*>(nullptr)), layout);
+  Tensor ksteps = zipped_divide(smem, Shape<Int<MN>, Int<KSTEP>>{});
+  Tensor descs = MakeTensor<SM90::GMMA::smem_desc<major>>{}(ksteps);
+  auto base = descs.data() + static_cast<int>(address / 16);
+  for (int step = 0; step < steps; ++step) {
+    uint64_t cute_desc = base[descs.layout()(0, step)];
+    std::printf("desc %s %d %d %016llx %016llx\n", name, step, int(major),
+                static_cast<unsigned long long>(cute_desc), hopperc[step]);
+  }
+}
+
+// Swizzle<bits,4,3> over every byte address below `bytes`: CuTe, then hopperc.
+template <int bits>
+void swizzle(uint32_t bytes) {
+  Swizzle<bits, 4, 3> cute_swizzle;
+  std::printf("swizzle %d cute", bits);
+  for (uint32_t a = 0; a < bytes; ++a) std::printf(" %u", uint32_t(cute_swizzle(a)));
+  std::printf("\nswizzle %d hopperc", bits);
+  for (uint32_t a = 0; a < bytes; ++a) std::printf(" %u", hk_swizzle(a, (1u << bits) - 1));
+  std::printf("\n");
+}
+
+// Layout (thread, value) -> (row, col) of a 64-row fragment (CuTe's layouts
+// index the 64 x cols tile column-major): one line per thread, "row,col" pairs.
+template <class Layout>
+void fragment(const char* name, const char* operand, Layout layout) {
+  for (int t = 0; t < 128; ++t) {
+    std::printf("frag %s %s %d", name, operand, t);
+    for (int v = 0; v < int(size<1>(layout)); ++v) {
+      int index = layout(t, v);
+      std::printf(" %d,%d", index % 64, index / 64);
+    }
+    std::printf("\n");
+  }
+}
+
+// hopperc's slot -> (row, col) for `slots` slots of every thread, same format.
+template <class Row, class Col>
+void slots(const char* name, int count, Row row, Col col) {
+  for (int t = 0; t < 128; ++t) {
+    std::printf("slot %s %d", name, t);
+    for (int k = 0; k < count; ++k) std::printf(" %d,%d", row(t, k), col(t, k));
+    std::printf("\n");
+  }
+}
+
+template <class Op>
+void accumulator(const char* name) {
+  fragment(name, "C", typename MMA_Traits<Op>::CLayout{});
+}
+
+template <class Op>
+void register_a(const char* name) {
+  fragment(name, "A", typename MMA_Traits<Op>::ALayout{});
+}
+
+#include "hopperc_cases.h"
+
+int main() {
+  hk_descriptor_cases();
+  swizzle<1>(HK_SWIZZLE_BYTES);
+  swizzle<2>(HK_SWIZZLE_BYTES);
+  swizzle<3>(HK_SWIZZLE_BYTES);
+  hk_fragment_cases();
+  return 0;
+}

@@ -1,0 +1,58 @@
+"""wgmma register fragments: CuTe's CLayout (accumulator D) and ALayout (16-bit
+register A) of the SM90 MMA atoms against the (row, col) hopperc's generated
+code gives each slot of each thread, the registers it passes to each
+instruction, and the lanes the simulator gives each element."""
+from __future__ import annotations
+
+import pytest
+
+from hopperc.sim.views import element_lanes
+from tests.oracle.gmma_cases import FRAGMENT_PRODUCTS
+
+REGISTER_A = [p for p in FRAGMENT_PRODUCTS if p.a_register]
+IDS = [p.name for p in FRAGMENT_PRODUCTS]
+
+
+@pytest.mark.parametrize("product", FRAGMENT_PRODUCTS, ids=IDS)
+def test_accumulator_slots_match_cute_clayout(gmma, product):
+    """Slot k of thread t is the instruction's k-th D register: CuTe's value k."""
+    cute = gmma.output.fragments[(product.name, "C")]
+    hopperc = gmma.output.slots[product.name]
+    n = product.b.mn
+    assert len(cute) == len(hopperc) == 128
+    for t in range(128):
+        assert len(cute[t]) == n // 2
+        assert hopperc[t][:n // 2] == cute[t], f"thread {t}"
+    for step in gmma.generated[product.name].steps:
+        assert step.d_registers == tuple(range(n // 2))
+
+
+@pytest.mark.parametrize("product", REGISTER_A, ids=[p.name for p in REGISTER_A])
+def test_register_a_matches_cute_alayout(gmma, product):
+    """k-step s passes 4 registers, each two 16-bit slots (low half first, as
+    CuTe recasts values 2j, 2j+1 to 32-bit register j); value v of CuTe's
+    64x16 A fragment is column 16s + (its column) of hopperc's tile."""
+    cute = gmma.output.fragments[(product.name, "A")]
+    hopperc = gmma.output.slots[product.name]
+    steps = gmma.generated[product.name].steps
+    assert len(steps) == product.a.k // 16
+    for s, step in enumerate(steps):
+        assert len(step.a_registers) == 4
+        for t in range(128):
+            assert len(cute[t]) == 8
+            for v, (row, col) in enumerate(cute[t]):
+                slot = 2 * step.a_registers[v // 2] + v % 2
+                assert hopperc[t][slot] == (row, 16 * s + col), f"step {s} thread {t} value {v}"
+
+
+@pytest.mark.parametrize("product", FRAGMENT_PRODUCTS, ids=IDS)
+def test_simulator_lanes_match_cute(gmma, product):
+    """The simulator's owner of each accumulator element is CuTe's thread."""
+    n = product.b.mn
+    lanes = {w: element_lanes((64, n), 128, w) for w in range(4)}
+    seen = set()
+    for t, values in enumerate(gmma.output.fragments[(product.name, "C")]):
+        for row, col in values:
+            assert lanes[t // 32][row, col] == t % 32, (t, row, col)
+            seen.add((row, col))
+    assert len(seen) == 64 * n

@@ -1,0 +1,68 @@
+"""The 32B/64B/128B swizzle as a function of the absolute shared address, from
+CuTe's Swizzle<B,4,3> over every byte of 16 KB, against hopperc's device
+helper, its Swizzle.row_mask and the simulator's chunk of every element."""
+from __future__ import annotations
+
+import pytest
+
+from hopperc import driver
+from hopperc.dtypes import Swizzle
+from hopperc.sim.views import CHUNK, Place, SharedSpace
+from tests.conftest import source
+from tests.oracle.gmma_cases import SWIZZLE_BYTES
+from tests.oracle.hopperc_side import SWIZZLE_BITS
+
+SWIZZLES = (Swizzle.B32, Swizzle.B64, Swizzle.B128)
+
+
+def bits(swizzle: Swizzle) -> int:
+    return SWIZZLE_BITS[swizzle.text]
+
+
+@pytest.mark.parametrize("swizzle", SWIZZLES, ids=str)
+def test_device_helper_matches_cute(gmma, swizzle):
+    found = gmma.output.swizzle[bits(swizzle)]
+    assert len(found["cute"]) == SWIZZLE_BYTES
+    assert found["hopperc"] == found["cute"]
+
+
+@pytest.mark.parametrize("swizzle", SWIZZLES, ids=str)
+def test_row_mask_matches_cute(gmma, swizzle):
+    """The 16-byte chunk index XOR the row bits `row_mask` selects (dtypes.py)."""
+    mask = swizzle.row_mask
+    ours = [a ^ (((a >> 7) & mask) << 4) for a in range(SWIZZLE_BYTES)]
+    assert ours == gmma.output.swizzle[bits(swizzle)]["cute"]
+    assert swizzle.alignment == 8 * swizzle.span  # the repeat of the pattern
+
+
+# Buffers of every swizzle at offsets and stages that start on their repeat
+# (1024/512/256 bytes), 1, 2 and 4 bytes per element, all within 16 KB.
+BUFFERS = """kernel k(X: f32[M, N]) grid(m: 1) threads 128 {
+    shared pad: f32[4, 32]
+    shared w: bf16[16, 64] stages 2 swizzle 128B
+    shared x: e4m3[8, 64] stages 3 swizzle 64B
+    shared y: f32[16, 8] stages 2 swizzle 32B
+    shared z: f32[8, 32] stages 2 swizzle 128B
+}
+"""
+
+
+def test_simulator_chunks_match_cute_over_absolute_addresses(gmma):
+    kernel = driver.check(source(BUFFERS))
+    space = SharedSpace(kernel)
+    checked = 0
+    for buf in kernel.buffers:
+        if buf.swizzle is Swizzle.NONE:
+            continue
+        cute = gmma.output.swizzle[bits(buf.swizzle)]["cute"]
+        rows, cols = buf.shape
+        for stage in range(buf.stages):
+            start = space.offsets[buf.name] + stage * buf.stage_bytes
+            assert start % buf.swizzle.alignment == 0 and start + buf.stage_bytes <= SWIZZLE_BYTES
+            _, chunks = space.index(Place(buf.name, stage, None, 1, False))
+            for r in range(rows):
+                for c in range(cols):
+                    address = start + (r * cols + c) * buf.dtype.nbytes
+                    assert chunks[r, c] == cute[address] // CHUNK, (buf.name, stage, r, c)
+                    checked += 1
+    assert checked == 2 * 16 * 64 + 3 * 8 * 64 + 2 * 16 * 8 + 2 * 8 * 32

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from hopperc import driver
+from hopperc.codegen import names
 from hopperc.codegen.render import _environment
 from hopperc.diagnostics import SourceFile
 from hopperc.dtypes import DType, Swizzle
@@ -133,8 +134,9 @@ def generate(product: Product) -> Generated:
         for call in re.finditer(r"hk_wgmma_desc\(", text):
             args, _ = call_arguments(text, call.end() - 1)
             descriptors.append(f"hk_wgmma_desc({args})")
-        registers = tuple(int(r) for r in re.findall(r'"r"\(ra\[(\d+)\]\)', text))
-        accumulators = tuple(int(r) for r in re.findall(r'"\+f"\(acc\[(\d+)\]\)', text))
+        ra, acc = names.user("ra"), names.user("acc")
+        registers = tuple(int(r) for r in re.findall(rf'"r"\({ra}\[(\d+)\]\)', text))
+        accumulators = tuple(int(r) for r in re.findall(rf'"\+f"\({acc}\[(\d+)\]\)', text))
         steps.append(WgmmaAsm(immediates, tuple(descriptors), registers, accumulators))
     return Generated(cuda, dict(built.generated.launch.buffer_offsets), tuple(steps))
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType
 from hopperc.frontend import ast
+from hopperc.frontend.literals import check_int32
 from hopperc.ir import nodes as ir
 from hopperc.ir.arith import INTEGER_OPS
 
@@ -121,7 +122,8 @@ def fold(op: str, left: ir.ScalarExpr, right: ir.ScalarExpr, span: Span) -> ir.S
     if op in "/%" and right == ir.const(0):
         raise CompileError(span, "division by zero")
     if is_const(left) and is_const(right):
-        return ir.const(INTEGER_OPS[op](left.value, right.value))
+        value = INTEGER_OPS[op](left.value, right.value)
+        return ir.const(check_int32(value, span, "this constant expression"))
     return ir.ScalarOp(op, left, right)
 
 

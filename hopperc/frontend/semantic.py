@@ -9,6 +9,7 @@ from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType, Swizzle
 from hopperc.frontend import ast, limits
 from hopperc.frontend.copies import lower_copy
+from hopperc.frontend.literals import check_int32
 from hopperc.frontend.manual import lower_sync
 from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, VectorSymbol,
@@ -98,7 +99,9 @@ class _Analyzer:
         values = []
         for c in self.kernel.consts:
             value = self.defines.get(c.name)
-            if value is None:
+            if value is not None:
+                check_int32(value, None, f"-D {c.name}")
+            else:
                 value = const_value(c.value, self.scope, f"tile constant '{c.name}'")
             if value <= 0:
                 raise CompileError(c.span, f"tile constant '{c.name}' must be positive, not {value}")

@@ -50,6 +50,8 @@ class Scope:
         self.dims: set[str] = set()
         self.grid_axes: dict[str, Span] = {}
         self.loop_vars: set[str] = set()
+        # Loop variable -> its (low, high) values, None where the loop never runs.
+        self.loop_ranges: dict[str, tuple[int | None, int | None] | None] = {}
 
     def declare(self, name: str, symbol: Symbol, span: Span) -> None:
         for table in self.tables:

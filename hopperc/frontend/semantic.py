@@ -8,6 +8,7 @@ from dataclasses import replace
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType, Swizzle
 from hopperc.frontend import ast, limits
+from hopperc.frontend.bounds import loop_range
 from hopperc.frontend.copies import lower_copy
 from hopperc.frontend.literals import check_int32
 from hopperc.frontend.manual import lower_sync
@@ -248,6 +249,8 @@ class _Analyzer:
     def _for(self, stmt: ast.For) -> ir.ForLoop:
         start = scalar_expr(stmt.start, self.scope)
         stop = scalar_expr(stmt.stop, self.scope)
+        self.scope.loop_ranges[stmt.var] = loop_range(start, stop, self.scope.loop_ranges,
+                                                      self._warpgroups)
         self.scope.push()
         try:
             self.scope.declare(stmt.var, "loop", stmt.span)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType
 from hopperc.frontend import ast
+from hopperc.frontend.bounds import check_index
 from hopperc.frontend.scope import Scope, TileSymbol, VectorSymbol, scalar_expr
 from hopperc.ir import nodes as ir
 
@@ -54,6 +55,8 @@ def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int) -> ViewInfo | Non
         idx = index.indices[0]
         if len(shape) >= 3:
             part = ir.ViewPart(scalar_expr(idx, scope), shape[0])
+            check_index(part.index, shape[0], scope.loop_ranges, warpgroups, idx.span,
+                        f"'{symbol.name}'", "parts along its first axis")
             shape = shape[1:]
         elif isinstance(idx, ast.Name) and idx.id == "wg":
             if warpgroups < 1:

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hopperc.backend.nvrtc import CompileResult, NvrtcError, compile_cuda
+from hopperc.backend.nvrtc import PTX_DIAGNOSTIC_FILE, CompileResult, NvrtcError, compile_cuda
 from hopperc.codegen.launch import LaunchInfo
 from hopperc.codegen.render import render
 from hopperc.diagnostics import CompileError, SourceFile, ToolchainError
@@ -152,6 +152,12 @@ def _locate(exc: NvrtcError, cuda: str, cu_name: str, arch: str) -> GeneratedCod
     first = next((d for d in exc.diagnostics if d.severity == "error"), None)
     if first is None:
         return GeneratedCodeError(f"NVRTC failed on generated code:\n{exc.log.strip()}")
+    if first.file == PTX_DIAGNOSTIC_FILE:
+        # ptxas numbers the lines of the PTX NVRTC wrote, not of the .cu or the .hk file.
+        return GeneratedCodeError(
+            f"error: ptxas rejected the PTX generated for {cu_name} at line {first.line} of "
+            f"the PTX (not a .cu or .hk line): {first.message}\nnote: this is a bug in "
+            "hopperc; please report it with the .hk file")
     unmapped = re.sub(r'(?m)^#line \d+ "[^"]*"$', "", cuda)
     generated_line = ""
     try:

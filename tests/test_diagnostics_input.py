@@ -162,3 +162,25 @@ def test_cli_arch_is_a_usage_error(hopperc_cli, tmp_path, arch: str) -> None:
     assert proc.returncode == 2
     assert "Invalid value for --arch" in proc.stderr and "only sm_90a" in proc.stderr
     assert "NVRTC" not in proc.stderr and not out.exists()
+
+
+# Where a name may stand, the lexer reads `forj` as one name; the syntax error that
+# follows says so.
+NAME_LIKE = [
+    case("for_var", GEMM, [("for k in 0", "fork in 0")], "in 0", "unexpected 'in'"),
+    case("if_cond", MANUAL, [("    if thread == 0 {\n        tma Y", "    ifthread > 0 {\n        tma Y")],
+         "> 0 {", "unexpected '>'"),
+    case("tma_dst", COPY, [("tma buf <-", "tmabuf <-")], "<- X", "unexpected '<-'"),
+]
+
+
+@pytest.mark.parametrize("text, marker, keywords, nth, defines", NAME_LIKE)
+def test_keyword_glued_to_a_name_gets_a_note(text, marker, keywords, nth, defines) -> None:
+    err = expect_error(text, marker, keywords, nth, defines)
+    (note,) = err.notes
+    assert "is read as one name; if you meant the keyword, write '" in note
+
+
+def test_name_that_starts_like_a_keyword_is_a_name() -> None:
+    text = mutate(GEMM, ("acc: f32", "format: f32"), ("acc +=", "format +="))
+    driver.check(SourceFile("ok.hk", text))

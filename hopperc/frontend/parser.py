@@ -33,15 +33,18 @@ def _parser() -> lark.Lark:
 
 def parse(source: SourceFile) -> ast.Kernel:
     """Parse one kernel; syntax errors become located `CompileError`s."""
+    previous: Token | None = None  # on a syntax error: the token before the unexpected one
     try:
         parser = _parser().parse_interactive(source.text)
-        previous = None
         for token in parser.iter_parse():
             _check_separated(previous, token, source)
             previous = token
         tree = parser.feed_eof()
     except lark.UnexpectedInput as exc:
-        raise _syntax_error(source, exc) from None
+        error = _syntax_error(source, exc)
+        if isinstance(exc, lark.UnexpectedToken):
+            error.notes += _glued_keyword_note(previous)
+        raise error from None
     check_nesting(tree, source.name)
     try:
         return _ToAst(source.name).transform(tree)
@@ -65,6 +68,26 @@ def _check_separated(previous: Token | None, token: Token, source: SourceFile) -
         span = Span(source.name, previous.line, previous.column, token.end_line, token.end_column)
         raise CompileError(span, f"'{previous}{token}' reads as '{previous}' followed by "
                                  f"'{token}': separate them with a space")
+
+
+@lru_cache(maxsize=1)
+def _keywords() -> tuple[str, ...]:
+    """The grammar's word literals, longest first."""
+    words = {t.pattern.value for t in _parser().terminals
+             if isinstance(t.pattern, lark.lexer.PatternStr) and t.pattern.value.isalpha()}
+    return tuple(sorted(words, key=len, reverse=True))
+
+
+def _glued_keyword_note(token: Token | None) -> tuple[str, ...]:
+    """Where a name is allowed, `forj` is one name: say so when a syntax error follows it."""
+    if token is None or token.type != "NAME":
+        return ()
+    for word in _keywords():
+        rest = str(token)[len(word):]
+        if str(token).startswith(word) and rest and not rest[0].isdigit():
+            return (f"'{token}' is read as one name; if you meant the keyword, write "
+                    f"'{word} {rest}'",)
+    return ()
 
 
 def _syntax_error(source: SourceFile, exc: lark.UnexpectedInput) -> CompileError:

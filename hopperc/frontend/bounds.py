@@ -91,7 +91,9 @@ def check_index(expr: ir.ScalarExpr, count: int, ranges, warpgroups: int, span: 
     valid = f"{what} has {count} {entries}, indexed 0 to {count - 1}"
     if low is not None and low == high and not 0 <= low < count:
         raise CompileError(span, f"index {low} is out of range: {valid}")
-    bad = low if low is not None and low < 0 else high if high is not None and high >= count else None
+    bad = low if low is not None and low < 0 else None
+    if bad is None and high is not None and high >= count:
+        bad = high
     if bad is not None:
         shown = f"{'?' if low is None else low} to {'?' if high is None else high}"
         raise CompileError(span, f"this index can be {bad} (it ranges over {shown}), out of "
@@ -101,4 +103,5 @@ def check_index(expr: ir.ScalarExpr, count: int, ranges, warpgroups: int, span: 
 def _loops_in(expr: ir.ScalarExpr, ranges) -> list:
     if isinstance(expr, ir.Scalar):
         return [ranges.get(expr.name, UNKNOWN)] if expr.kind is ir.ScalarKind.LOOP else []
-    return _loops_in(expr.left, ranges) + ([] if expr.right is None else _loops_in(expr.right, ranges))
+    right = [] if expr.right is None else _loops_in(expr.right, ranges)
+    return _loops_in(expr.left, ranges) + right

@@ -155,7 +155,7 @@ def _locate(exc: NvrtcError, cuda: str, cu_name: str, arch: str) -> GeneratedCod
     if first.file == PTX_DIAGNOSTIC_FILE:
         # ptxas numbers the lines of the PTX NVRTC wrote, not of the .cu or the .hk file.
         return GeneratedCodeError(
-            f"error: ptxas rejected the PTX generated for {cu_name} at line {first.line} of "
+            f"ptxas rejected the PTX generated for {cu_name} at line {first.line} of "
             f"the PTX (not a .cu or .hk line): {first.message}\nnote: this is a bug in "
             "hopperc; please report it with the .hk file")
     unmapped = re.sub(r'(?m)^#line \d+ "[^"]*"$', "", cuda)

@@ -16,7 +16,6 @@ from pathlib import Path
 import click
 
 from hopperc import __version__, driver
-from hopperc.backend.nvrtc import validate_arch
 from hopperc.diagnostics import CompileError, ToolchainError, format_diagnostic
 from hopperc.explain import inserted_syncs
 from hopperc.frontend.ast import dump
@@ -50,10 +49,11 @@ def _parse_defines(values: tuple[str, ...]) -> dict[str, int]:
 
 
 def _check_arch(arch: str) -> str:
+    """A bad target is a usage error (exit 2), like a malformed -D."""
     try:
-        validate_arch(arch)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--arch") from None
+        driver.check_arch(arch)
+    except driver.UnsupportedArchError as exc:
+        raise click.BadParameter(exc.message, param_hint="--arch") from None
     return arch
 
 

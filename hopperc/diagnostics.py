@@ -31,8 +31,10 @@ class SourceFile:
     text: str
 
     def line_text(self, line: int) -> str:
-        lines = self.text.splitlines()
-        return lines[line - 1] if 0 < line <= len(lines) else ""
+        """Line `line` as the lexer counts lines: only `\\n` ends one (`str.splitlines`
+        also splits at form feeds, `\\v`, `\\x1c`-`\\x1e`, `\\x85`, U+2028 and U+2029)."""
+        lines = self.text.split("\n")
+        return lines[line - 1].removesuffix("\r") if 0 < line <= len(lines) else ""
 
 
 class CompileError(Exception):

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hopperc.backend.nvrtc import CompileResult, NvrtcError, compile_cuda
+from hopperc.backend.nvrtc import PTX_DIAGNOSTIC_FILE, CompileResult, NvrtcError, compile_cuda
 from hopperc.codegen.launch import LaunchInfo
 from hopperc.codegen.render import render
 from hopperc.diagnostics import CompileError, SourceFile, ToolchainError
@@ -24,6 +24,9 @@ from hopperc.sim.explore import Report, simulate as explore
 from hopperc.sim.problem import default_dims, make_problem
 
 DEFAULT_ARCH = "sm_90a"
+# wgmma, setmaxnreg and the TMA forms hopperc emits exist only on sm_90a; a cubin
+# (not PTX for a virtual compute_ target) is what the runtime loads.
+SUPPORTED_ARCHS = ("sm_90a",)
 DEFAULT_SEEDS = 16
 DEFAULT_SEARCH = 3000  # schedules of the exhaustive search before it stops
 
@@ -40,6 +43,18 @@ class Built:
     generated: Generated
     result: CompileResult
     arch: str
+
+
+class UnsupportedArchError(CompileError, ValueError):
+    """A target other than sm_90a: the user's input, refused before any work."""
+
+
+def check_arch(arch: str) -> None:
+    if arch not in SUPPORTED_ARCHS:
+        raise UnsupportedArchError(
+            None, f"unsupported target architecture {arch!r}: hopperc generates wgmma, "
+                  f"setmaxnreg and TMA code, which only {', '.join(SUPPORTED_ARCHS)} runs",
+            file="--arch")
 
 
 class GeneratedCodeError(ToolchainError):
@@ -118,6 +133,7 @@ def problem_dims(kernel: ir.Kernel, shapes: dict[str, int] | None, file: str) ->
 
 def build(source: SourceFile, defines: dict[str, int] | None = None,
           arch: str = DEFAULT_ARCH) -> Built:
+    check_arch(arch)
     generated = generate(source, defines)
     cu_name = Path(source.name).with_suffix(".cu").name
     try:
@@ -136,14 +152,21 @@ def _locate(exc: NvrtcError, cuda: str, cu_name: str, arch: str) -> GeneratedCod
     first = next((d for d in exc.diagnostics if d.severity == "error"), None)
     if first is None:
         return GeneratedCodeError(f"NVRTC failed on generated code:\n{exc.log.strip()}")
+    if first.file == PTX_DIAGNOSTIC_FILE:
+        # ptxas numbers the lines of the PTX NVRTC wrote, not of the .cu or the .hk file.
+        return GeneratedCodeError(
+            f"ptxas rejected the PTX generated for {cu_name} at line {first.line} of "
+            f"the PTX (not a .cu or .hk line): {first.message}\nnote: this is a bug in "
+            "hopperc; please report it with the .hk file")
     unmapped = re.sub(r'(?m)^#line \d+ "[^"]*"$', "", cuda)
     generated_line = ""
     try:
         compile_cuda(unmapped, cu_name, arch)
     except NvrtcError as again:
         raw = next((d for d in again.diagnostics if d.severity == "error"), None)
-        if raw is not None and 0 < raw.line <= len(cuda.splitlines()):
-            text = cuda.splitlines()[raw.line - 1].strip()
+        cuda_lines = cuda.split("\n")
+        if raw is not None and 0 < raw.line <= len(cuda_lines):
+            text = cuda_lines[raw.line - 1].strip()
             generated_line = f"\n{cu_name}:{raw.line}: generated code: {text}"
     return GeneratedCodeError(
         f"{first.file}:{first.line}: error: NVRTC rejected the code generated for this line: "

@@ -115,11 +115,12 @@ def test_rank_3_pipeline_of_vectors_passes_check():
 
 @pytest.mark.parametrize("threads,body,message", [
     (128, "shared r: f32[2, 64, 64]\n    r[2] = 1.0",
-     "index 2 is out of range for 'r' (2 planes along its first axis)"),
+     "index 2 is out of range: 'r' has 2 parts along its first axis, indexed 0 to 1"),
     (128, "shared r: f32[2, 64, 64]\n    r[0 - 1] = 1.0",
-     "index -1 is out of range for 'r' (2 planes along its first axis)"),
+     "index -1 is out of range: 'r' has 2 parts along its first axis, indexed 0 to 1"),
     (256, "shared r: f32[1, 64, 64]\n    r[wg] = 1.0",
-     "'r' has 1 plane along its first axis, fewer than the 2 warpgroups that index it with wg"),
+     "this index can be 1 (it ranges over 0 to 1), out of range: 'r' has 1 parts along its "
+     "first axis, indexed 0 to 0"),
     (256, "shared r: f32[2, 2, 64, 64]\n    shared q: f32[2, 64, 64]\n    q[wg] = r[wg]^T",
      "only a 2-D view can be transposed"),
     (128, "shared r: f32[2, 64, 64]\n    x: f32[64, 64] = r[0] + r",

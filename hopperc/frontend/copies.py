@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from hopperc.diagnostics import CompileError
 from hopperc.frontend import ast, limits
+from hopperc.frontend.bounds import check_index
 from hopperc.frontend.scope import Scope, scalar_expr
 from hopperc.frontend.tiles import ViewInfo, buffer_view
 from hopperc.ir import nodes as ir
@@ -106,6 +107,8 @@ def barrier_ref(expr: ast.Expr, scope: Scope) -> ir.BarrierRef:
             0 <= index.value < symbol.count):
         raise CompileError(expr.span, f"mbarrier index {index.value} is out of range for "
                                       f"'{symbol.name}' ({_count(symbol.count, 'barrier')})")
+    check_index(index, symbol.count, scope.loop_ranges, 0, expr.span,
+                f"'{symbol.name}'", "mbarriers")
     return ir.BarrierRef(symbol.name, index)
 
 

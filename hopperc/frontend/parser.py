@@ -9,6 +9,8 @@ from lark import Token, Transformer, v_args
 
 from hopperc.diagnostics import CompileError, SourceFile, Span
 from hopperc.frontend import ast
+from hopperc.frontend.literals import float_literal, int_literal
+from hopperc.frontend.nesting import check_nesting
 
 MAX_EXPECTED = 12
 CLOSERS = ("'}'", "')'", "']'")
@@ -31,11 +33,61 @@ def _parser() -> lark.Lark:
 
 def parse(source: SourceFile) -> ast.Kernel:
     """Parse one kernel; syntax errors become located `CompileError`s."""
+    previous: Token | None = None  # on a syntax error: the token before the unexpected one
     try:
-        tree = _parser().parse(source.text)
+        parser = _parser().parse_interactive(source.text)
+        for token in parser.iter_parse():
+            _check_separated(previous, token, source)
+            previous = token
+        tree = parser.feed_eof()
     except lark.UnexpectedInput as exc:
-        raise _syntax_error(source, exc) from None
-    return _ToAst(source.name).transform(tree)
+        error = _syntax_error(source, exc)
+        if isinstance(exc, lark.UnexpectedToken):
+            error.notes += _glued_keyword_note(previous)
+        raise error from None
+    check_nesting(tree, source.name)
+    try:
+        return _ToAst(source.name).transform(tree)
+    except lark.exceptions.VisitError as exc:
+        # Lark wraps what a rule method raises; a literal out of range is the user's error.
+        if isinstance(exc.orig_exc, CompileError):
+            raise exc.orig_exc from None
+        raise
+
+
+def _is_word(char: str) -> bool:
+    return char.isascii() and (char.isalnum() or char == "_")
+
+
+def _check_separated(previous: Token | None, token: Token, source: SourceFile) -> None:
+    """Two words never touch: where only a keyword may come, the lexer would otherwise
+    split `kernelfoo` into `kernel` and `foo` (and `threads128`, `1.0f` likewise)."""
+    if previous is None or previous.end_pos != token.start_pos:
+        return
+    if _is_word(str(previous)[-1]) and _is_word(str(token)[0]):
+        span = Span(source.name, previous.line, previous.column, token.end_line, token.end_column)
+        raise CompileError(span, f"'{previous}{token}' reads as '{previous}' followed by "
+                                 f"'{token}': separate them with a space")
+
+
+@lru_cache(maxsize=1)
+def _keywords() -> tuple[str, ...]:
+    """The grammar's word literals, longest first."""
+    words = {t.pattern.value for t in _parser().terminals
+             if isinstance(t.pattern, lark.lexer.PatternStr) and t.pattern.value.isalpha()}
+    return tuple(sorted(words, key=len, reverse=True))
+
+
+def _glued_keyword_note(token: Token | None) -> tuple[str, ...]:
+    """Where a name is allowed, `forj` is one name: say so when a syntax error follows it."""
+    if token is None or token.type != "NAME":
+        return ()
+    for word in _keywords():
+        rest = str(token)[len(word):]
+        if str(token).startswith(word) and rest and not rest[0].isdigit():
+            return (f"'{token}' is read as one name; if you meant the keyword, write "
+                    f"'{word} {rest}'",)
+    return ()
 
 
 def _syntax_error(source: SourceFile, exc: lark.UnexpectedInput) -> CompileError:
@@ -43,8 +95,9 @@ def _syntax_error(source: SourceFile, exc: lark.UnexpectedInput) -> CompileError
     at_end = isinstance(exc, lark.UnexpectedEOF) or (
         isinstance(exc, lark.UnexpectedToken) and exc.token.type == "$END")
     if at_end or line is None or line < 1:
-        # Point just past the last character of the file.
-        lines = source.text.rstrip().splitlines() or [""]
+        # Point just past the last character of the file that is not whitespace to the
+        # lexer (its WS is space, tab, \f, \r and \n; only \n ends a line).
+        lines = source.text.rstrip(" \t\f\r\n").split("\n")
         line, col = len(lines), len(lines[-1]) + 1
     span = Span(source.name, line, col, line, col + 1)
     if isinstance(exc, lark.UnexpectedToken):
@@ -130,7 +183,9 @@ class _ToAst(Transformer):
 
     def _dim(self, tok: Token) -> ast.Name | ast.IntLit:
         span = _tok_span(self.file, tok)
-        return ast.IntLit(int(tok), span) if tok.type == "INT" else ast.Name(str(tok), span)
+        if tok.type == "INT":
+            return ast.IntLit(int_literal(str(tok), span), span)
+        return ast.Name(str(tok), span)
 
     def scalar_param(self, meta, children):
         name, dtype = children
@@ -142,11 +197,14 @@ class _ToAst(Transformer):
     def grid_clause(self, meta, children):
         return ("grid", tuple(children))
 
+    def _int(self, tok: Token) -> int:
+        return int_literal(str(tok), _tok_span(self.file, tok))
+
     def cluster_clause(self, meta, children):
-        return ("cluster", tuple(int(c) for c in children))
+        return ("cluster", tuple(self._int(c) for c in children))
 
     def threads_clause(self, meta, children):
-        return ("threads", int(children[0]))
+        return ("threads", self._int(children[0]))
 
     def const_def(self, meta, children):
         return ast.ConstDef(str(children[0]), children[1], self._s(meta))
@@ -172,17 +230,21 @@ class _ToAst(Transformer):
 
     def role(self, meta, children):
         name, (unit, count), regs, body = children
-        return ast.Role(str(name), unit, count, None if regs is None else int(regs), body,
+        return ast.Role(str(name), unit, count, None if regs is None else self._int(regs), body,
                         self._s(meta))
 
     def one_warp(self, meta, children):
         return ("warp", 1)
 
     def n_warps(self, meta, children):
-        return ("warps", int(children[0]))
+        return ("warps", self._int(children[0]))
 
     def warpgroups(self, meta, children):
-        return ("warpgroup", 1 if children[0] is None else int(str(children[0])[1:]))
+        count = children[0]
+        if count is None:
+            return ("warpgroup", 1)
+        digits = Span(self.file, count.line, count.column + 1, count.end_line, count.end_column)
+        return ("warpgroup", int_literal(str(count)[1:], digits))
 
     def for_stmt(self, meta, children):
         var, start, stop, body = children
@@ -222,10 +284,10 @@ class _ToAst(Transformer):
 
     # ---- expressions
     def int_lit(self, meta, children):
-        return ast.IntLit(int(children[0]), self._s(meta))
+        return ast.IntLit(int_literal(str(children[0]), self._s(meta)), self._s(meta))
 
     def float_lit(self, meta, children):
-        return ast.FloatLit(float(children[0]), self._s(meta))
+        return ast.FloatLit(float_literal(str(children[0]), self._s(meta)), self._s(meta))
 
     def name(self, meta, children):
         return ast.Name(str(children[0]), self._s(meta))

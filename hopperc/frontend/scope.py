@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType
 from hopperc.frontend import ast
+from hopperc.frontend.literals import check_int32
 from hopperc.ir import nodes as ir
 from hopperc.ir.arith import INTEGER_OPS
 
@@ -49,6 +50,8 @@ class Scope:
         self.dims: set[str] = set()
         self.grid_axes: dict[str, Span] = {}
         self.loop_vars: set[str] = set()
+        # Loop variable -> its (low, high) values, None where the loop never runs.
+        self.loop_ranges: dict[str, tuple[int | None, int | None] | None] = {}
 
     def declare(self, name: str, symbol: Symbol, span: Span) -> None:
         for table in self.tables:
@@ -121,7 +124,8 @@ def fold(op: str, left: ir.ScalarExpr, right: ir.ScalarExpr, span: Span) -> ir.S
     if op in "/%" and right == ir.const(0):
         raise CompileError(span, "division by zero")
     if is_const(left) and is_const(right):
-        return ir.const(INTEGER_OPS[op](left.value, right.value))
+        value = INTEGER_OPS[op](left.value, right.value)
+        return ir.const(check_int32(value, span, "this constant expression"))
     return ir.ScalarOp(op, left, right)
 
 

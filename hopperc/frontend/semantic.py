@@ -8,7 +8,9 @@ from dataclasses import replace
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType, Swizzle
 from hopperc.frontend import ast, limits
+from hopperc.frontend.bounds import loop_range
 from hopperc.frontend.copies import lower_copy
+from hopperc.frontend.literals import check_int32
 from hopperc.frontend.manual import lower_sync
 from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.overlap import check_store_reads
@@ -99,7 +101,9 @@ class _Analyzer:
         values = []
         for c in self.kernel.consts:
             value = self.defines.get(c.name)
-            if value is None:
+            if value is not None:
+                check_int32(value, None, f"-D {c.name}")
+            else:
                 value = const_value(c.value, self.scope, f"tile constant '{c.name}'")
             if value <= 0:
                 raise CompileError(c.span, f"tile constant '{c.name}' must be positive, not {value}")
@@ -246,6 +250,8 @@ class _Analyzer:
     def _for(self, stmt: ast.For) -> ir.ForLoop:
         start = scalar_expr(stmt.start, self.scope)
         stop = scalar_expr(stmt.stop, self.scope)
+        self.scope.loop_ranges[stmt.var] = loop_range(start, stop, self.scope.loop_ranges,
+                                                      self._warpgroups)
         self.scope.push()
         try:
             self.scope.declare(stmt.var, "loop", stmt.span)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType
 from hopperc.frontend import ast
-from hopperc.frontend.scope import Scope, TileSymbol, VectorSymbol, is_const, scalar_expr
+from hopperc.frontend.bounds import check_index
+from hopperc.frontend.scope import Scope, TileSymbol, VectorSymbol, scalar_expr
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import plane_rows
 
@@ -55,7 +56,8 @@ def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int) -> ViewInfo | Non
         idx = index.indices[0]
         if len(shape) >= 3:
             part = ir.ViewPart(scalar_expr(idx, scope), shape[0])
-            _check_plane(part.index, symbol, warpgroups, idx.span)
+            check_index(part.index, shape[0], scope.loop_ranges, warpgroups, idx.span,
+                        f"'{symbol.name}'", "parts along its first axis")
             shape = shape[1:]
         elif isinstance(idx, ast.Name) and idx.id == "wg":
             if warpgroups < 1:
@@ -74,19 +76,6 @@ def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int) -> ViewInfo | Non
         shape = (shape[1], shape[0])
     return ViewInfo(ir.BufferView(symbol.name, None, part, transposed, symbol.reuses), symbol,
                     shape)
-
-
-def _check_plane(index: ir.ScalarExpr, buf: ir.SharedBuffer, warpgroups: int, span: Span) -> None:
-    """`buf[i]` selects a plane along the first axis: a constant index must be in
-    range, and `wg` needs a plane for every warpgroup."""
-    planes = buf.shape[0]
-    counted = f"{planes} plane{'s' * (planes > 1)} along its first axis"
-    if is_const(index) and not 0 <= index.value < planes:
-        raise CompileError(span, f"index {index.value} is out of range for '{buf.name}' "
-                                 f"({counted})")
-    if index == ir.Scalar(ir.ScalarKind.BUILTIN, "wg") and warpgroups > planes:
-        raise CompileError(span, f"'{buf.name}' has {counted}, fewer than the {warpgroups} "
-                                 "warpgroups that index it with wg")
 
 
 def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:

@@ -14,6 +14,7 @@ class Category(Enum):
     MISSING_FENCE = "missing proxy fence"
     BARRIER_MISUSE = "barrier misuse"
     WRONG_RESULT = "wrong result"
+    OUT_OF_RANGE = "out-of-range access"
 
 
 @dataclass(frozen=True)

@@ -175,6 +175,9 @@ class _Block:
     # ---- shared memory, versioned for buffers handed between roles
     def place(self, view: ir.BufferView, instance: int) -> Place:
         part = None if view.part is None else self.scalar(view.part.index, instance)
+        if part is not None and not 0 <= part < view.part.count:
+            # The simulated warps report the access as a finding, at its line.
+            raise ReferenceUnavailable(f"index {part} of '{view.buffer}' is out of range")
         return Place(view.buffer, 0, part, view.part.count if view.part else 1, view.transposed)
 
     def shape(self, place: Place) -> tuple[int, ...]:

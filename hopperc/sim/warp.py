@@ -85,9 +85,13 @@ class Warp:
     def _lane_env(self, lane: int) -> dict[str, int]:
         return dict(self.env, **{"@lane": lane, "@thread": 32 * self.local + lane})
 
-    def place(self, view: ir.BufferView, lanes) -> Place:
-        stage = 0 if view.stage is None else self.value(view.stage, lanes, None)
-        part = None if view.part is None else self.value(view.part.index, lanes, None)
+    def place(self, view: ir.BufferView, lanes, span) -> Place:
+        stage = 0 if view.stage is None else self.value(view.stage, lanes, span)
+        part = None if view.part is None else self.value(view.part.index, lanes, span)
+        if part is not None and not 0 <= part < view.part.count:
+            raise fail(Category.OUT_OF_RANGE, f"index {part} of '{view.buffer}' is out of range "
+                                              f"(it has {view.part.count} parts, indexed 0 to "
+                                              f"{view.part.count - 1})", span)
         return Place(view.buffer, stage, part, view.part.count if view.part else 1,
                      view.transposed)
 
@@ -162,7 +166,7 @@ class Warp:
     def elementwise(self, stmt, lanes) -> None:
         span = stmt.span
         if isinstance(stmt, ir.SharedStore):
-            place = self.place(stmt.dst, lanes)
+            place = self.place(stmt.dst, lanes, stmt.span)
             shape, threads = self.block.space.shape(place), element_threads(self.running_threads)
             dtype, expr = self.block.kernel.buffer(place.buffer).dtype, stmt.value
         else:
@@ -177,7 +181,7 @@ class Warp:
             return self.tiles[name]
 
         def shared(view: ir.BufferView) -> np.ndarray:
-            where = self.place(view, lanes)
+            where = self.place(view, lanes, span)
             self.block.memory.read(self.agent, self.clock,
                                    self.block.space.region(where, owned, selection),
                                    Site(f"ld.shared of {self.label(where)}", span))
@@ -311,7 +315,7 @@ class Warp:
             raise SimUnsupported(f"{span}: a load without an mbarrier")
         barrier = self.barrier(stmt.barrier, lanes, span)
         barrier.usable(f"{stmt.engine.label} load", self.clock, span)
-        place = self.place(stmt.dst, lanes)
+        place = self.place(stmt.dst, lanes, stmt.span)
         origin = tuple(self.value(c, lanes, span) for c in stmt.coords)
         site = Site(f"{stmt.engine.label} load into {self.label(place)}", span)
         agent = block.agents.add(f"{stmt.engine.label} load{line(span)}", generic=False)
@@ -330,7 +334,7 @@ class Warp:
 
     def issue_store(self, stmt: ir.AsyncStore, lane: int) -> None:
         queue = self.store_queue(lane)
-        place = self.place(stmt.src, (lane,))
+        place = self.place(stmt.src, (lane,), stmt.span)
         origin = tuple(self.value(c, (lane,), stmt.span) for c in stmt.coords)
         queue.issued += 1
         clock = {**self.clock, queue.agent: queue.issued}
@@ -348,8 +352,8 @@ class Warp:
                            f"wgmma uses register tile '{tile}', which other code used"
                            f"{line(self.touched[tile])}, with no wgmma.fence in between",
                            span, self.touched[tile])
-        a = stmt.a.name if isinstance(stmt.a, ir.TileRef) else self.place(stmt.a, lanes)
-        b = self.place(stmt.b, lanes)
+        a = stmt.a.name if isinstance(stmt.a, ir.TileRef) else self.place(stmt.a, lanes, span)
+        b = self.place(stmt.b, lanes, span)
         queue = self.wgmma
         queue.issued += 1
         clock = {**self.clock, queue.agent: queue.issued}

@@ -1,0 +1,65 @@
+"""NVRTC and ptxas errors in generated code are located where they belong: a CUDA
+front-end error at its .hk line (through `#line`, the kernel signature included)
+and its generated .cu line; a ptxas error at its PTX line, said to be one."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hopperc import driver
+from hopperc.backend.nvrtc import compile_cuda
+from hopperc.diagnostics import SourceFile
+
+from conftest import ROOT
+
+SAMPLE = (ROOT / "samples" / "tma_copy.hk").read_text()
+KERNEL_LINE = next(i for i, x in enumerate(SAMPLE.split("\n"), 1) if x.startswith("kernel "))
+
+
+def broken_build(monkeypatch, edit) -> str:
+    real = driver.render
+
+    def render(kernel, name):
+        cuda, launch = real(kernel, name)
+        return edit(cuda), launch
+
+    monkeypatch.setattr(driver, "render", render)
+    with pytest.raises(driver.GeneratedCodeError) as info:
+        driver.build(SourceFile("bad.hk", SAMPLE))
+    return str(info.value)
+
+
+def test_signature_maps_to_the_kernel_line(monkeypatch) -> None:
+    def edit(cuda: str) -> str:
+        return re.sub(r"(?m)^(tma_copy\()", r"\1undefined_type u, ", cuda, count=1)
+
+    message = broken_build(monkeypatch, edit)
+    assert message.startswith(f"bad.hk:{KERNEL_LINE}: error: NVRTC rejected"), message
+    assert "undefined_type" in message
+
+
+def test_signature_is_preceded_by_its_line_directive() -> None:
+    cuda = driver.generate(SourceFile("k.hk", SAMPLE)).cuda.split("\n")
+    signature = next(i for i, x in enumerate(cuda) if x.startswith("tma_copy("))
+    assert cuda[signature - 1] == f'#line {KERNEL_LINE} "k.hk"'
+    assert cuda[signature - 3] == f'#line {KERNEL_LINE} "k.hk"'  # and the __global__ line
+
+
+def test_ptxas_error_is_reported_at_its_ptx_line(monkeypatch) -> None:
+    bogus = 'asm volatile("bogus.instruction.hk;" ::: "memory");'
+
+    def edit(cuda: str) -> str:
+        return cuda.replace("(void)hk_smem_base; (void)hk_warp;",
+                            "(void)hk_smem_base; (void)hk_warp; " + bogus, 1)
+
+    message = broken_build(monkeypatch, edit)
+    found = re.search(r"at line (\d+) of the PTX \(not a \.cu or \.hk line\)", message)
+    assert found, message
+    assert ".cu:" not in message and "bad.hk:" not in message
+    # The same source compiled to PTX only (no ptxas) has the instruction at that line.
+    real = driver.render
+    kernel = driver.lower(driver.check(SourceFile("bad.hk", SAMPLE)))
+    cuda = edit(real(kernel, "bad.hk")[0])
+    ptx = compile_cuda(cuda, "bad.cu", arch="compute_90a").ptx.split("\n")
+    assert "bogus.instruction.hk" in ptx[int(found[1]) - 1]

@@ -9,9 +9,10 @@ import pytest
 
 from hopperc import driver
 from hopperc.backend.nvrtc import compile_cuda
+from hopperc.codegen.names import kernel_symbol
 from hopperc.diagnostics import SourceFile
 
-from conftest import ROOT
+from tests.conftest import ROOT
 
 SAMPLE = (ROOT / "samples" / "tma_copy.hk").read_text()
 KERNEL_LINE = next(i for i, x in enumerate(SAMPLE.split("\n"), 1) if x.startswith("kernel "))
@@ -32,7 +33,8 @@ def broken_build(monkeypatch, edit) -> str:
 
 def test_signature_maps_to_the_kernel_line(monkeypatch) -> None:
     def edit(cuda: str) -> str:
-        return re.sub(r"(?m)^(tma_copy\()", r"\1undefined_type u, ", cuda, count=1)
+        symbol = re.escape(kernel_symbol("tma_copy"))
+        return re.sub(rf"(?m)^({symbol}\()", r"\1undefined_type u, ", cuda, count=1)
 
     message = broken_build(monkeypatch, edit)
     assert message.startswith(f"bad.hk:{KERNEL_LINE}: error: NVRTC rejected"), message
@@ -41,7 +43,8 @@ def test_signature_maps_to_the_kernel_line(monkeypatch) -> None:
 
 def test_signature_is_preceded_by_its_line_directive() -> None:
     cuda = driver.generate(SourceFile("k.hk", SAMPLE)).cuda.split("\n")
-    signature = next(i for i, x in enumerate(cuda) if x.startswith("tma_copy("))
+    symbol = kernel_symbol("tma_copy")
+    signature = next(i for i, x in enumerate(cuda) if x.startswith(symbol + "("))
     assert cuda[signature - 1] == f'#line {KERNEL_LINE} "k.hk"'
     assert cuda[signature - 3] == f'#line {KERNEL_LINE} "k.hk"'  # and the __global__ line
 

@@ -135,7 +135,8 @@ def build(source: SourceFile, defines: dict[str, int] | None = None,
           arch: str = DEFAULT_ARCH) -> Built:
     check_arch(arch)
     generated = generate(source, defines)
-    cu_name = Path(source.name).with_suffix(".cu").name
+    # The program name becomes a PTX `.file` string, which ptxas reads unescaped.
+    cu_name = re.sub(r"[^\w.+-]", "_", Path(source.name).with_suffix(".cu").name, flags=re.ASCII)
     try:
         result = compile_cuda(generated.cuda, cu_name, arch)
     except NvrtcError as exc:

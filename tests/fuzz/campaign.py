@@ -43,7 +43,9 @@ class Campaign:
         self.inputs += 1
         if outcome.exit_code == 0 and outcome.failure is None:
             self.accepted += 1
-            if self.compiled < self.nvrtc_max and self._rng.random() < self.nvrtc_rate:
+            # A renamed kernel is where user names meet C++ and generated names.
+            chosen = "rename" in name or self._rng.random() < self.nvrtc_rate
+            if self.compiled < self.nvrtc_max and chosen:
                 self.compiled += 1
                 outcome = run_input(text, self.workdir, nvrtc=True)
         elif outcome.exit_code == 1:
@@ -69,10 +71,13 @@ class Campaign:
                  f"errors (exit 1): {sum(self.errors.values())}, by kind:"]
         lines += [f"  {count:6d}  {kind}" for kind, count in self.errors.most_common(25)]
         lines.append(f"failure classes: {len(self.failures)}")
+        if reproducer_dir is not None:
+            reproducer_dir.mkdir(parents=True, exist_ok=True)
+            for stale in reproducer_dir.glob("failure-*.hk"):
+                stale.unlink()
         for index, cls in enumerate(sorted(self.failures.values(), key=lambda c: -c.count)):
             where = ""
             if reproducer_dir is not None:
-                reproducer_dir.mkdir(parents=True, exist_ok=True)
                 path = reproducer_dir / f"failure-{index:02d}.hk"
                 path.write_text(cls.reproducer, encoding="utf-8", newline="")
                 where = f" -> {path}"

@@ -53,11 +53,9 @@ def run_input(text: str, workdir: Path, nvrtc: bool = False, name: str = "fuzz.h
         return Outcome(code, stderr, failure=f"traceback escaped the CLI: {type(exc).__name__}: {exc}",
                        failure_key=("traceback", type(exc).__name__, frame))
     if code not in (0, 1):
-        kind = re.search(r"internal error: (\w+)", stderr)
-        exc_type = kind.group(1) if kind else "ToolchainError"
-        frames = _FRAME.findall(stderr)
-        where = _frame_name(*frames[-1]) if frames else _toolchain_kind(stderr)
-        return Outcome(code, stderr, failure=f"exit {code} (internal/toolchain error)",
+        exc_type, where = _internal_error_place(stderr)
+        return Outcome(code, stderr, failure=f"exit {code} (internal/toolchain error): "
+                                             f"{stderr.split(chr(10), 1)[0][:300]}",
                        failure_key=(f"exit {code}", exc_type, where))
     if code == 0:
         if not output.is_file() or (not nvrtc and "__global__" not in output.read_text()):
@@ -84,7 +82,7 @@ def _check_location(stderr: str, file: str, source: str) -> tuple[str | None, st
     head = _HEAD.fullmatch(lines[0][len(file) + 1:])
     if head is None:
         return f"unlocated error: {lines[0][:200]!r}", None
-    kind = _error_kind(head.group("message"))
+    kind = _error_kind(head.group("message").split("; expected")[0])
     line, col = int(head.group("line")), int(head.group("col"))
     source_lines = source.split("\n")
     if not 1 <= line <= len(source_lines):
@@ -99,6 +97,21 @@ def _check_location(stderr: str, file: str, source: str) -> tuple[str | None, st
         if not caret.startswith(" " * (col - 1) + "^"):
             return f"caret not at column {col}: {caret[:120]!r}", kind
     return None, kind
+
+
+def _internal_error_place(stderr: str) -> tuple[str, str]:
+    """(exception type, innermost hopperc frame) of an internal error's traceback.
+
+    A chained traceback prints the original exception first: a wrapper such as
+    lark's VisitError is reported by the error it wraps."""
+    kind = re.search(r"internal error: (\w+)", stderr)
+    if kind is None:
+        return "ToolchainError", _toolchain_kind(stderr)
+    original = re.split(r"\n(?:The above exception|During handling)", stderr, maxsplit=1)[0]
+    raised = re.findall(r"(?m)^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit))\b", original)
+    frames = _FRAME.findall(original)
+    exc_type = raised[-1] if raised else kind.group(1)
+    return exc_type, _frame_name(*frames[-1]) if frames else ""
 
 
 def _error_kind(message: str) -> str:

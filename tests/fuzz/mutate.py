@@ -24,7 +24,7 @@ KEYWORDS = {
 }
 NUMBERS = ["0", "1", "-1", "2", "3", "7", "1000000", str(2 ** 31 - 1), str(2 ** 31), str(2 ** 32),
            str(2 ** 63), str(2 ** 64), "1e400", "1.0e400", "1.0e-400", "0.0", "9" * 309,
-           "9" * 309 + ".0", "00", "065"]
+           "9" * 309 + ".0", "9" * 5000, "00", "065"]
 HOSTILE_NAMES = [
     # C++ keywords and types
     "int", "float", "double", "class", "return", "template", "auto", "const", "void", "new",
@@ -195,22 +195,28 @@ TOKEN_MUTATIONS = [delete_token, duplicate_token, swap_tokens, change_number, ch
                    change_swizzle, change_stages, change_role]
 
 
-def mutate(text: str, rng: random.Random) -> str:
-    """One to three mutations of `text`."""
+def mutate(text: str, rng: random.Random) -> tuple[str, list[str]]:
+    """One to three mutations of `text`, and their names."""
+    applied = []
     for _ in range(rng.choice([1, 1, 1, 2, 3])):
         if rng.random() < 0.08:
             text = move_statement(text, rng)
+            applied.append(move_statement.__name__)
             continue
         toks = tokens(text)
-        rng.choice(TOKEN_MUTATIONS)(rng, toks)
+        mutation = rng.choice(TOKEN_MUTATIONS)
+        mutation(rng, toks)
+        applied.append(mutation.__name__)
         text = "".join(toks)
-    return text
+    return text, applied
 
 
 def mutated_inputs(seed: int, count: int):
-    """`count` (name, text) pairs, the same for the same seed."""
+    """`count` (name, text) pairs, the same for the same seed; the name says
+    which sample, which input and which mutations."""
     rng = random.Random(seed)
     texts = [(path.stem, path.read_text()) for path in CORPUS]
     for n in range(count):
         stem, text = texts[n % len(texts)]
-        yield f"{stem}-{seed}-{n}", mutate(text, rng)
+        mutated, applied = mutate(text, rng)
+        yield f"{stem}-{seed}-{n}-{'+'.join(applied)}", mutated

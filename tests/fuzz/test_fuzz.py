@@ -15,7 +15,7 @@ from tests.fuzz.harness import run_input
 from tests.fuzz.mutate import mutated_inputs
 
 MUTATION_SEEDS = range(4)
-MUTATIONS_PER_SEED = 340
+MUTATIONS_PER_SEED = 320
 GENERATED = 600
 REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("*.hk"))
 _EXPECT = re.compile(r"#\s*expect:\s*(builds|error at line (\d+))")
@@ -28,7 +28,7 @@ def _explain(campaign: Campaign) -> str:
 
 @pytest.mark.parametrize("seed", MUTATION_SEEDS)
 def test_mutated_samples(seed, tmp_path):
-    campaign = Campaign(tmp_path, seed=seed, nvrtc_rate=0.02, nvrtc_max=2)
+    campaign = Campaign(tmp_path, seed=seed, nvrtc_rate=0.02, nvrtc_max=3)
     campaign.run_all(mutated_inputs(seed, MUTATIONS_PER_SEED))
     assert campaign.inputs == MUTATIONS_PER_SEED
     if campaign.failures:

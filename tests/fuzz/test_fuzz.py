@@ -33,8 +33,8 @@ def test_mutated_samples(seed, tmp_path):
     assert campaign.inputs == MUTATIONS_PER_SEED
     if campaign.failures:
         pytest.fail(_explain(campaign), pytrace=False)
-    # The mutations keep most inputs close enough to a sample to get past the parser.
-    assert campaign.accepted + sum(campaign.errors.values()) == MUTATIONS_PER_SEED
+    # Mutations stay close to the samples: a good share still reaches the renderer.
+    assert campaign.accepted >= MUTATIONS_PER_SEED // 10
 
 
 def test_generated_kernels(tmp_path_factory):

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: build test bench gpu-test gpu-bench clean
+.PHONY: build test fuzz bench gpu-test gpu-bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,16 @@ build: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# A long fuzz campaign (the suite runs about 2,000 inputs of the same kind):
+# prints inputs, accepted kernels, errors by kind and one line per failure
+# class, whose shortest reproducer it writes to $(FUZZ_OUT). Exit 1 on a failure.
+FUZZ_INPUTS ?= 100000
+FUZZ_SEED ?= 0
+FUZZ_OUT ?= build/fuzz-failures
+
+fuzz: $(STAMP)
+	$(BIN)/python -m tests.fuzz.run --inputs $(FUZZ_INPUTS) --seed $(FUZZ_SEED) --out $(FUZZ_OUT)
 
 # On a machine with a Hopper GPU: PyTorch, the GPU tests (a skip is a failure
 # here), then compute-sanitizer's racecheck and synccheck on every sample.

@@ -66,3 +66,23 @@ def test_ptxas_error_is_reported_at_its_ptx_line(monkeypatch) -> None:
     cuda = edit(real(kernel, "bad.hk")[0])
     ptx = compile_cuda(cuda, "bad.cu", arch="compute_90a").ptx.split("\n")
     assert "bogus.instruction.hk" in ptx[int(found[1]) - 1]
+
+
+def test_error_in_any_line_of_a_statement_maps_to_its_line(monkeypatch) -> None:
+    """An element-wise statement renders as a loop of several lines: an error on
+    its last line still points at the statement, not lines further down."""
+    text = (ROOT / "samples" / "scale_rows.hk").read_text()
+    line = next(i for i, x in enumerate(text.split("\n"), 1) if x.strip().startswith("sy ="))
+    real = driver.render
+
+    def render(kernel, name):
+        cuda, launch = real(kernel, name)
+        body = cuda.split("\n")
+        store = max(i for i, x in enumerate(body) if x.lstrip().startswith("hk_st_shared"))
+        body[store] += " undefined_thing;"
+        return "\n".join(body), launch
+
+    monkeypatch.setattr(driver, "render", render)
+    with pytest.raises(driver.GeneratedCodeError) as info:
+        driver.build(SourceFile("bad.hk", text))
+    assert str(info.value).startswith(f"bad.hk:{line}: error: NVRTC rejected"), str(info.value)

@@ -194,7 +194,19 @@ class _Context:
     def _leaf(self, stmt: ir.Stmt, pad: str, lines: list[str]) -> None:
         macro = getattr(self.macros, type(stmt).__name__)
         text = str(macro(stmt, self))
-        lines.extend(pad + line for line in text.splitlines())
+        span = getattr(stmt, "span", None)
+        for i, line in enumerate(text.splitlines()):
+            # NVRTC counts lines on from a directive: every line of the statement
+            # restates its line, and a #pragma takes the line before it, so that
+            # the loop it governs (no directive may come between) is on the line.
+            if span is not None and line.lstrip().startswith("#pragma"):
+                if i:
+                    lines.append(_line_directive(max(span.line - 1, 1), span.file))
+                elif span.line > 1:
+                    lines[-1] = _line_directive(span.line - 1, span.file)
+            elif span is not None and i and not lines[-1].lstrip().startswith("#pragma"):
+                lines.append(_line_directive(span.line, span.file))
+            lines.append(pad + line)
 
     def _scoped(self, body: ir.Block, role: RoleContext, depth: int, lines: list[str]) -> None:
         """A C++ block: tiles declared in it are out of scope after it."""

@@ -105,8 +105,12 @@ class ExprRenderer:
 
     def view_base(self, view: ir.BufferView, role: RoleContext) -> str:
         """Shared address of the view's first byte."""
+        return f"hk_smem_base + {self.view_offset(view, role)}"
+
+    def view_offset(self, view: ir.BufferView, role: RoleContext) -> str:
+        """Offset of the view's first byte in the shared window."""
         buf = self.kernel.buffer(view.buffer)
-        parts = [f"hk_smem_base + {self.launch.buffer_offsets[buf.name]}u"]
+        parts = [f"{self.launch.buffer_offsets[buf.name]}u"]
         if view.stage is not None:
             parts.append(f"({scalar(view.stage, role)}) * {buf.stage_bytes}u")
         if view.part is not None:
@@ -121,10 +125,12 @@ class ExprRenderer:
         r, c = ("hk_c", "hk_r") if view.transposed else ("hk_r", "hk_c")
         offset = f"static_cast<unsigned>(({r}) * {cols} + ({c})) * {buf.dtype.nbytes}u"
         mask = buf.swizzle.row_mask
-        if mask:
-            # Swizzle is a function of the address bits within the aligned atom.
-            offset = f"hk_swizzle({offset}, {mask}u)"
-        return f"{self.view_base(view, role)} + {offset}"
+        if not mask:
+            return f"{self.view_base(view, role)} + {offset}"
+        # TMA and wgmma swizzle the address itself, not the offset in the view (a
+        # stage or part need not start on the swizzle's repeat). The window is
+        # aligned to every repeat in use, so its offsets swizzle like addresses.
+        return f"hk_smem_base + hk_swizzle({self.view_offset(view, role)} + {offset}, {mask}u)"
 
     def value(self, expr: ir.TileExpr, role: RoleContext, plane_row: str = "hk_r") -> str:
         """The expression's value as a float; `plane_row` is the element's row in its

@@ -26,6 +26,9 @@ def lower_copy(stmt: ast.Copy, scope: Scope, warpgroups: int, manual: bool):
     tensor, indices = _tensor_ref(tensor_expr, scope)
     engine = ir.Engine.TMA if stmt.engine == "tma" else ir.Engine.BULK
     box = _box(stmt, view, tensor, engine)
+    part = view.view.part
+    limits.check_copy_alignment(view.buffer, None if part is None else part.count, stmt.engine,
+                                stmt.span)
     coords = tuple(ir.ScalarOp("*", scalar_expr(i, scope), ir.const(b)) if b != 1
                    else scalar_expr(i, scope) for i, b in zip(indices, box))
     barrier = _via(stmt, scope, manual, load)

@@ -39,6 +39,26 @@ def check_bulk_copy(nbytes: int, span: Span) -> None:
         raise CompileError(span, f"a bulk copy moves {nbytes} bytes; it must be a multiple of 16")
 
 
+# Shared-memory alignment a copy's engine needs (PTX ISA): cp.async.bulk.tensor
+# 128 bytes, cp.async.bulk 16. Buffers start at least 128-byte aligned.
+COPY_ALIGNMENT = {"tma": 128, "bulk": 16}
+
+
+def check_copy_alignment(buf: ir.SharedBuffer, part_count: int | None, engine: str,
+                         span: Span) -> None:
+    """Every stage and part a copy may address starts on its engine's alignment."""
+    need = COPY_ALIGNMENT[engine]
+    steps = [("stage", buf.stage_bytes)] if buf.stages > 1 else []
+    if part_count is not None:
+        steps.append(("part", buf.stage_bytes // part_count))
+    for what, size in steps:
+        if size % need:
+            raise CompileError(span, f"a {engine} copy needs a shared address aligned to {need} "
+                                     f"bytes, but each {what} of '{buf.name}' is {size} bytes, "
+                                     f"so some start off that alignment; make it a multiple "
+                                     f"of {need} bytes")
+
+
 def check_wgmma(shape: tuple[int, int, int], dtype: DType, span: Span) -> None:
     """wgmma.mma_async: M = 64 per warpgroup, N a multiple of 8 up to 256,
     K a multiple of the instruction K (16 for 16-bit inputs, 32 for fp8)."""
@@ -59,7 +79,11 @@ def check_wgmma_shared_operand(buf: ir.SharedBuffer, operand: str, k_major: bool
                                span: Span) -> None:
     """wgmma reads a shared operand as swizzle atoms of 8 rows x the swizzle span
     (PTX ISA, wgmma shared memory layout): the buffer's contiguous rows must be
-    exactly one span wide, which is what a TMA load with that swizzle writes."""
+    exactly one span wide, which is what a TMA load with that swizzle writes. The
+    descriptors say the swizzle pattern starts at the operand (base offset 0), as
+    it does: the swizzle is that of the address, and an operand is whole atoms of
+    8 rows (M = 64, N and K multiples of 8 and 16) in a buffer aligned to the
+    pattern's repeat, so every stage and part starts on it."""
     row_bytes = buf.shape[-1] * buf.dtype.nbytes
     major = "K" if k_major else ("M" if operand == "A" else "N")
     if buf.swizzle is Swizzle.NONE:

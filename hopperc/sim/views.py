@@ -93,11 +93,13 @@ def _index(buf: ir.SharedBuffer, offset: int, place: Place) -> tuple[np.ndarray,
     shape = view_shape(buf, place.parts if place.part is not None else None)
     local = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
     flat = base + local
-    byte = local * buf.dtype.nbytes
+    # Swizzle is a function of the address: of the offset in the window, which
+    # the kernel aligns to every swizzle repeat in use.
+    byte = offset + (base + local) * buf.dtype.nbytes
     mask = buf.swizzle.row_mask
     if mask:
         byte = byte ^ (((byte >> 7) & mask) << 4)
-    chunk = (offset + base * buf.dtype.nbytes + byte) // CHUNK
+    chunk = byte // CHUNK
     if place.transposed:
         flat, chunk = flat.T, chunk.T
     flat.setflags(write=False)

@@ -66,3 +66,39 @@ def test_simulator_chunks_match_cute_over_absolute_addresses(gmma):
                     assert chunks[r, c] == cute[address] // CHUNK, (buf.name, stage, r, c)
                     checked += 1
     assert checked == 2 * 16 * 64 + 3 * 8 * 64 + 2 * 16 * 8 + 2 * 8 * 32
+
+
+# Stages and planes that do not start on their swizzle's repeat: the pattern is
+# that of the address, so stage 1 of `w` is not laid out like stage 0.
+MISALIGNED = """kernel k(X: f32[M, N]) grid(m: 1) threads 128 {
+    shared pad: f32[4, 32]
+    shared w: bf16[4, 64] stages 3 swizzle 128B
+    shared x: e4m3[2, 64] stages 3 swizzle 64B
+    shared y: f32[2, 8] stages 3 swizzle 32B
+    shared r: bf16[2, 4, 64] swizzle 128B
+}
+"""
+
+
+def test_simulator_chunks_of_misaligned_stages_and_planes_match_cute(gmma):
+    kernel = driver.check(source(MISALIGNED))
+    space = SharedSpace(kernel)
+    misaligned = 0
+    for buf in kernel.buffers:
+        if buf.swizzle is Swizzle.NONE:
+            continue
+        cute = gmma.output.swizzle[bits(buf.swizzle)]["cute"]
+        planes = buf.shape[0] if len(buf.shape) == 3 else 1
+        rows, cols = buf.shape[-2:]
+        plane_bytes = rows * cols * buf.dtype.nbytes
+        for stage in range(buf.stages):
+            for plane in range(planes):
+                start = space.offsets[buf.name] + stage * buf.stage_bytes + plane * plane_bytes
+                misaligned += start % buf.swizzle.alignment != 0
+                place = Place(buf.name, stage, plane if planes > 1 else None, planes, False)
+                _, chunks = space.index(place)
+                for r in range(rows):
+                    for c in range(cols):
+                        address = start + (r * cols + c) * buf.dtype.nbytes
+                        assert chunks[r, c] == cute[address] // CHUNK, (buf.name, stage, plane)
+    assert misaligned >= 5

@@ -42,9 +42,7 @@ def complete_async_loads(kernel: ir.Kernel) -> ir.Kernel:
 
 def _issuer_waits(kernel: ir.Kernel, piped: frozenset[str]) -> frozenset[str]:
     """Barriers whose loaded memory only the issuing thread accesses otherwise:
-    its own TMA/bulk stores and loads. Manual code may read anything."""
-    if any(isinstance(s, ir.ManualRegion) for s in walk(kernel.body)):
-        return frozenset()
+    its own TMA/bulk stores and loads (manual code counts as any thread's)."""
     loads = [s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad)
              and s.barrier is not None and s.barrier.array not in piped]
     memory: dict[str, set[str]] = {}

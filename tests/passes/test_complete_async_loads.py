@@ -1,4 +1,6 @@
 """complete_async_loads: expect_tx of the exact bytes, wait as late as possible."""
+import pytest
+
 from tests.conftest import filecheck, ir_after
 from tests.passes.kernels import COPY, HEADER, READ_THEN_REFILL
 
@@ -41,17 +43,23 @@ CHECK-NEXT: tma.store Y
 """, tmp_path)
 
 
-def test_negative_manual_code_reads_anything_so_everyone_waits():
-    text = HEADER + """    shared sx: bf16[BM, BN]
+@pytest.mark.parametrize("manual, issuer_alone", [
+    ("sy = sx", False),       # hand-written code reads the data: everyone waits
+    ("bar.sync 1, 128", True),  # it does not touch sx: the issuer still waits alone
+])
+def test_manual_code_that_reads_the_data_makes_everyone_wait(manual, issuer_alone):
+    text = HEADER + f"""    shared sx: bf16[BM, BN]
+    shared sy: bf16[BM, BN]
     tma sx <- X[tile.m, tile.n]
     tma Y[tile.m, tile.n] <- sx
-    manual {
-        bar.sync 1, 128
-    }
-}
+    manual {{
+        {manual}
+    }}
+}}
 """
-    out = ir_after(text, PASS)
-    assert "one_thread" not in out.split("tma.load sx")[1].split("tma.store")[0]
+    lines = ir_after(text, PASS).splitlines()
+    wait = next(i for i, line in enumerate(lines) if "mbarrier.wait sx_full" in line)
+    assert ("one_thread" in lines[wait - 1]) is issuer_alone
 
 
 def test_loads_into_disjoint_slices_share_one_phase(tmp_path):

@@ -61,6 +61,11 @@ class Swizzle(Enum):
         (CUTLASS Swizzle<B, 4, 3>): 0, 1, 3 or 7."""
         return max(self.span // 16 - 1, 0)
 
+    def of_address(self, address):
+        """Where TMA and wgmma put the byte at `address` (an int or an integer
+        array): the address itself, swizzled, not an offset in a buffer."""
+        return address ^ (((address >> 7) & self.row_mask) << 4)
+
     @classmethod
     def parse(cls, text: str | None) -> "Swizzle":
         return cls.NONE if text is None else next(s for s in cls if s.text == text)

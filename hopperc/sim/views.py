@@ -95,11 +95,7 @@ def _index(buf: ir.SharedBuffer, offset: int, place: Place) -> tuple[np.ndarray,
     flat = base + local
     # Swizzle is a function of the address: of the offset in the window, which
     # the kernel aligns to every swizzle repeat in use.
-    byte = offset + (base + local) * buf.dtype.nbytes
-    mask = buf.swizzle.row_mask
-    if mask:
-        byte = byte ^ (((byte >> 7) & mask) << 4)
-    chunk = byte // CHUNK
+    chunk = buf.swizzle.of_address(offset + (base + local) * buf.dtype.nbytes) // CHUNK
     if place.transposed:
         flat, chunk = flat.T, chunk.T
     flat.setflags(write=False)

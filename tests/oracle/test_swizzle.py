@@ -28,9 +28,9 @@ def test_device_helper_matches_cute(gmma, swizzle):
 
 @pytest.mark.parametrize("swizzle", SWIZZLES, ids=str)
 def test_row_mask_matches_cute(gmma, swizzle):
-    """The 16-byte chunk index XOR the row bits `row_mask` selects (dtypes.py)."""
-    mask = swizzle.row_mask
-    ours = [a ^ (((a >> 7) & mask) << 4) for a in range(SWIZZLE_BYTES)]
+    """The 16-byte chunk index XOR the row bits `row_mask` selects, of the address
+    (`Swizzle.of_address`, which the simulator uses)."""
+    ours = [swizzle.of_address(a) for a in range(SWIZZLE_BYTES)]
     assert ours == gmma.output.swizzle[bits(swizzle)]["cute"]
     assert swizzle.alignment == 8 * swizzle.span  # the repeat of the pattern
 

@@ -11,7 +11,7 @@ import pytest
 from hopperc import driver
 from hopperc.diagnostics import SourceFile
 
-RING = """kernel ring(X: bf16[M, N], Y: bf16[M, N]) tile(BM = 4, BN = COLS) grid(m: M / BM, n: N / BN)
+RING = """kernel ring(X: bf16[M, N], Y: bf16[M, N]) tile(BM = ROWS, BN = COLS) grid(m: M / BM, n: N / BN)
 {
     shared pad: bf16[4, 64]
     shared sx: bf16[BM, BN] stages 2 swizzle SWIZZLE
@@ -40,7 +40,7 @@ def swizzled(address: int, mask: int) -> int:
 
 def loaded_address(cuda: str) -> str:
     """The address argument of the element-wise read of sx, as Python."""
-    start = cuda.index("hk_ld_shared_u16(hk_smem_base + hk_swizzle(") + len("hk_ld_shared_u16(")
+    start = cuda.index("hk_ld_shared_u16(hk_smem_base") + len("hk_ld_shared_u16(")
     depth, end = 0, start
     while depth or cuda[end] != ")":
         depth += {"(": 1, ")": -1}.get(cuda[end], 0)
@@ -49,23 +49,24 @@ def loaded_address(cuda: str) -> str:
     return re.sub(r"\b(\d+)u\b", r"\1", text)
 
 
+@pytest.mark.parametrize("rows", [4, 8], ids=["stages_off_repeat", "stages_on_repeat"])
 @pytest.mark.parametrize("swizzle", sorted(MASKS))
-def test_every_element_of_every_stage_is_where_tma_put_it(swizzle):
+def test_every_element_of_every_stage_is_where_tma_put_it(swizzle, rows):
     cols = COLUMNS[swizzle]
-    text = RING.replace("SWIZZLE", swizzle).replace("COLS", str(cols))
+    text = RING.replace("SWIZZLE", swizzle).replace("COLS", str(cols)).replace("ROWS", str(rows))
     built = driver.generate(SourceFile("ring.hk", text))
     offset = dict(built.launch.buffer_offsets)["sx"]
-    stage_bytes = 4 * cols * 2
+    stage_bytes = rows * cols * 2
     expression = loaded_address(built.cuda)
     mask = MASKS[swizzle]
-    misaligned = 0
+    off_repeat = 0
     for k in range(2):  # the ring's stage is k % 2
         start = offset + k * stage_bytes
-        misaligned += start % (256 << (mask.bit_length() - 1)) != 0
-        for r in range(4):
+        off_repeat += start % (8 * cols * 2) != 0
+        for r in range(rows):
             for c in range(cols):
                 names = {"hk_smem_base": 0, "u_k": k, "hk_r": r, "hk_c": c,
                          "hk_swizzle": swizzled}
                 got = eval(expression, {}, names)  # noqa: S307 - our own generated arithmetic
                 assert got == swizzled(start + (r * cols + c) * 2, mask), (k, r, c)
-    assert misaligned  # stage 1 starts off the repeat for every mode here
+    assert off_repeat == (1 if rows == 4 else 0)  # 8 rows of one span are the repeat

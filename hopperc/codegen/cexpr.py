@@ -127,9 +127,13 @@ class ExprRenderer:
         mask = buf.swizzle.row_mask
         if not mask:
             return f"{self.view_base(view, role)} + {offset}"
-        # TMA and wgmma swizzle the address itself, not the offset in the view (a
-        # stage or part need not start on the swizzle's repeat). The window is
-        # aligned to every repeat in use, so its offsets swizzle like addresses.
+        # TMA and wgmma swizzle the address itself. The window is aligned to every
+        # repeat in use, so a view that starts on its buffer's repeat swizzles its
+        # own offsets (ptxas folds the base); any other swizzles the window offset.
+        steps = ([buf.stage_bytes] if view.stage is not None else []) + (
+            [buf.stage_bytes // view.part.count] if view.part is not None else [])
+        if all(step % buf.swizzle.alignment == 0 for step in steps):
+            return f"{self.view_base(view, role)} + hk_swizzle({offset}, {mask}u)"
         return f"hk_smem_base + hk_swizzle({self.view_offset(view, role)} + {offset}, {mask}u)"
 
     def value(self, expr: ir.TileExpr, role: RoleContext, plane_row: str = "hk_r") -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hopperc import driver
-from hopperc.diagnostics import SourceFile
+from hopperc.diagnostics import CompileError, SourceFile
 from test_diagnostics import COPY, GEMM, ROLES, case, expect_error, mutate
 
 LIMITS = [
@@ -149,3 +149,57 @@ INCLUSIVE = [
 def test_limits_are_inclusive(text: str) -> None:
     """The largest (or smallest) legal value of each limit compiles."""
     driver.check(SourceFile("ok.hk", text))
+
+
+GEMM_ROLES = """kernel g(A: bf16[M, K], B: bf16[N, K], C: bf16[M, N])
+    tile(BM = 128, BN = 256, BK = 64) grid(m: M / BM, n: N / BN)
+{
+    shared sa: bf16[BM, BK] stages 2 swizzle 128B
+    shared sb: bf16[BN, BK] stages 2 swizzle 128B
+    shared sc: bf16[BM, BN]
+    role math: warpgroup x2 regs MATH {
+        acc: f32[64, BN] = 0
+        for k in 0 .. K / BK {
+            acc += sa[wg] @ sb^T
+        }
+        sc[wg] = bf16(acc)
+        tma C[tile.m, tile.n] <- sc
+    }
+    role load: LOAD {
+        for k in 0 .. K / BK {
+            tma sa <- A[tile.m, k]
+            tma sb <- B[tile.n, k]
+        }
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("math, load, message", [
+    ("24", "warp regs 40", "'acc' needs 128 registers per thread, more than the 24 role 'math' "
+                           "has (regs 24)"),
+    ("232", "warpgroup regs 24", None),
+])
+def test_a_tile_larger_than_its_roles_registers_is_refused(math, load, message):
+    """ptxas cannot fit a 64x256 f32 accumulator (128 registers per thread) in a
+    24-register role ('Insufficient registers'): a located error instead. Each
+    warpgroup holds its own tile (128 threads)."""
+    text = GEMM_ROLES.replace("MATH", math).replace("LOAD", load)
+    if message is None:
+        driver.build(SourceFile("g.hk", text))
+        return
+    with pytest.raises(CompileError) as info:
+        driver.check(SourceFile("g.hk", text))
+    assert message in info.value.message and info.value.span.line == 8
+
+
+def test_a_tile_larger_than_the_launch_share_is_refused():
+    text = """kernel k(X: f32[M, N]) threads 1024 {
+    t: f32[64, 256] = 0.0
+}
+"""
+    with pytest.raises(CompileError) as info:
+        driver.check(SourceFile("k.hk", text))
+    assert ("'t' needs 128 registers per thread, more than the 64 each of the block's 1024 "
+            "threads has (65536 / 1024, rounded down to 8)") in info.value.message
+    driver.check(SourceFile("k.hk", text.replace("256", "128")))  # 64 each: fits

@@ -8,7 +8,8 @@ from __future__ import annotations
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType, Swizzle
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import REGISTER_FILE, WGMMA_M, wgmma_k
+from hopperc.ir.accesses import bodies
+from hopperc.ir.layout import REGISTER_FILE, WGMMA_M, launch_registers, tile_registers, wgmma_k
 
 SHARED_MEMORY_LIMIT = 227 * 1024  # bytes of dynamic shared memory per block on sm_90
 TMA_MAX_BOX = 256
@@ -97,6 +98,34 @@ def check_wgmma_shared_operand(buf: ir.SharedBuffer, operand: str, k_major: bool
                                  f"of exactly {buf.swizzle.span} bytes: make its last dimension "
                                  f"{buf.swizzle.span // buf.dtype.nbytes}, or pick the swizzle "
                                  "that matches")
+
+
+def check_tile_registers(body: ir.Block, roles: tuple[ir.RoleInfo, ...], threads: int) -> None:
+    """A register tile lives in its threads' registers, so one that alone needs more
+    per thread than its role may hold (its setmaxnreg budget, else the launch share)
+    cannot be compiled (ptxas: insufficient registers)."""
+    at_launch = launch_registers(threads)
+
+    def check(block: ir.Block, role: ir.RoleInfo | None) -> None:
+        for stmt in block.stmts:
+            if isinstance(stmt, ir.RoleBlock):
+                check(stmt.body, stmt.role)
+                continue
+            if isinstance(stmt, ir.TileDef):
+                need = tile_registers(stmt)
+                if role is not None and role.regs is not None:
+                    have, why = role.regs, f"role '{role.name}' has (regs {role.regs})"
+                else:
+                    have, why = at_launch, (f"each of the block's {threads} threads has "
+                                            f"({REGISTER_FILE} / {threads}, rounded down to 8)")
+                if need > have:
+                    raise CompileError(stmt.span, f"'{stmt.name}' needs {need} registers per "
+                                                  f"thread, more than the {have} {why}; give the "
+                                                  "role more registers or use a smaller tile")
+            for inner in bodies(stmt):
+                check(inner, role)
+
+    check(body, None)
 
 
 def check_role_registers(role: ir.RoleInfo) -> None:

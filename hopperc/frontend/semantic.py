@@ -57,6 +57,7 @@ class _Analyzer:
             raise CompileError(k.span, f"a block of {self.threads} threads is not possible: use "
                                        f"a multiple of 32 up to {limits.MAX_THREADS}")
         body = self._top_level(k.body, roles)
+        limits.check_tile_registers(body, roles, self.threads)
         if self.manual:
             body = ir.Block((ir.ManualRegion(body, k.body.span),))
         _, smem = shared_layout(tuple(self.buffers), sum(b.count for b in self.barriers))

@@ -9,6 +9,13 @@ from hopperc.ir import nodes as ir
 WGMMA_M = 64  # rows of a wgmma product per warpgroup
 REGISTER_FILE = 64 * 1024  # 32-bit registers per SM, shared by all warps of the block
 MBARRIER_BYTES = 8
+MAX_REGISTERS = 255  # per thread
+
+
+def launch_registers(threads: int) -> int:
+    """Registers per thread at launch with one block per SM (`__launch_bounds__(threads,
+    1)`): the thread's share of the register file, rounded down to a multiple of 8."""
+    return min(MAX_REGISTERS, REGISTER_FILE // threads) // 8 * 8
 
 
 def wgmma_k(dtype: DType) -> int:

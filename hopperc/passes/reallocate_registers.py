@@ -18,14 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import REGISTER_FILE
-
-MAX_REGISTERS = 255
-
-
-def launch_registers(threads: int) -> int:
-    """Registers per thread at launch with one block per SM."""
-    return min(MAX_REGISTERS, REGISTER_FILE // threads) // 8 * 8
+from hopperc.ir.layout import launch_registers
 
 
 def reallocate_registers(kernel: ir.Kernel) -> ir.Kernel:

@@ -1,5 +1,5 @@
 """reallocate_registers: setmaxnreg per budgeted role, against the launch share."""
-from hopperc.passes.reallocate_registers import launch_registers
+from hopperc.ir.layout import launch_registers
 from tests.conftest import ir_after
 from tests.passes.kernels import TWO_PRODUCERS, WS_GEMM
 

@@ -72,9 +72,11 @@ def test_every_thread_waiting_on_an_issuer_only_phase_is_a_deadlock():
 @pytest.mark.parametrize("name, remove", [
     ("manual_write_then_store.hk", ir.ProxyFence),
     ("store_then_manual_write.hk", ir.BulkWaitRead),
+    ("store_from_reused_memory.hk", ir.BulkWaitRead),
 ])
-def test_removing_the_sync_around_manual_code_is_caught(name, remove):
-    """The syncs the compiler writes around a manual block are needed."""
+def test_removing_the_first_inserted_sync_is_caught(name, remove):
+    """The syncs the compiler writes around a manual block, and before a write
+    through another name of memory a store still reads, are needed."""
     front_end, kernel = lowered(name)
     broken = m.edit(kernel, m.remove(remove, lambda s: s.reason is not None))
     assert not run(front_end, broken).ok

@@ -103,6 +103,10 @@ _arch_option = click.option("--arch", default=driver.DEFAULT_ARCH, show_default=
                             help="Target architecture (wgmma and setmaxnreg need sm_90a).")
 _diag_option = click.option("--diagnostics", type=click.Choice(["text", "json"]), default="text",
                             show_default=True, help="Error format on stderr.")
+_findings_option = click.option(
+    "--diagnostics", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    help="Error format on stderr; json also prints each finding, then a summary, as one JSON "
+         "record per line on stdout.")
 
 
 @main.command()
@@ -222,12 +226,19 @@ def _simulate(file: str, defines, diagnostics: str, shapes, seeds: int, search: 
                           diagnostics)
     except _Failure as failure:
         sys.exit(failure.code)
-    for finding in report.findings:
-        lines = finding.lines()
-        click.echo("\n".join(lines if verbose else lines[:1] + [
-            line for line in lines[1:] if not line.startswith("    ")
-            and line != "  last events:"]))
-    click.echo("\n".join(_summary(report, verbose)))
+    if diagnostics == "json":
+        for finding in report.findings:
+            click.echo(json.dumps(finding.record()))
+        click.echo(json.dumps({"kind": "summary", "ok": report.ok,
+                               "findings": len(report.findings),
+                               "lines": _summary(report, verbose)}))
+    else:
+        for finding in report.findings:
+            lines = finding.lines()
+            click.echo("\n".join(lines if verbose else lines[:1] + [
+                line for line in lines[1:] if not line.startswith("    ")
+                and line != "  last events:"]))
+        click.echo("\n".join(_summary(report, verbose)))
     sys.exit(EXIT_USER if report.findings else 0)
 
 
@@ -268,7 +279,7 @@ _shape_option = click.option("--shape", callback=_parse_shape, metavar="M=..,N=.
 @click.option("--search", type=click.IntRange(0, 10 ** 7), default=driver.DEFAULT_SEARCH,
               show_default=True, help="Budget of the exhaustive search (runs).")
 @click.option("-q", "--quiet", is_flag=True, help="No event trace under findings.")
-@_diag_option
+@_findings_option
 def sim(file, defines, shape, seeds, search, quiet, diagnostics):
     """Run FILE on a CPU model under many schedules: deadlocks, races, missing
     fences, barrier misuse and wrong results, with a trace of each."""
@@ -278,7 +289,7 @@ def sim(file, defines, shape, seeds, search, quiet, diagnostics):
 @main.command(name="check")
 @click.argument("file", type=click.Path(dir_okay=False))
 @_define_option
-@_diag_option
+@_findings_option
 def check_command(file, defines, diagnostics):
     """Simulate FILE with the default small shapes; exit 1 on any finding."""
     _simulate(file, defines, diagnostics, {}, driver.DEFAULT_SEEDS, driver.DEFAULT_SEARCH,

@@ -36,6 +36,13 @@ class Finding:
         where = f"{self.span}: " if self.span else ""
         return f"{where}{self.category.value}: {self.message}"
 
+    def record(self) -> dict:
+        """The finding as one JSON-ready record (`check --diagnostics json`)."""
+        return {"kind": "finding", "category": self.category.value, "message": self.message,
+                **_location(self.span),
+                "related": _location(self.related) if self.related else None,
+                "state": list(self.state), "schedule": self.schedule, "trace": list(self.trace)}
+
     def lines(self) -> list[str]:
         out = [self.headline()]
         out += [f"  {line}" for line in self.state]
@@ -58,6 +65,14 @@ class SimFailure(Exception):
 def fail(category: Category, message: str, span: Span | None, related: Span | None = None,
          state: tuple[str, ...] = ()) -> SimFailure:
     return SimFailure(Finding(category, message, span, related, state))
+
+
+def _location(span: Span | None) -> dict:
+    """Where a finding is; all None for a statement the compiler made without a line."""
+    fields = ("file", "line", "column", "end_line", "end_column")
+    if span is None:
+        return dict.fromkeys(fields)
+    return dict(zip(fields, (span.file, span.line, span.col, span.end_line, span.end_col)))
 
 
 def line(span: Span | None) -> str:

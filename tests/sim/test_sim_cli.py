@@ -1,6 +1,7 @@
 """`hopperc sim` and `hopperc check` as a user runs them."""
 from __future__ import annotations
 
+import json
 import re
 
 from tests.conftest import ROOT
@@ -51,3 +52,29 @@ def test_sim_input_errors(hopperc_cli, tmp_path):
     proc = hopperc_cli("check", str(tmp_path / "missing.hk"))
     assert proc.returncode == 1 and "no such file" in proc.stderr and "Traceback" not in \
         proc.stderr
+
+
+def test_check_json_gives_one_record_per_finding(hopperc_cli, tmp_path):
+    """Line 27 writes `out` with st.shared; with the fence on line 28 deleted,
+    the TMA store (now line 30) reads it through the async proxy unfenced."""
+    broken = tmp_path / "broken.hk"
+    broken.write_text(variant(28, "fence.proxy.async", None).text)
+    proc = hopperc_cli("check", str(broken), "--diagnostics", "json")
+    assert proc.returncode == 1
+    *findings, summary = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(findings) == 1 and summary["kind"] == "summary"
+    assert summary["ok"] is False and summary["findings"] == 1
+    finding = findings[0]
+    assert finding["kind"] == "finding" and finding["category"] == "missing proxy fence"
+    assert (finding["file"], finding["line"], finding["column"]) == (str(broken), 27, 13)
+    assert (finding["related"]["line"], finding["related"]["column"]) == (30, 17)
+    assert "fence.proxy.async" in finding["message"]
+    assert finding["schedule"] and finding["trace"], "the trace comes with every record"
+
+
+def test_check_json_on_a_clean_kernel_is_one_summary(hopperc_cli):
+    proc = hopperc_cli("check", TMA_COPY, "--diagnostics", "json")
+    assert proc.returncode == 0
+    (summary,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert summary == {"kind": "summary", "ok": True, "findings": 0, "lines": summary["lines"]}
+    assert summary["lines"][-1].startswith("ok: no deadlock")

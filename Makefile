@@ -16,7 +16,7 @@ build: $(STAMP)
 	$(BIN)/hopperc build samples/*.hk --out-dir build
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 # A long fuzz campaign (the suite runs about 2,000 inputs of the same kind):
 # prints inputs, accepted kernels, errors by kind and one line per failure

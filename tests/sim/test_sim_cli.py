@@ -59,7 +59,8 @@ def test_check_json_gives_one_record_per_finding(hopperc_cli, tmp_path):
     the TMA store (now line 30) reads it through the async proxy unfenced."""
     broken = tmp_path / "broken.hk"
     broken.write_text(variant(28, "fence.proxy.async", None).text)
-    proc = hopperc_cli("check", str(broken), "--diagnostics", "json")
+    proc = hopperc_cli("sim", str(broken), "--seeds", "2", "--search", "0", "--diagnostics",
+                       "json")
     assert proc.returncode == 1
     *findings, summary = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len(findings) == 1 and summary["kind"] == "summary"

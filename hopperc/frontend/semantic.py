@@ -7,10 +7,9 @@ from dataclasses import replace
 
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType, Swizzle
-from hopperc.frontend import ast, limits
+from hopperc.frontend import ast, header, limits
 from hopperc.frontend.bounds import loop_range
 from hopperc.frontend.copies import lower_copy
-from hopperc.frontend.literals import check_int32
 from hopperc.frontend.manual import lower_sync
 from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.overlap import check_store_reads
@@ -43,10 +42,10 @@ class _Analyzer:
     # ---------------------------------------------------------------- kernel
     def run(self) -> ir.Kernel:
         k = self.kernel
-        tensors, scalars = self._params()
-        consts = self._consts()
-        grid = self._grid()
-        roles = self._roles()
+        tensors, scalars = header.params(k, self.scope)
+        consts = header.consts(k, self.defines, self.scope)
+        grid = header.grid(k, self.scope)
+        roles = header.roles(k)
         if roles:
             if k.threads is not None:
                 raise CompileError(k.span, "'threads' is implied by the roles; remove it")
@@ -67,89 +66,6 @@ class _Analyzer:
             raise CompileError(k.span, "a cluster has 1 to 3 dimensions of at most 16 blocks")
         return ir.Kernel(k.name, tensors, scalars, consts, grid, cluster, self.threads,
                          roles, tuple(self.buffers), tuple(self.barriers), body, k.span)
-
-    def _params(self):
-        tensors, scalars = [], []
-        for p in self.kernel.params:
-            if isinstance(p, ast.ScalarParam):
-                sym = ir.ScalarParam(p.name, DType.parse(p.dtype), p.span)
-                if sym.dtype not in (DType.F32, DType.I32):
-                    raise CompileError(p.span, f"scalar parameter '{p.name}' is {sym.dtype}; "
-                                               "scalar parameters are f32 or i32")
-                scalars.append(sym)
-                self.scope.declare(p.name, sym, p.span)
-                continue
-            dims: list[str | int] = []
-            for d in p.dims:
-                if isinstance(d, ast.IntLit):
-                    dims.append(d.value)
-                    continue
-                dims.append(d.id)
-                if d.id not in self.scope.dims:
-                    self.scope.dims.add(d.id)
-                    self.scope.declare(d.id, "dim", d.span)
-            sym = ir.TensorParam(p.name, DType.parse(p.dtype), tuple(dims), p.span)
-            tensors.append(sym)
-            self.scope.declare(p.name, sym, p.span)
-        return tuple(tensors), tuple(scalars)
-
-    def _consts(self) -> tuple[tuple[str, int], ...]:
-        declared = {c.name for c in self.kernel.consts}
-        for name in self.defines:
-            if name not in declared:
-                raise CompileError(None, f"-D {name}: the kernel has no tile constant '{name}' "
-                                         f"(it has: {', '.join(sorted(declared)) or 'none'})")
-        values = []
-        for c in self.kernel.consts:
-            value = self.defines.get(c.name)
-            if value is not None:
-                check_int32(value, None, f"-D {c.name}")
-            else:
-                value = const_value(c.value, self.scope, f"tile constant '{c.name}'")
-            if value <= 0:
-                raise CompileError(c.span, f"tile constant '{c.name}' must be positive, not {value}")
-            self.scope.declare(c.name, value, c.span)
-            values.append((c.name, value))
-        return tuple(values)
-
-    def _grid(self) -> tuple[ir.GridAxis, ...]:
-        if len(self.kernel.grid) > 3:
-            raise CompileError(self.kernel.grid[3].span, "a grid has at most 3 axes")
-        axes = []
-        for g in self.kernel.grid:
-            if g.name in self.scope.grid_axes:
-                raise CompileError(g.span, f"grid axis '{g.name}' is already declared")
-            self.scope.grid_axes[g.name] = g.span
-            axes.append(_grid_axis(g, self.scope))
-        return tuple(axes)
-
-    def _roles(self) -> tuple[ir.RoleInfo, ...]:
-        roles, warp = [], 0
-        decls = [s for s in self.kernel.body.stmts if isinstance(s, ast.Role)]
-        budgeted = [r.regs is not None for r in decls]
-        if any(budgeted) and not all(budgeted):
-            bare = next(r for r in decls if r.regs is None)
-            raise CompileError(bare.span, f"role '{bare.name}' has no register budget; when one "
-                                          "role sets 'regs', every role must (setmaxnreg is per "
-                                          "warpgroup)")
-        seen: dict[str, Span] = {}
-        for r in decls:
-            if r.name in seen:
-                raise CompileError(r.span, f"role '{r.name}' is already declared (first "
-                                           f"declared at {seen[r.name]})")
-            seen[r.name] = r.span
-            if r.count < 1:
-                raise CompileError(r.span, f"role '{r.name}' has no warps; give it at least one")
-            active = r.count * (4 if r.unit == "warpgroup" else 1)
-            # setmaxnreg applies to whole warpgroups: pad a budgeted role to one.
-            warps = -(-active // 4) * 4 if r.regs is not None else active
-            info = ir.RoleInfo(r.name, warp, warps, active, r.regs, r.span)
-            limits.check_role_registers(info)
-            roles.append(info)
-            warp += warps
-        if any(budgeted):
-            limits.check_register_file(tuple(roles), self.kernel.span)
-        return tuple(roles)
 
     def _top_level(self, block: ast.Block, roles: tuple[ir.RoleInfo, ...]) -> ir.Block:
         out = []
@@ -362,22 +278,6 @@ class _Analyzer:
         store = ir.SharedStore(view.view, value, stmt.span)
         check_store_reads(store, lambda name: self.scope.lookup(name, stmt.span))
         return store
-
-
-def _grid_axis(g: ast.GridDim, scope: Scope) -> ir.GridAxis:
-    e = g.extent
-    if isinstance(e, ast.IntLit):
-        return ir.GridAxis(g.name, None, e.value, g.span)
-    if isinstance(e, ast.BinOp) and e.op == "/" and isinstance(e.left, ast.Name):
-        if e.left.id in scope.dims:
-            divisor = const_value(e.right, scope, "a grid divisor")
-            if divisor <= 0:
-                raise CompileError(e.right.span, "a grid divisor must be positive")
-            return ir.GridAxis(g.name, e.left.id, divisor, g.span)
-    if isinstance(e, ast.Name) and e.id in scope.dims:
-        return ir.GridAxis(g.name, e.id, 1, g.span)
-    raise CompileError(e.span, "a grid extent is a tensor dimension divided by a tile size "
-                               "(M / BM), a dimension, or a constant")
 
 
 def _accumulator_names(block: ast.Block) -> set[str]:

@@ -1,0 +1,117 @@
+"""The kernel header: parameters, tile constants, the grid and the roles,
+checked and turned into IR in the order later declarations need them."""
+from __future__ import annotations
+
+from hopperc.diagnostics import CompileError, Span
+from hopperc.dtypes import DType
+from hopperc.frontend import ast, limits
+from hopperc.frontend.literals import check_int32
+from hopperc.frontend.scope import Scope, const_value
+from hopperc.ir import nodes as ir
+
+
+def params(kernel: ast.Kernel, scope: Scope):
+    """Tensor and scalar parameters, declared in `scope` with their dimensions."""
+    tensors, scalars = [], []
+    for p in kernel.params:
+        if isinstance(p, ast.ScalarParam):
+            sym = ir.ScalarParam(p.name, DType.parse(p.dtype), p.span)
+            if sym.dtype not in (DType.F32, DType.I32):
+                raise CompileError(p.span, f"scalar parameter '{p.name}' is {sym.dtype}; "
+                                           "scalar parameters are f32 or i32")
+            scalars.append(sym)
+            scope.declare(p.name, sym, p.span)
+            continue
+        dims: list[str | int] = []
+        for d in p.dims:
+            if isinstance(d, ast.IntLit):
+                dims.append(d.value)
+                continue
+            dims.append(d.id)
+            if d.id not in scope.dims:
+                scope.dims.add(d.id)
+                scope.declare(d.id, "dim", d.span)
+        sym = ir.TensorParam(p.name, DType.parse(p.dtype), tuple(dims), p.span)
+        tensors.append(sym)
+        scope.declare(p.name, sym, p.span)
+    return tuple(tensors), tuple(scalars)
+
+
+def consts(kernel: ast.Kernel, defines: dict[str, int],
+           scope: Scope) -> tuple[tuple[str, int], ...]:
+    """Tile constants, `-D` overrides applied, declared in `scope`."""
+    declared = {c.name for c in kernel.consts}
+    for name in defines:
+        if name not in declared:
+            raise CompileError(None, f"-D {name}: the kernel has no tile constant '{name}' "
+                                     f"(it has: {', '.join(sorted(declared)) or 'none'})")
+    values = []
+    for c in kernel.consts:
+        value = defines.get(c.name)
+        if value is not None:
+            check_int32(value, None, f"-D {c.name}")
+        else:
+            value = const_value(c.value, scope, f"tile constant '{c.name}'")
+        if value <= 0:
+            raise CompileError(c.span, f"tile constant '{c.name}' must be positive, not {value}")
+        scope.declare(c.name, value, c.span)
+        values.append((c.name, value))
+    return tuple(values)
+
+
+def grid(kernel: ast.Kernel, scope: Scope) -> tuple[ir.GridAxis, ...]:
+    if len(kernel.grid) > 3:
+        raise CompileError(kernel.grid[3].span, "a grid has at most 3 axes")
+    axes = []
+    for g in kernel.grid:
+        if g.name in scope.grid_axes:
+            raise CompileError(g.span, f"grid axis '{g.name}' is already declared")
+        scope.grid_axes[g.name] = g.span
+        axes.append(_grid_axis(g, scope))
+    return tuple(axes)
+
+
+def roles(kernel: ast.Kernel) -> tuple[ir.RoleInfo, ...]:
+    """Roles laid out on consecutive warps (budgeted roles padded to warpgroups)."""
+    roles, warp = [], 0
+    decls = [s for s in kernel.body.stmts if isinstance(s, ast.Role)]
+    budgeted = [r.regs is not None for r in decls]
+    if any(budgeted) and not all(budgeted):
+        bare = next(r for r in decls if r.regs is None)
+        raise CompileError(bare.span, f"role '{bare.name}' has no register budget; when one "
+                                      "role sets 'regs', every role must (setmaxnreg is per "
+                                      "warpgroup)")
+    seen: dict[str, Span] = {}
+    for r in decls:
+        if r.name in seen:
+            raise CompileError(r.span, f"role '{r.name}' is already declared (first "
+                                       f"declared at {seen[r.name]})")
+        seen[r.name] = r.span
+        if r.count < 1:
+            raise CompileError(r.span, f"role '{r.name}' has no warps; give it at least one")
+        active = r.count * (4 if r.unit == "warpgroup" else 1)
+        # setmaxnreg applies to whole warpgroups: pad a budgeted role to one.
+        warps = -(-active // 4) * 4 if r.regs is not None else active
+        info = ir.RoleInfo(r.name, warp, warps, active, r.regs, r.span)
+        limits.check_role_registers(info)
+        roles.append(info)
+        warp += warps
+    if any(budgeted):
+        limits.check_register_file(tuple(roles), kernel.span)
+    return tuple(roles)
+
+
+def _grid_axis(g: ast.GridDim, scope: Scope) -> ir.GridAxis:
+    e = g.extent
+    if isinstance(e, ast.IntLit):
+        return ir.GridAxis(g.name, None, e.value, g.span)
+    if isinstance(e, ast.BinOp) and e.op == "/" and isinstance(e.left, ast.Name):
+        if e.left.id in scope.dims:
+            divisor = const_value(e.right, scope, "a grid divisor")
+            if divisor <= 0:
+                raise CompileError(e.right.span, "a grid divisor must be positive")
+            return ir.GridAxis(g.name, e.left.id, divisor, g.span)
+    if isinstance(e, ast.Name) and e.id in scope.dims:
+        return ir.GridAxis(g.name, e.id, 1, g.span)
+    raise CompileError(e.span, "a grid extent is a tensor dimension divided by a tile size "
+                               "(M / BM), a dimension, or a constant")

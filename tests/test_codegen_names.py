@@ -229,7 +229,7 @@ def _identifiers(cuda: str) -> set[str]:
     return set(re.findall(r"\b[A-Za-z_]\w*\b", code))
 
 
-@pytest.mark.parametrize("path", SAMPLES + [ROOT / "tests" / "sim" / "manual_pipe.hk"],
+@pytest.mark.parametrize("path", SAMPLES + [ROOT / "tests" / "sim" / "manual" / "manual_pipe.hk"],
                          ids=lambda p: p.stem)
 def test_every_generated_identifier_is_fixed_or_in_a_prefixed_space(path):
     """Each identifier is a word the templates write, or starts with hk_ (made by the

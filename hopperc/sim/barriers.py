@@ -7,14 +7,22 @@ succeeds once the current phase's parity differs from P (so parity 1 passes
 on a fresh barrier: "the phase before the first" counts as complete) and
 acquires what the arrivals of the completed phase released.
 
-`bar.sync id, n` releases when n threads (whole warps) have arrived.
+An init becomes visible to other threads and to the async proxy (a load
+completing its bytes on the barrier) only through `fence.mbarrier_init` by the
+initializing thread after the init, ordered before the use; the initializing
+thread's own arrivals and waits follow it in program order.
+
+`bar.sync id, n` releases when n threads (whole warps) have arrived. One id
+used with two thread counts by code that may run concurrently is misuse,
+whether or not a schedule makes the two uses meet: every use is remembered
+and checked by happens-before against the uses with another count.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from hopperc.diagnostics import Span
-from hopperc.sim.findings import Category, fail
+from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.memory import Clock, join
 
 
@@ -29,7 +37,9 @@ class MBarrier:
     tx: int = 0
     phase: int = 0  # the phase in progress; phases 0 .. phase-1 completed
     in_flight: int = 0  # loads issued on it that have not completed
-    init_by: tuple[int, int] | None = None  # (warp, clock) of the init
+    init_by: tuple[int, int, int] | None = None  # (warp, lane, clock) of the init
+    init_span: Span | None = None
+    init_fence: int | None = None  # the initializing warp's clock at fence.mbarrier_init
     collecting: Clock = field(default_factory=dict)
     released: Clock = field(default_factory=dict)  # clocks of the last completed phase
     arrived: set = field(default_factory=set)  # (warp, lane) in the phase in progress
@@ -42,28 +52,47 @@ class MBarrier:
                 f"{self.tx} transaction bytes outstanding, {self.in_flight} loads in flight")
 
     # ---- checks shared by every use
-    def usable(self, who: str, clock: Clock, span: Span | None) -> None:
+    def usable(self, who: str, clock: Clock, span: Span | None,
+               thread: tuple[int, int] | None = None) -> None:
+        """A use by `thread` (warp, lane), or by the async proxy (None)."""
         if self.invalidated:
             raise fail(Category.BARRIER_MISUSE, f"{who} uses {self.name} after mbarrier.inval",
                        span)
         if not self.initialized:
             raise fail(Category.BARRIER_MISUSE, f"{who} uses {self.name} before mbarrier.init",
                        span)
-        warp, tick = self.init_by
+        warp, lane, tick = self.init_by
         if clock.get(warp, 0) < tick:
             raise fail(Category.BARRIER_MISUSE,
                        f"{who} uses {self.name} before its initialization is visible to it: "
-                       "fence.mbarrier_init and a barrier must order the init first", span)
+                       "fence.mbarrier_init and a barrier must order the init first", span,
+                       self.init_span)
+        if thread == (warp, lane):
+            return
+        if self.init_fence is None or clock.get(warp, 0) < self.init_fence:
+            user = "the async proxy" if thread is None else "another thread"
+            raise fail(Category.BARRIER_MISUSE,
+                       f"{who} uses {self.name}, but no fence.mbarrier_init by the initializing "
+                       f"thread orders its mbarrier.init before this use: the init is not "
+                       f"visible to {user}", span, self.init_span)
+
+    def init_fenced(self, warp: int, lanes: tuple[int, ...], tick: int) -> None:
+        """`fence.mbarrier_init` by `lanes` of `warp`: publishes an earlier init by one
+        of them."""
+        if self.initialized and not self.invalidated and self.init_fence is None and \
+                self.init_by[0] == warp and self.init_by[1] in lanes:
+            self.init_fence = tick
 
     # ---- operations
-    def init(self, count: int, warp: int, clock: Clock, span: Span | None) -> None:
+    def init(self, count: int, thread: tuple[int, int], clock: Clock, span: Span | None) -> None:
         if self.initialized and not self.invalidated:
             raise fail(Category.BARRIER_MISUSE, f"{self.name} is initialized twice without "
                                                 "mbarrier.inval in between", span)
         self.initialized, self.invalidated = True, False
         self.count = self.pending = count
         self.tx, self.phase, self.in_flight = 0, 0, 0
-        self.init_by = (warp, clock[warp])
+        self.init_by = (*thread, clock[thread[0]])
+        self.init_span, self.init_fence = span, None
         self.collecting, self.released, self.arrived = {}, {}, set()
 
     def arrive(self, who: tuple[int, int], clock: Clock, span: Span | None) -> None:
@@ -151,9 +180,13 @@ class NamedBarrier:
         self.meeting: Meeting | None = None
         self.generation = 0
         self.met: dict[tuple, int] = {}  # (statement, occurrence) -> generation it met in
+        self.uses: dict[tuple[int, int], tuple[int, Span | None]] = {}  # latest per (actor, n)
 
     def arrive(self, warp: int, threads: int, occurrence: tuple, clock: Clock,
-               span: Span | None) -> Meeting:
+               span: Span | None, agent: int | None = None) -> Meeting:
+        """Warp `warp` (actor `agent`, by default the same number) arrives."""
+        agent = warp if agent is None else agent
+        self._check_concurrent_counts(agent, threads, clock, span)
         meeting = self.meeting
         if meeting is None:
             meeting = self.meeting = Meeting(threads)
@@ -175,6 +208,17 @@ class NamedBarrier:
             self.meeting = None
             self.generation += 1
         return meeting
+
+    def _check_concurrent_counts(self, agent: int, threads: int, clock: Clock,
+                                 span: Span | None) -> None:
+        for (other, count), (tick, where) in self.uses.items():
+            if count != threads and clock.get(other, 0) < tick:
+                raise fail(Category.BARRIER_MISUSE,
+                           f"bar.sync {self.ident} is used with {threads} threads here and with "
+                           f"{count} threads{line(where)} by code that may run at the same time "
+                           "(nothing orders that use before this one): concurrent uses of one "
+                           "barrier id must agree on its thread count", span, where)
+        self.uses[(agent, threads)] = (clock[agent], span)
 
     def describe(self) -> str:
         m = self.meeting

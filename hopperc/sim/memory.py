@@ -11,9 +11,13 @@ whatever the interleaving of the accesses themselves.
 
 Proxies (PTX memory model, generic vs async proxy): an async access (TMA,
 wgmma operand, bulk store) after a generic write needs a `fence.proxy.async`
-by the writing warp after the write that is ordered before the async access;
-an async write after a generic read needs such a fence, by any warp, between
-the read and the async write.
+by each writing thread after its write, ordered before the async access: a
+fence orders only the executing thread's own accesses, so the shadow memory
+keeps the mask of lanes that wrote each chunk, and one elected lane fencing
+does not cover the others. An async write after a generic read needs such a
+fence, by any thread, ordered between the read and the async write (the
+hand-off that orders the reads, e.g. an mbarrier the readers arrive on, is
+then followed by the writer's fence, as every pipeline does).
 """
 from __future__ import annotations
 
@@ -66,10 +70,12 @@ class ShadowMemory:
         self.w_agent = np.full(chunks, -1, dtype=np.int32)
         self.w_clock = np.zeros(chunks, dtype=np.int64)
         self.w_site = np.full(chunks, -1, dtype=np.int32)
+        self.w_lanes = np.zeros(chunks, dtype=np.uint32)  # lanes of a warp's last write
         self.reads: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.sites: list[Site] = []
         self.site_ids: dict[Site, int] = {}
-        self.fences: dict[int, list[tuple[int, Clock]]] = {}  # warp -> (clock, clock snapshot)
+        # warp -> (its clock, a clock snapshot, the mask of fencing lanes) per fence
+        self.fences: dict[int, list[tuple[int, Clock, int]]] = {}
 
     def site(self, site: Site) -> int:
         if site not in self.site_ids:
@@ -77,18 +83,23 @@ class ShadowMemory:
             self.sites.append(site)
         return self.site_ids[site]
 
-    def fence(self, warp: int, clock: Clock) -> None:
-        self.fences.setdefault(warp, []).append((clock[warp], dict(clock)))
+    def fence(self, warp: int, clock: Clock, lanes: int) -> None:
+        """`fence.proxy.async` by the lanes in mask `lanes` of `warp`."""
+        self.fences.setdefault(warp, []).append((clock[warp], dict(clock), lanes))
 
-    def _fenced(self, earlier: int, tick: int, clock: Clock, only_by_earlier: bool) -> bool:
-        """A proxy fence after `earlier`'s access at `tick`, ordered before `clock`."""
+    def _fence_lanes(self, earlier: int, tick: int, clock: Clock, by_writer: bool) -> int:
+        """The mask of lanes whose `fence.proxy.async` follows `earlier`'s access at
+        `tick` and is ordered before `clock`: lanes of the writing warp `earlier`
+        (`by_writer`), else of any warp (non-zero when some thread fenced)."""
+        covered = 0
         for fencer, events in self.fences.items():
-            if only_by_earlier and fencer != earlier:
+            if by_writer and fencer != earlier:
                 continue
             seen = clock.get(fencer, 0)
-            if any(fclock <= seen and snap.get(earlier, 0) >= tick for fclock, snap in events):
-                return True
-        return False
+            for fclock, snap, lanes in events:
+                if fclock <= seen and snap.get(earlier, 0) >= tick:
+                    covered |= lanes
+        return covered
 
     def read(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site) -> None:
         """`chunks`: distinct chunk indices (as `SharedSpace.region` gives them)."""
@@ -101,19 +112,22 @@ class ShadowMemory:
             if clock.get(writer, 0) < tick:
                 raise fail(Category.RACE, f"{site} is not ordered after {earlier}, which "
                                           "wrote that memory", site.span, earlier.span)
-            if not self.agents.generic[agent] and self.agents.generic[writer] and \
-                    not self._fenced(writer, tick, clock, only_by_earlier=True):
-                raise fail(Category.MISSING_FENCE,
-                           f"{earlier} is read by {site} through the async proxy, but the "
-                           "writing warp runs no fence.proxy.async between its write and the "
-                           "hand-off", earlier.span, site.span)
+            if not self.agents.generic[agent] and self.agents.generic[writer]:
+                wrote = int(np.bitwise_or.reduce(self.w_lanes[chunks][self.w_agent[chunks]
+                                                                      == writer]))
+                unfenced = wrote & ~self._fence_lanes(writer, tick, clock, by_writer=True)
+                if unfenced or not wrote and not self._fence_lanes(writer, tick, clock, True):
+                    raise fail(Category.MISSING_FENCE, _unfenced(earlier, site, wrote, unfenced),
+                               earlier.span, site.span)
         ticks_of, sites_of = self.reads.setdefault(agent, (
             np.zeros_like(self.w_clock), np.full_like(self.w_site, -1)))
         ticks_of[chunks] = clock[agent]
         sites_of[chunks] = self.site(site)
 
-    def write(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site) -> None:
-        """`chunks`: distinct chunk indices (none for a warp that holds no element)."""
+    def write(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site,
+              lanes: np.ndarray | None = None) -> None:
+        """`chunks`: distinct chunk indices (none for a warp that holds no element);
+        `lanes`: for a warp's write, the mask of lanes writing each chunk."""
         if not chunks.size:
             return
         for writer, tick, earlier in self._last_writes(agent, chunks):
@@ -130,6 +144,7 @@ class ShadowMemory:
         self.w_agent[chunks] = agent
         self.w_clock[chunks] = clock[agent]
         self.w_site[chunks] = self.site(site)
+        self.w_lanes[chunks] = 0 if lanes is None else lanes
         for ticks_of, _ in self.reads.values():
             ticks_of[chunks] = 0
 
@@ -152,11 +167,31 @@ class ShadowMemory:
                                       "nothing orders that access before the write",
                        site.span, earlier.span)
         if not self.agents.generic[agent] and self.agents.generic[other] and \
-                not self._fenced(other, tick, clock, only_by_earlier=False):
+                not self._fence_lanes(other, tick, clock, by_writer=False):
             raise fail(Category.MISSING_FENCE,
                        f"{site} writes through the async proxy over memory that {earlier} "
                        "accessed through the generic proxy, with no fence.proxy.async ordered "
                        "between them", site.span, earlier.span)
+
+
+def _unfenced(earlier: Site, site: Site, wrote: int, unfenced: int) -> str:
+    head = f"{earlier} is read by {site} through the async proxy, but "
+    if unfenced == wrote or not wrote:
+        return head + ("the writing warp runs no fence.proxy.async between its write and the "
+                       "hand-off")
+    return head + (f"{_lanes(unfenced)} of the {_lanes(wrote)} that wrote it run no "
+                   "fence.proxy.async between their write and the hand-off (a proxy fence "
+                   "orders only its own thread's accesses)")
+
+
+def _lanes(mask: int) -> str:
+    """`lanes 0-31`, `lane 5` or `lanes 0, 4, 8` of a lane mask."""
+    lanes = [lane for lane in range(32) if mask >> lane & 1]
+    if len(lanes) == 1:
+        return f"lane {lanes[0]}"
+    if lanes == list(range(lanes[0], lanes[-1] + 1)):
+        return f"lanes {lanes[0]}-{lanes[-1]}"
+    return "lanes " + ", ".join(map(str, lanes))
 
 
 def _distinct(values: np.ndarray) -> list[int]:

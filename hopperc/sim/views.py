@@ -84,6 +84,24 @@ class SharedSpace:
         return self._regions[cache_key]
 
 
+    def written(self, place: Place, selection: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct chunks the running lanes of `selection` (shape, threads,
+        warp, lanes) write in the view, and per chunk the mask of the lanes
+        writing it (a proxy fence covers only its own thread's writes)."""
+        cache_key = (place, selection, "lanes")
+        if cache_key not in self._regions:
+            shape, threads, warp, lanes = selection
+            owned = owned_elements(shape, threads, warp, lanes)
+            chunks = self.index(place)[1][owned]
+            bits = np.left_shift(np.uint32(1), element_lanes(shape, threads, warp)[owned]
+                                 .astype(np.uint32))
+            distinct, where = np.unique(chunks, return_inverse=True)
+            masks = np.zeros(distinct.shape, dtype=np.uint32)
+            np.bitwise_or.at(masks, where.reshape(-1), bits.reshape(-1))
+            self._regions[cache_key] = distinct, masks
+        return self._regions[cache_key]
+
+
 @lru_cache(maxsize=4096)
 def _index(buf: ir.SharedBuffer, offset: int, place: Place) -> tuple[np.ndarray, np.ndarray]:
     stage_elems = int(np.prod(buf.shape))

@@ -190,9 +190,9 @@ class Warp:
         values = elementwise(expr, shape, dtype, tile, shared, self.block.tensors,
                              lambda e: self.value(e, lanes, span))
         if isinstance(stmt, ir.SharedStore):
-            self.block.memory.write(self.agent, self.clock,
-                                    self.block.space.region(place, owned, selection),
-                                    Site(f"st.shared of {self.label(place)}", span))
+            chunks, writers = self.block.space.written(place, selection)
+            self.block.memory.write(self.agent, self.clock, chunks,
+                                    Site(f"st.shared of {self.label(place)}", span), writers)
             self.block.space.write(place, values, owned)
         else:
             self.register_use(stmt.name, span)
@@ -214,7 +214,8 @@ class Warp:
         match stmt:
             case ir.MBarrierWait(barrier=ref, parity=parity):
                 barrier = self.barrier(ref, lanes, span)
-                barrier.usable("mbarrier.wait", self.clock, span)
+                barrier.usable("mbarrier.wait", self.clock, span,
+                               (self.agent, lanes[0] if len(lanes) == 1 else -1))
                 p = self.value(parity, lanes, span)
                 yield from self.wait(lambda: barrier.passes(p),
                                      f"mbarrier.wait {barrier.name} parity {p}", barrier, span)
@@ -237,7 +238,8 @@ class Warp:
                 occurrence = (key, self.occurrences[key])
                 self.occurrences[key] += 1
                 named = block.named_barrier(ident)
-                meeting = named.arrive(self.index, threads, occurrence, self.clock, span)
+                meeting = named.arrive(self.index, threads, occurrence, self.clock, span,
+                                       self.agent)
                 generation = named.generation if named.meeting is meeting else named.generation - 1
                 block.event(self.name, span, f"arrives at bar.sync {ident}, {threads}")
                 yield from self.wait(lambda: named.generation > generation,
@@ -245,10 +247,15 @@ class Warp:
                 join(self.clock, meeting.clock)
                 self.tick()
             case ir.ProxyFence():
-                block.memory.fence(self.agent, self.clock)
+                block.memory.fence(self.agent, self.clock, sum(1 << lane for lane in lanes))
                 self.tick()
                 block.event(self.name, span, "fence.proxy.async")
-            case ir.MBarrierInitFence() | ir.SetMaxRegisters():
+            case ir.MBarrierInitFence():
+                for barrier in block.mbarriers.values():
+                    barrier.init_fenced(self.agent, lanes, self.clock[self.agent])
+                self.tick()
+                block.event(self.name, span, "fence.mbarrier_init")
+            case ir.SetMaxRegisters():
                 pass
             case ir.Mma():
                 self.issue_mma(stmt, lanes)
@@ -271,17 +278,18 @@ class Warp:
         match stmt:
             case ir.MBarrierInit(barrier=ref, count=count):
                 barrier = self.barrier(ref, lanes, span)
-                barrier.init(count, self.agent, self.clock, span)
+                barrier.init(count, (self.agent, lane), self.clock, span)
                 self.tick()
             case ir.MBarrierArrive(barrier=ref) | ir.StageRelease(barrier=ref):
                 barrier = self.barrier(ref, lanes, span)
-                barrier.usable("mbarrier.arrive", self.clock, span)
+                barrier.usable("mbarrier.arrive", self.clock, span, (self.agent, lane))
                 block.event(self.name, span, f"arrives on {barrier.name}")
                 barrier.arrive((self.index, lane), self.clock, span)
                 self.tick()
             case ir.MBarrierExpectTx(barrier=ref, nbytes=nbytes):
                 barrier = self.barrier(ref, lanes, span)
-                barrier.usable("mbarrier.arrive.expect_tx", self.clock, span)
+                barrier.usable("mbarrier.arrive.expect_tx", self.clock, span,
+                               (self.agent, lane))
                 n = self.value(nbytes, lanes, span)
                 block.event(self.name, span, f"arrive.expect_tx {barrier.name}, {n} B")
                 barrier.expect_tx(n)
@@ -289,7 +297,7 @@ class Warp:
                 self.tick()
             case ir.MBarrierInval(barrier=ref):
                 barrier = self.barrier(ref, lanes, span)
-                barrier.usable("mbarrier.inval", self.clock, span)
+                barrier.usable("mbarrier.inval", self.clock, span, (self.agent, lane))
                 waiters = sum(1 for w in block.warps if w.waiting_on is barrier)
                 barrier.inval(span, waiters)
             case ir.AsyncLoad():

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = sorted((ROOT / "samples").glob("*.hk")) + [ROOT / "tests" / "sim" / "manual_pipe.hk"]
+CORPUS = sorted((ROOT / "samples").glob("*.hk")) + [ROOT / "tests" / "sim" / "manual" / "manual_pipe.hk"]
 
 _TOKEN = re.compile(r"\s+|#[^\n]*|//[^\n]*|[0-9]+\.[0-9]+(?:[eE][-+]?[0-9]+)?|[0-9]+"
                     r"|[A-Za-z_][A-Za-z_0-9]*|<-|\.\.|[+=!<>]=|.", re.S)

@@ -11,7 +11,7 @@ from hopperc import driver
 from hopperc.diagnostics import SourceFile
 from hopperc.sim.findings import Category
 
-SOURCE = (Path(__file__).parent / "manual_pipe.hk").read_text()
+SOURCE = (Path(__file__).parent / "manual" / "manual_pipe.hk").read_text()
 LINES = SOURCE.splitlines()
 
 

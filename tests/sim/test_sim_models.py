@@ -12,6 +12,7 @@ from hopperc.sim.memory import Agents, ShadowMemory, Site
 from hopperc.sim.views import Place, SharedSpace, element_lanes
 
 SITE = Site("test access", None)
+ALL = 0xFFFFFFFF  # every lane of a warp
 
 
 def category(fn) -> Category:
@@ -23,7 +24,7 @@ def category(fn) -> Category:
 # ---------------------------------------------------------------- mbarrier
 def initialized(count: int, carries_bytes: bool = False) -> MBarrier:
     barrier = MBarrier("b[0]", carries_bytes)
-    barrier.init(count, 0, {0: 1}, None)
+    barrier.init(count, (0, 0), {0: 1}, None)  # by warp 0 lane 0
     return barrier
 
 
@@ -72,9 +73,29 @@ def test_parity_1_on_a_fresh_data_barrier_is_misuse_but_not_on_an_empty_barrier(
 
 def test_use_before_the_init_is_visible():
     barrier = initialized(1)
+    barrier.init_fenced(0, (0,), 1)
     with pytest.raises(SimFailure, match="initialization is visible"):
-        barrier.usable("mbarrier.wait", {1: 3}, None)  # warp 1 never synchronized with warp 0
-    barrier.usable("mbarrier.wait", {0: 1, 1: 3}, None)
+        barrier.usable("mbarrier.wait", {1: 3}, None, (1, 0))  # warp 1 never synchronized
+    barrier.usable("mbarrier.wait", {0: 1, 1: 3}, None, (1, 0))
+
+
+def test_init_reaches_other_threads_and_the_async_proxy_only_through_its_fence():
+    barrier = initialized(1)
+    barrier.usable("mbarrier.arrive", {0: 1}, None, (0, 0))  # the initializing thread itself
+    for thread in ((1, 0), (0, 5), None):  # another warp, another lane, a TMA load's bytes
+        with pytest.raises(SimFailure, match="no fence.mbarrier_init"):
+            barrier.usable("use", {0: 1, 1: 3}, None, thread)
+    barrier.init_fenced(0, (3,), 2)  # lane 3 fencing does not publish lane 0's init
+    assert barrier.init_fence is None
+    barrier.init_fenced(0, (0, 1), 2)
+    with pytest.raises(SimFailure, match="no fence.mbarrier_init"):
+        barrier.usable("use", {0: 1, 1: 3}, None, (1, 0))  # ordered after the init only
+    barrier.usable("use", {0: 2, 1: 3}, None, (1, 0))
+    barrier.usable("TMA load", {0: 2}, None)
+    barrier.inval(None, waiters=0)
+    barrier.init(1, (0, 0), {0: 3}, None)  # a new init needs a new fence
+    with pytest.raises(SimFailure, match="no fence.mbarrier_init"):
+        barrier.usable("TMA load", {0: 3}, None)
 
 
 def test_inval_with_a_half_done_phase():
@@ -129,8 +150,19 @@ def test_async_read_of_generic_write_needs_the_writer_fence():
     mem.write(w0, {w0: 2}, chunks, SITE)
     assert category(lambda: mem.read(tma, {w0: 2, tma: 1}, chunks, SITE)) is \
         Category.MISSING_FENCE
-    mem.fence(w0, {w0: 2})  # fence after the write (same clock), before the hand-off
+    mem.fence(w0, {w0: 2}, ALL)  # fence after the write (same clock), before the hand-off
     mem.read(tma, {w0: 3, tma: 1}, chunks, SITE)
+
+
+def test_a_proxy_fence_covers_only_the_lanes_that_run_it():
+    mem, w0, _, tma = memory()
+    chunks = np.arange(2)
+    mem.write(w0, {w0: 2}, chunks, SITE, np.array([0b0011, 0b1100], dtype=np.uint32))
+    mem.fence(w0, {w0: 2}, 0b0001)  # one elected lane
+    with pytest.raises(SimFailure, match="lanes 1-3 of the lanes 0-3 that wrote it"):
+        mem.read(tma, {w0: 3, tma: 1}, chunks, SITE)
+    mem.fence(w0, {w0: 3}, 0b1110)  # the other writers fence too: every write is covered
+    mem.read(tma, {w0: 4, tma: 1}, chunks, SITE)
 
 
 def test_async_write_over_generic_reads_needs_a_fence_between():
@@ -141,7 +173,7 @@ def test_async_write_over_generic_reads_needs_a_fence_between():
     load = mem.agents.add("TMA load 2", False)
     assert category(lambda: mem.write(load, {w0: 4, w1: 2, tma: 1, load: 1}, chunks, SITE)) is \
         Category.MISSING_FENCE
-    mem.fence(w1, {w1: 2, w0: 4})  # the issuing warp fences after the hand-off
+    mem.fence(w1, {w1: 2, w0: 4}, 1)  # the issuing thread fences after the hand-off
     mem.write(load, {w0: 4, w1: 2, tma: 1, load: 1}, chunks, SITE)
 
 

@@ -2,8 +2,9 @@
 before any synchronization is added (the front-end IR), one whole tile at a
 time and in program order.
 
-Each role runs to its end before the next, loaders first, so data handed from
-one role to another cannot be late; a buffer two roles share is versioned by
+Each role runs to its end before the next, in the order of the data they hand
+each other (a role that writes a buffer another reads runs first), so data
+handed from one role to another cannot be late; a buffer two roles share is versioned by
 the loop iteration that fills and reads it (iteration i of the loader's loop
 feeds iteration i of the reader's), which is the meaning a stage ring
 implements. Per-warpgroup tiles run once per warpgroup, in step.
@@ -49,12 +50,36 @@ def _top_level(kernel: ir.Kernel) -> list[ir.Stmt]:
 
 
 def _roles_in_order(kernel: ir.Kernel) -> list[ir.Stmt]:
-    """Top-level statements, with roles that load shared buffers first."""
-    def loads(stmt) -> bool:
-        return any(isinstance(s, ir.AsyncLoad) for s in walk(ir.Block((stmt,))))
-    roles = [s for s in _top_level(kernel) if isinstance(s, ir.RoleBlock)]
-    others = [s for s in _top_level(kernel) if not isinstance(s, ir.RoleBlock)]
-    return others + sorted(roles, key=lambda r: not loads(r))
+    """Top-level statements, with the roles ordered by the data they hand each
+    other: a role that writes a shared buffer another role reads runs before
+    it; roles are otherwise in declaration order."""
+    top = _top_level(kernel)
+    roles = [s for s in top if isinstance(s, ir.RoleBlock)]
+    writes: dict[str, set[str]] = {r.role.name: set() for r in roles}
+    reads: dict[str, set[str]] = {r.role.name: set() for r in roles}
+    for role in roles:
+        for leaf in walk(role.body):
+            for access in leaf_accesses(leaf):
+                (writes if access.write else reads)[role.role.name].add(access.buffer)
+    feeders = {r.role.name: {o.role.name for o in roles if o is not r
+                             and writes[o.role.name] & reads[r.role.name]} for r in roles}
+    ordered: list[ir.RoleBlock] = []
+    while len(ordered) < len(roles):
+        done = {r.role.name for r in ordered}
+        ready = [r for r in roles if r not in ordered and feeders[r.role.name] <= done]
+        if not ready:
+            raise ReferenceUnavailable(_cycle(roles, ordered, feeders, writes, reads))
+        ordered.append(ready[0])
+    return [s for s in top if not isinstance(s, ir.RoleBlock)] + ordered
+
+
+def _cycle(roles, ordered, feeders, writes, reads) -> str:
+    """Why no role can run next: roles that hand data to each other both ways."""
+    left = [r.role.name for r in roles if r not in ordered]
+    hand_offs = [f"'{a}' -> '{b}' through {', '.join(sorted(writes[a] & reads[b]))}"
+                 for b in left for a in sorted(feeders[b]) if a in left]
+    return ("roles hand shared buffers to each other both ways (" + "; ".join(hand_offs) +
+            "), so no order of whole roles computes what the kernel does")
 
 
 def _shared_between_roles(kernel: ir.Kernel) -> set[str]:

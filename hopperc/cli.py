@@ -267,7 +267,7 @@ def _summary(report, verbose: bool) -> list[str]:
 
 _shape_option = click.option("--shape", callback=_parse_shape, metavar="M=..,N=..",
                              help="Dimension sizes (default: two tiles per grid axis, "
-                                  "2 x stages + 1 loop iterations).")
+                                  "2 x ring depth + 1 loop iterations).")
 
 
 @main.command()

@@ -37,7 +37,7 @@ class Problem:
 
 def default_dims(kernel: ir.Kernel) -> dict[str, int]:
     """Each dimension as a multiple of the tile sizes that divide it: GRID_TILES
-    tiles for grid axes, 2 x stages + 1 iterations for loop bounds."""
+    tiles for grid axes, 2 x ring depth + 1 iterations for loop bounds."""
     names = [d for t in kernel.tensors for d in t.dims if isinstance(d, str)]
     divisors: dict[str, list[int]] = {}
     loop_dims: set[str] = set()
@@ -49,12 +49,23 @@ def default_dims(kernel: ir.Kernel) -> dict[str, int]:
             for dim, divisor in _divided_dims(stmt.stop):
                 divisors.setdefault(dim, []).append(divisor)
                 loop_dims.add(dim)
-    stages = max([p.stages for p in kernel.pipelines] + [1])
+    depth = ring_depth(kernel)
     dims = {}
     for name in dict.fromkeys(names):
         unit = math.lcm(*divisors.get(name, [1]))
-        dims[name] = unit * ((2 * stages + 1) if name in loop_dims else GRID_TILES)
+        dims[name] = unit * ((2 * depth + 1) if name in loop_dims else GRID_TILES)
     return dims
+
+
+def ring_depth(kernel: ir.Kernel) -> int:
+    """The longest ring the kernel may cycle through, compiler-made or written by
+    hand: pipeline stages, mbarrier arrays, staged buffers and the planes of
+    rank-3 buffers. 2 x depth + 1 iterations fill each of its slots more than
+    twice, so both parities and the wrap-around run."""
+    depths = [p.stages for p in kernel.pipelines] + [b.count for b in kernel.barriers]
+    depths += [b.stages for b in kernel.buffers]
+    depths += [b.shape[0] for b in kernel.buffers if len(b.shape) == 3]
+    return max(depths + [1])
 
 
 def _divided_dims(expr: ir.ScalarExpr):

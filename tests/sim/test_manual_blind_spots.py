@@ -30,7 +30,8 @@ def findings(source: SourceFile, seeds: int = 4, search: int = 100):
     return driver.simulate(source, seeds=seeds, search=search).findings
 
 
-@pytest.mark.parametrize("name", ["manual_pipe.hk", "single_thread_copy.hk", "barrier_ids.hk"])
+@pytest.mark.parametrize("name", ["manual_pipe.hk", "single_thread_copy.hk", "barrier_ids.hk",
+                                  "three_stage_ring.hk"])
 def test_correct_kernel_is_clean(name):
     report = driver.simulate(driver.read_source(MANUAL / name), seeds=4, search=300)
     assert report.ok, [f.headline() for f in report.findings]
@@ -88,3 +89,28 @@ def test_one_id_with_two_counts_in_concurrent_roles_is_misuse_in_every_schedule(
         assert first.category is Category.BARRIER_MISUSE, first.headline()
         assert "128" in first.message and "32" in first.message
         assert {first.span.line, first.related.line} == {9, 20}, first.headline()
+
+
+# ---------------------------------------------------------------- default shapes wrap every ring
+@pytest.mark.parametrize("line, old, new, categories, lines", [
+    # the consumer's parity is right for rounds 0 and 1 only: in round 2 it waits
+    # with parity 1, which either passes at once (then reads while the refill may
+    # still land: a race at the load) or, once round 2's phase completed, waits
+    # for a phase that never comes (deadlock)
+    (23, "j % 6 >= 3", "j >= 3", {Category.DEADLOCK, Category.RACE}, {23, 49}),
+    # the producer's empty-barrier parity goes wrong on round 2 in the same way:
+    # it refills stage 0 while the consumer may still read round 1's data
+    (46, "1 - (j % 6 >= 3)", "1 - (j >= 3)", {Category.RACE}, {49}),
+])
+def test_default_shapes_reach_the_third_round_of_a_manual_ring(line, old, new, categories,
+                                                               lines):
+    """A three-stage ring written by hand (no compiler pipeline) runs 2 x 3 + 1
+    iterations by default, so a bug that shows only when a stage is filled for
+    the third time is found without --shape."""
+    source = edited("three_stage_ring.hk", line, old, new)
+    report = driver.simulate(source, seeds=4, search=0)
+    assert report.problem.dims["N"] == 7 * 64
+    first = report.findings[0]
+    assert first.category in categories and first.span.line in lines, first.headline()
+    old_shape = driver.simulate(source, shapes={"N": 3 * 64}, seeds=4, search=300)
+    assert old_shape.ok, "three iterations never wrap the ring: the bug stays hidden"

@@ -21,7 +21,7 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.verify import verify
 from hopperc.passes import PASS_NAMES, PIPELINE
 from hopperc.sim.explore import Report, simulate as explore
-from hopperc.sim.problem import default_dims, make_problem
+from hopperc.sim.problem import MAX_BLOCKS, check_size, default_dims, make_problem
 
 DEFAULT_ARCH = "sm_90a"
 # wgmma, setmaxnreg and the TMA forms hopperc emits exist only on sm_90a; a cubin
@@ -114,7 +114,14 @@ def simulate(source: SourceFile, defines: dict[str, int] | None = None,
     front_end = check(source, defines)
     lowered = lower(front_end)
     dims = problem_dims(lowered, shapes, source.name)
-    return explore(lowered, front_end, make_problem(lowered, dims), seeds, search)
+    check_size(lowered, dims)
+    try:
+        problem = make_problem(lowered, dims, max_blocks=MAX_BLOCKS)
+        return explore(lowered, front_end, problem, seeds, search)
+    except MemoryError:
+        raise CompileError(lowered.span, "the simulation ran out of host memory; give smaller "
+                                         "sizes with `hopperc sim --shape NAME=VALUE,...`") \
+            from None
 
 
 def problem_dims(kernel: ir.Kernel, shapes: dict[str, int] | None, file: str) -> dict[str, int]:

@@ -123,8 +123,10 @@ class Block:
     def mbarrier(self, array: str, index: int, span: Span | None) -> MBarrier:
         barrier = self.mbarriers.get((array, index))
         if barrier is None:
-            raise fail(Category.BARRIER_MISUSE, f"mbarrier index {index} is out of range for "
-                                                f"'{array}'", span)
+            count = next(b.count for b in self.kernel.barriers if b.name == array)
+            raise fail(Category.OUT_OF_RANGE, f"mbarrier index {index} is out of range for "
+                                              f"'{array}' ({count} barriers, indexed 0 to "
+                                              f"{count - 1})", span)
         return barrier
 
     def named_barrier(self, ident: int) -> NamedBarrier:

@@ -9,11 +9,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.sim.values import round_to
 
 GRID_TILES = 2
+MAX_BLOCKS = 8  # a larger grid is simulated on a representative subset of its blocks
+# Tensors live as f32 arrays: the inputs, a copy per schedule, the reference's
+# copy and its expected outputs. Past this, refuse instead of thrashing.
+MAX_TENSOR_BYTES = 2 << 30
+COPIES = 4
 
 
 @dataclass
@@ -22,7 +28,8 @@ class Problem:
     scalars: dict[str, float]
     inputs: dict[str, np.ndarray]
     outputs: tuple[str, ...]  # tensors the kernel stores to
-    grid: list[dict[str, int]]  # tile coordinates of each block
+    grid: list[dict[str, int]]  # tile coordinates of each block simulated
+    blocks: int = 0  # blocks in the whole grid, when `grid` is a subset of it
 
     def env(self, block: dict[str, int]) -> dict[str, int]:
         return {**self.dims, **self.scalars, **{f"tile.{k}": v for k, v in block.items()}}
@@ -32,7 +39,11 @@ class Problem:
 
     def describe(self) -> str:
         dims = " ".join(f"{k}={v}" for k, v in self.dims.items())
-        return f"{dims or 'no dimensions'}, {len(self.grid)} block{'s' * (len(self.grid) != 1)}"
+        run = f"{len(self.grid)} block{'s' * (len(self.grid) != 1)}"
+        if self.blocks > len(self.grid):
+            run = (f"{self.blocks} blocks, {len(self.grid)} simulated (the first, the last, the "
+                   "last along each grid axis, and blocks spread between them)")
+        return f"{dims or 'no dimensions'}, {run}"
 
 
 def default_dims(kernel: ir.Kernel) -> dict[str, int]:
@@ -81,7 +92,10 @@ def _divided_dims(expr: ir.ScalarExpr):
         yield expr.name, 1
 
 
-def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0) -> Problem:
+def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
+                 max_blocks: int | None = None) -> Problem:
+    """Random inputs for `dims`; with `max_blocks`, a grid larger than that is
+    represented by a subset of its blocks (the reference runs the same ones)."""
     rng = np.random.default_rng(seed)
     stored = {s.tensor for s in walk(kernel.body) if isinstance(s, ir.AsyncStore)}
     inputs = {}
@@ -95,11 +109,43 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0) -> Prob
                         and s.dtype is not ir.DType.I32 else int(rng.integers(1, 4)))
                for s in kernel.scalars}
     env = {**dims, **scalars}
-    extents = []
-    for axis in kernel.grid:
-        extent = axis.divisor if axis.dim is None else -(-env[axis.dim] // axis.divisor)
-        extents.append((axis.name, extent))
-    grid = [dict(zip([n for n, _ in extents], coords))
-            for coords in np.ndindex(*[e for _, e in extents])] if extents else [{}]
-    grid = [{k: int(v) for k, v in b.items()} for b in grid]
-    return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid)
+    names = [axis.name for axis in kernel.grid]
+    extents = [axis.divisor if axis.dim is None else -(-env[axis.dim] // axis.divisor)
+               for axis in kernel.grid]
+    blocks = math.prod(extents)
+    coords = representative_blocks(extents, max_blocks) if max_blocks and blocks > max_blocks \
+        else list(np.ndindex(*extents))
+    grid = [{n: int(c) for n, c in zip(names, block)} for block in coords]
+    return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid,
+                   blocks if len(grid) < blocks else 0)
+
+
+def representative_blocks(extents: list[int], limit: int) -> list[tuple[int, ...]]:
+    """At most `limit` blocks of a grid, in grid order: the first and the last,
+    the last along each axis (where partial tiles are), then blocks spread
+    evenly over the rest, without enumerating the grid."""
+    total = math.prod(extents)
+    picks = [(0,) * len(extents), tuple(e - 1 for e in extents)]
+    picks += [tuple(e - 1 if i == axis else 0 for i, e in enumerate(extents))
+              for axis in range(len(extents))]
+    picks += [tuple(int(c) for c in np.unravel_index(round(k * (total - 1) / limit), extents))
+              for k in range(1, limit)]
+    chosen = list(dict.fromkeys(picks))[:limit]
+    return sorted(chosen, key=lambda c: int(np.ravel_multi_index(c, extents)))
+
+
+def check_size(kernel: ir.Kernel, dims: dict[str, int]) -> None:
+    """Refuse to simulate, at the largest tensor, a problem whose tensors would not
+    fit in host memory (a fixed extent of 2^20 makes the default shapes huge)."""
+    sizes = {t.name: math.prod(dims[d] if isinstance(d, str) else d for d in t.dims)
+             for t in kernel.tensors}
+    needed = COPIES * 4 * sum(sizes.values())
+    if needed > MAX_TENSOR_BYTES:
+        largest = max(kernel.tensors, key=lambda t: sizes[t.name])
+        shape = " ".join(f"{k}={v}" for k, v in dims.items()) or "fixed extents only"
+        raise CompileError(largest.span, f"simulating this kernel at {shape} needs about "
+                           f"{needed / 2**30:.1f} GiB of host memory for its tensors "
+                           f"('{largest.name}' alone has {sizes[largest.name]:,} elements), "
+                           f"more than the simulator's {MAX_TENSOR_BYTES / 2**30:.0f} GiB; "
+                           "give smaller dimensions with `hopperc sim --shape NAME=VALUE,...` "
+                           "or smaller fixed extents")

@@ -107,8 +107,9 @@ class ShadowMemory:
                            f"{earlier} is read by {site} through the async proxy, but the "
                            "writing warp runs no fence.proxy.async between its write and the "
                            "hand-off", earlier.span, site.span)
-        ticks_of, sites_of = self.reads.setdefault(agent, (
-            np.zeros_like(self.w_clock), np.full_like(self.w_site, -1)))
+        if agent not in self.reads:
+            self.reads[agent] = (np.zeros_like(self.w_clock), np.full_like(self.w_site, -1))
+        ticks_of, sites_of = self.reads[agent]
         ticks_of[chunks] = clock[agent]
         sites_of[chunks] = self.site(site)
 

@@ -87,7 +87,8 @@ def _state(block: Block) -> tuple:
 
 
 def run_block(program: Program, env: dict[str, int], tensors, chooser, block_index: int) -> None:
-    """Run one block to its end; raises SimFailure at the first finding."""
+    """Run one block to its end; raises SimFailure at the first finding.
+    `tensors` None: without data (see `Block`)."""
     block = Block(program, env, tensors)
     warps = [Warp(block, i) for i in range(program.kernel.threads // 32)]
     block.warps = warps
@@ -122,13 +123,22 @@ def run_block(program: Program, env: dict[str, int], tensors, chooser, block_ind
 
 
 def _candidates(block: Block) -> list[tuple[str, object]]:
-    out: list[tuple[str, object]] = [("warp", w) for w in block.warps
-                                     if not w.done and (w.ready is None or w.ready())]
-    out += [("load", load) for load in block.loads]
+    """Runnable warps, then loads, then each warp's pending wgmma and stores (the
+    order the choosers index into). Rebuilt at every step with plain loops: any
+    event may release a waiter, and a blocked warp's test is a cheap comparison."""
+    out: list[tuple[str, object]] = []
+    for w in block.warps:
+        if not w.done and (w.ready is None or w.ready()):
+            out.append(("warp", w))
+    for load in block.loads:
+        out.append(("load", load))
     for w in block.warps:
         if w.wgmma.pending:
             out.append(("product", w))
-        out += [("store", q) for q in w.stores.values() if q.pending]
+        if w.stores:
+            for q in w.stores.values():
+                if q.pending:
+                    out.append(("store", q))
     return out
 
 

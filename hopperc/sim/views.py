@@ -47,13 +47,16 @@ def place_shape(buf: ir.SharedBuffer, place: Place) -> tuple[int, ...]:
 class SharedSpace:
     """Shared buffers of one block: data per buffer, and element -> chunk maps."""
 
-    def __init__(self, kernel: ir.Kernel):
+    def __init__(self, kernel: ir.Kernel, regions: dict | None = None, data: bool = True):
+        """`regions`: a cache of `region` to share between the blocks of one kernel
+        (a region depends only on the layout); `data` False: chunks only, for runs
+        that check synchronization without computing values."""
         self.buffers = {b.name: b for b in kernel.buffers}
         self.offsets, total = shared_layout(kernel.buffers, 0)
         self.chunks = -(-total // CHUNK)
-        self._regions: dict = {}
+        self._regions: dict = {} if regions is None else regions
         self.data = {b.name: np.zeros((b.stages,) + b.shape, dtype=np.float32)
-                     for b in kernel.buffers}
+                     for b in kernel.buffers} if data else {}
 
     def shape(self, place: Place) -> tuple[int, ...]:
         return place_shape(self.buffers[place.buffer], place)
@@ -80,7 +83,9 @@ class SharedSpace:
         cache_key = (place, key)
         if cache_key not in self._regions:
             chunks = self.index(place)[1]
-            self._regions[cache_key] = np.unique(chunks if owned is None else chunks[owned])
+            region = np.unique(chunks if owned is None else chunks[owned])
+            region.setflags(write=False)
+            self._regions[cache_key] = region
         return self._regions[cache_key]
 
 

@@ -138,7 +138,14 @@ class ShadowMemory:
         """(writer, its latest clock, the site of that write) for each other actor
         that last wrote some of `chunks`."""
         writers, ticks = self.w_agent[chunks], self.w_clock[chunks]
-        for writer in _distinct(writers):
+        distinct = _distinct(writers)
+        if len(distinct) == 1:  # most regions: one writer, no mask to build
+            writer = distinct[0]
+            if writer not in (agent, -1):
+                latest = int(ticks.argmax())
+                yield writer, int(ticks[latest]), self.sites[int(self.w_site[chunks[latest]])]
+            return
+        for writer in distinct:
             if writer in (agent, -1):
                 continue
             mine = writers == writer

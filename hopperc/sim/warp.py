@@ -101,7 +101,7 @@ class Warp:
                      view.transposed)
 
     def label(self, place: Place) -> str:
-        return f"'{place.label(self.block.kernel.buffer(place.buffer).stages)}'"
+        return f"'{place.label(self.block.space.buffers[place.buffer].stages)}'"
 
     def barrier(self, ref: ir.BarrierRef, lanes, span):
         return self.block.mbarrier(ref.array, self.value(ref.index, lanes, span), span)
@@ -178,7 +178,7 @@ class Warp:
         if isinstance(stmt, ir.SharedStore):
             place = self.place(stmt.dst, lanes, stmt.span)
             shape, threads = self.block.space.shape(place), element_threads(self.running_threads)
-            dtype, expr = self.block.kernel.buffer(place.buffer).dtype, stmt.value
+            dtype, expr = self.block.space.buffers[place.buffer].dtype, stmt.value
         else:
             tile = self.block.program.tiles[stmt.name]
             shape, threads, dtype = tile.shape, tile.threads, tile.dtype

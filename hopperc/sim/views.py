@@ -62,13 +62,19 @@ class SharedSpace:
         return place_shape(self.buffers[place.buffer], place)
 
     def read(self, place: Place) -> np.ndarray:
-        """A copy of the view's elements. A view is a contiguous run of its buffer
-        (swizzle moves chunks, not data indices), so a slice replaces a gather."""
+        """A copy of the view's elements."""
+        return self.view(place).copy()
+
+    def view(self, place: Place) -> np.ndarray:
+        """The view's elements without a copy, read-only. A view is a contiguous run
+        of its buffer (swizzle moves chunks, not data indices), so a slice
+        replaces a gather."""
         flat, _ = self.index(place)
         start = int(flat.flat[0])
         run = self.data[place.buffer].reshape(-1)[start:start + flat.size]
         view = run.reshape(flat.T.shape).T if place.transposed else run.reshape(flat.shape)
-        return view.copy()
+        view.flags.writeable = False
+        return view
 
     def write(self, place: Place, values: np.ndarray, mask: np.ndarray | None = None) -> None:
         flat, _ = self.index(place)

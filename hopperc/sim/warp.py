@@ -396,8 +396,8 @@ class Warp:
             memory.read(self.wgmma.agent, op.clock, space.region(op.a), op.site)
         memory.read(self.wgmma.agent, op.clock, space.region(op.b), op.site)
         if self.block.tensors is not None:
-            a = space.read(op.a)[rows] if isinstance(op.a, Place) else self.tiles[op.a][rows]
-            product = matrix_product(a, space.read(op.b))
+            a = space.view(op.a)[rows] if isinstance(op.a, Place) else self.tiles[op.a][rows]
+            product = matrix_product(a, space.view(op.b))  # converts: no copy needed
             acc = self.tiles[op.acc]
             acc[rows] = (acc[rows] + product) if op.accumulate else product
         op.done = True

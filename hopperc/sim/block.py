@@ -38,7 +38,7 @@ class Program:
     tiles: dict[str, ir.TileDef]
     carries_bytes: frozenset[str]  # mbarrier arrays that loads or expect_tx target
     scalars: dict = field(default_factory=dict, compare=False, repr=False)
-    regions: dict = field(default_factory=dict, compare=False, repr=False)
+    layout: dict = field(default_factory=dict, compare=False, repr=False)  # SharedSpace's
 
     def scalar(self, expr: ir.ScalarExpr) -> ScalarCode:
         """Keyed by identity: hashing a frozen expression walks it, which is the
@@ -135,7 +135,7 @@ class Block:
         self.kernel = kernel
         self.env = env
         self.tensors = tensors
-        self.space = SharedSpace(kernel, program.regions, data=tensors is not None)
+        self.space = SharedSpace(kernel, program.layout, data=tensors is not None)
         self.agents = Agents()
         self.memory = ShadowMemory(self.space.chunks, self.agents)
         self.mbarriers = {(b.name, i): MBarrier(f"{b.name}[{i}]", b.name in program.carries_bytes)

@@ -47,14 +47,16 @@ def place_shape(buf: ir.SharedBuffer, place: Place) -> tuple[int, ...]:
 class SharedSpace:
     """Shared buffers of one block: data per buffer, and element -> chunk maps."""
 
-    def __init__(self, kernel: ir.Kernel, regions: dict | None = None, data: bool = True):
-        """`regions`: a cache of `region` to share between the blocks of one kernel
-        (a region depends only on the layout); `data` False: chunks only, for runs
-        that check synchronization without computing values."""
+    def __init__(self, kernel: ir.Kernel, cache: dict | None = None, data: bool = True):
+        """`cache`: what depends only on the kernel's layout (the offsets and every
+        `region`), to share between the blocks of one kernel; `data` False: chunks
+        only, for runs that check synchronization without computing values."""
         self.buffers = {b.name: b for b in kernel.buffers}
-        self.offsets, total = shared_layout(kernel.buffers, 0)
+        self._cache: dict = {} if cache is None else cache
+        if "offsets" not in self._cache:
+            self._cache["offsets"] = shared_layout(kernel.buffers, 0)
+        self.offsets, total = self._cache["offsets"]
         self.chunks = -(-total // CHUNK)
-        self._regions: dict = {} if regions is None else regions
         self.data = {b.name: np.zeros((b.stages,) + b.shape, dtype=np.float32)
                      for b in kernel.buffers} if data else {}
 
@@ -92,12 +94,12 @@ class SharedSpace:
         """The distinct chunks of the view, or of its elements where `owned`
         (`key` names that selection, for the cache)."""
         cache_key = (place, key)
-        if cache_key not in self._regions:
+        if cache_key not in self._cache:
             chunks = self.index(place)[1]
             region = np.unique(chunks if owned is None else chunks[owned])
             region.setflags(write=False)
-            self._regions[cache_key] = region
-        return self._regions[cache_key]
+            self._cache[cache_key] = region
+        return self._cache[cache_key]
 
 
 @lru_cache(maxsize=4096)

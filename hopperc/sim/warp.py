@@ -9,7 +9,7 @@ one-thread blocks run on the lowest active lane.
 """
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
 from typing import Iterator
 
 import numpy as np
@@ -40,7 +40,8 @@ class Warp:
         self.index = index
         self.agent = block.agents.add(f"warp {index}", generic=True)
         self.clock = {self.agent: 1}
-        self.env: dict[str, int] = dict(block.env, **{c: 0 for c in block.kernel.carried})
+        self.env: dict[str, int] = {**block.env, **dict.fromkeys(block.kernel.carried, 0),
+                                    "@warp": index, "@wg": index // 4}
         self.role: ir.RoleInfo | None = None
         self.local = index
         self.running_threads = block.kernel.threads
@@ -48,7 +49,7 @@ class Warp:
         self.wgmma = InOrderQueue(block.agents.add(f"wgmma of warp {index}", generic=False))
         self.stores: dict[int, InOrderQueue] = {}
         self.touched: dict[str, object] = {}  # tiles used by other code since wgmma.fence
-        self.occurrences: Counter = Counter()
+        self.occurrences: defaultdict[int, int] = defaultdict(int)  # Counter is slower to make
         self.divergent = 0  # inside conditions on warp, lane or thread
         self.ready = None  # while blocked: a test that says when it may go on
         self.waiting = ""
@@ -56,7 +57,6 @@ class Warp:
         self.waiting_span = None
         self.done = False
         self.steps = 0
-        self.env.update({"@warp": index, "@wg": index // 4})
 
     @property
     def name(self) -> str:

@@ -36,9 +36,9 @@ def test_compiled_scalar_agrees_with_the_tree_walk(op):
         for right in operands:
             if op in ("/", "//", "%") and scalar(right, env) == 0:
                 continue
-            expr = ir.ScalarOp(op, ir.ScalarOp("not", left) if left is operands[-1] else left,
-                               right)
-            assert compile_scalar(expr)(env) == scalar(expr, env), expr
+            for expr in (ir.ScalarOp(op, left, right), ir.ScalarOp(op, ir.ScalarOp("not", left),
+                                                                  right)):
+                assert compile_scalar(expr)(env) == scalar(expr, env), expr
 
 
 def test_shared_read_by_slice_matches_the_element_map():

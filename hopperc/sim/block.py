@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -13,19 +14,41 @@ from hopperc.ir import nodes as ir
 from hopperc.sim.barriers import MBarrier, NamedBarrier
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Agents, Clock, ShadowMemory, Site
-from hopperc.sim.values import read_box, write_box
+from hopperc.sim.values import PER_THREAD, compile_scalar, per_lane, read_box, write_box
 from hopperc.sim.views import Place, SharedSpace
 
 TRACE_LENGTH = 14
 
 
 @dataclass(frozen=True)
+class ScalarCode:
+    """A scalar expression compiled once, and which threads its value differs between."""
+
+    evaluate: Callable[[Mapping[str, int]], int]
+    per_lane: bool  # between the lanes of a warp
+    per_thread: bool  # between any threads: a condition on it diverges
+
+
+@dataclass(frozen=True)
 class Program:
-    """What the simulator needs from the lowered kernel, computed once."""
+    """What the simulator needs from the lowered kernel, computed once; the
+    caches hold what depends only on the kernel, shared by every block and run."""
 
     kernel: ir.Kernel
     tiles: dict[str, ir.TileDef]
     carries_bytes: frozenset[str]  # mbarrier arrays that loads or expect_tx target
+    scalars: dict = field(default_factory=dict, compare=False, repr=False)
+    layout: dict = field(default_factory=dict, compare=False, repr=False)  # SharedSpace's
+
+    def scalar(self, expr: ir.ScalarExpr) -> ScalarCode:
+        """Keyed by identity: hashing a frozen expression walks it, which is the
+        cost compiling saves. The entry keeps the expression, so its id stays
+        unique while the program lives."""
+        hit = self.scalars.get(id(expr))
+        if hit is None or hit[0] is not expr:
+            hit = self.scalars[id(expr)] = (expr, ScalarCode(
+                compile_scalar(expr), per_lane(expr), per_lane(expr, PER_THREAD)))
+        return hit[1]
 
 
 @dataclass
@@ -100,13 +123,19 @@ class InOrderQueue:
 class Block:
     """One block of the grid, its warps created by the caller."""
 
-    def __init__(self, program: Program, env: dict[str, int], tensors: dict[str, np.ndarray]):
+    def __init__(self, program: Program, env: dict[str, int],
+                 tensors: dict[str, np.ndarray] | None):
+        """`tensors` None: a run without data (the exhaustive search), which makes
+        every synchronization and shared-memory access with its checks but moves
+        and computes no values. Nothing it reports depends on them: indices,
+        loop bounds and conditions are scalars, and the data is compared only
+        after the seeded schedules."""
         kernel = program.kernel
         self.program = program
         self.kernel = kernel
         self.env = env
         self.tensors = tensors
-        self.space = SharedSpace(kernel)
+        self.space = SharedSpace(kernel, program.layout, data=tensors is not None)
         self.agents = Agents()
         self.memory = ShadowMemory(self.space.chunks, self.agents)
         self.mbarriers = {(b.name, i): MBarrier(f"{b.name}[{i}]", b.name in program.carries_bytes)
@@ -139,9 +168,9 @@ class Block:
             raise fail(Category.BARRIER_MISUSE, f"{load.site} completes on {load.barrier.name}, "
                                                 "which is no longer initialized", load.site.span)
         self.memory.write(load.agent, load.clock, self.space.region(load.place), load.site)
-        data = self.tensors[load.tensor]
-        values = read_box(data, load.origin, load.box)
-        self.space.write(load.place, values.reshape(self.space.shape(load.place)))
+        if self.tensors is not None:
+            values = read_box(self.tensors[load.tensor], load.origin, load.box)
+            self.space.write(load.place, values.reshape(self.space.shape(load.place)))
         self.event(self.agents.names[load.agent], load.site.span,
                    f"completes {load.nbytes} B on {load.barrier.name}")
         load.barrier.complete_tx(load.nbytes, load.clock, load.site.span)
@@ -149,8 +178,9 @@ class Block:
     def run_store(self, queue: InOrderQueue) -> None:
         store: Store = queue.pending.popleft()
         self.memory.read(queue.agent, store.clock, self.space.region(store.place), store.site)
-        values = self.space.read(store.place)
-        write_box(self.tensors[store.tensor], store.origin, values.reshape(store.box))
+        if self.tensors is not None:
+            values = self.space.read(store.place)
+            write_box(self.tensors[store.tensor], store.origin, values.reshape(store.box))
         store.done = True
 
     def exit_checks(self, span: Span | None) -> None:

@@ -73,7 +73,8 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
 def _search(prog: Program, problem: Problem, budget: int, report: Report) -> None:
     """Depth-first search over the choices of block 0 (the other blocks run the
     same code on other tiles), pruning states already explored. Data is
-    compared on the seeded schedules, which run every block."""
+    compared on the seeded schedules, which run every block; the search runs
+    without data (no tensors: the same synchronization and access checks)."""
     stack: list[list[int]] = [[]]
     visited: set = set()
     block = problem.grid[0]
@@ -81,7 +82,7 @@ def _search(prog: Program, problem: Problem, budget: int, report: Report) -> Non
         prefix = stack.pop()
         replay = Replay(prefix, visited)
         try:
-            run_block(prog, problem.env(block), problem.fresh_tensors(), replay, 0)
+            run_block(prog, problem.env(block), None, replay, 0)
         except Pruned:
             pass
         except SimFailure as failure:

@@ -119,8 +119,9 @@ class ShadowMemory:
                 if unfenced or not wrote and not self._fence_lanes(writer, tick, clock, True):
                     raise fail(Category.MISSING_FENCE, _unfenced(earlier, site, wrote, unfenced),
                                earlier.span, site.span)
-        ticks_of, sites_of = self.reads.setdefault(agent, (
-            np.zeros_like(self.w_clock), np.full_like(self.w_site, -1)))
+        if agent not in self.reads:
+            self.reads[agent] = (np.zeros_like(self.w_clock), np.full_like(self.w_site, -1))
+        ticks_of, sites_of = self.reads[agent]
         ticks_of[chunks] = clock[agent]
         sites_of[chunks] = self.site(site)
 
@@ -152,7 +153,14 @@ class ShadowMemory:
         """(writer, its latest clock, the site of that write) for each other actor
         that last wrote some of `chunks`."""
         writers, ticks = self.w_agent[chunks], self.w_clock[chunks]
-        for writer in _distinct(writers):
+        distinct = _distinct(writers)
+        if len(distinct) == 1:  # most regions: one writer, no mask to build
+            writer = distinct[0]
+            if writer not in (agent, -1):
+                latest = int(ticks.argmax())
+                yield writer, int(ticks[latest]), self.sites[int(self.w_site[chunks[latest]])]
+            return
+        for writer in distinct:
             if writer in (agent, -1):
                 continue
             mine = writers == writer

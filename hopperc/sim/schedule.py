@@ -26,14 +26,16 @@ class Chooser:
         return self.mode
 
     def __call__(self, candidates: list[tuple[str, object]], block_index: int, block: Block):
+        rng, mode = self.rng, self.mode
+        if mode == "random":
+            return rng.choice(candidates)
         warps = [c for c in candidates if c[0] == "warp"]
         asyncs = [c for c in candidates if c[0] != "warp"]
-        rng = self.rng
-        if self.mode == "async-early" and asyncs:
+        if mode == "async-early" and asyncs:
             return rng.choice(asyncs)
-        if self.mode == "async-late" and warps:
+        if mode == "async-late" and warps:
             return rng.choice(warps)
-        if self.mode == "starve":
+        if mode == "starve":
             if self.starved is None:
                 self.starved = rng.randrange(len(warps)) if warps else 0
             others = [c for c in candidates if not (c[0] == "warp" and c[1].index == self.starved)]
@@ -87,7 +89,8 @@ def _state(block: Block) -> tuple:
 
 
 def run_block(program: Program, env: dict[str, int], tensors, chooser, block_index: int) -> None:
-    """Run one block to its end; raises SimFailure at the first finding."""
+    """Run one block to its end; raises SimFailure at the first finding.
+    `tensors` None: without data (see `Block`)."""
     block = Block(program, env, tensors)
     warps = [Warp(block, i) for i in range(program.kernel.threads // 32)]
     block.warps = warps
@@ -122,13 +125,23 @@ def run_block(program: Program, env: dict[str, int], tensors, chooser, block_ind
 
 
 def _candidates(block: Block) -> list[tuple[str, object]]:
-    out: list[tuple[str, object]] = [("warp", w) for w in block.warps
-                                     if not w.done and (w.ready is None or w.ready())]
-    out += [("load", load) for load in block.loads]
+    """Runnable warps, then loads, then each warp's pending wgmma and stores (the
+    order the choosers index into). Rebuilt at every step with plain loops: any
+    event may release a waiter, and a blocked warp's test is a cheap comparison."""
+    out: list[tuple[str, object]] = []
+    queued: list[tuple[str, object]] = []
     for w in block.warps:
+        if not w.done and (w.ready is None or w.ready()):
+            out.append(("warp", w))
         if w.wgmma.pending:
-            out.append(("product", w))
-        out += [("store", q) for q in w.stores.values() if q.pending]
+            queued.append(("product", w))
+        if w.stores:
+            for q in w.stores.values():
+                if q.pending:
+                    queued.append(("store", q))
+    for load in block.loads:
+        out.append(("load", load))
+    out += queued
     return out
 
 

@@ -75,6 +75,24 @@ def scalar(expr: ir.ScalarExpr, env: Mapping[str, int]) -> int:
     return INTEGER_OPS[expr.op](left, scalar(expr.right, env))
 
 
+def compile_scalar(expr: ir.ScalarExpr) -> Callable[[Mapping[str, int]], int]:
+    """`scalar` as a function of `env`, built once per expression: the simulator
+    evaluates the same few expressions at every step, and a closure computes
+    exactly what the walk computes without re-dispatching on the tree."""
+    if isinstance(expr, ir.Scalar):
+        if expr.kind is ir.ScalarKind.CONST:
+            value = expr.value
+            return lambda env: value
+        name = {ir.ScalarKind.TILE: f"tile.{expr.name}",
+                ir.ScalarKind.BUILTIN: f"@{expr.name}"}.get(expr.kind, expr.name)
+        return lambda env: env[name]
+    left = compile_scalar(expr.left)
+    if expr.op == "not":
+        return lambda env: int(not left(env))
+    right, op = compile_scalar(expr.right), INTEGER_OPS[expr.op]
+    return lambda env: op(left(env), right(env))
+
+
 @lru_cache(maxsize=None)
 def per_lane(expr: ir.ScalarExpr, names: tuple[str, ...] = ("lane", "thread")) -> bool:
     """Whether the value differs between the lanes of a warp (uses lane or thread);
@@ -142,6 +160,29 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
                 return np.float32(integer(value))
         raise TypeError(e)
     return round_to(dtype, np.broadcast_to(tile_value(expr, leaf), shape))
+
+
+def operands(expr: ir.TileExpr, tile: Callable[[str], object],
+             shared: Callable[[ir.BufferView], object],
+             integer: Callable[[ir.ScalarExpr], int]) -> None:
+    """Call `tile`, `shared` and `integer` on the operands of `expr` in the order
+    `elementwise` reads them, computing nothing: what a run without data checks."""
+    match expr:
+        case ir.Convert(operand=operand):
+            operands(operand, tile, shared, integer)
+        case ir.Elementwise(args=args):
+            for arg in args:
+                operands(arg, tile, shared, integer)
+        case ir.TileRef(name=name):
+            tile(name)
+        case ir.SharedRead(view=view):
+            shared(view)
+        case ir.GlobalVector(start=start) | ir.ScalarValue(expr=start):
+            integer(start)
+        case ir.Literal():
+            pass
+        case _:
+            raise TypeError(expr)
 
 
 def global_vector(data: np.ndarray, start: int, length: int) -> np.ndarray:

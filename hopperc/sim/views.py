@@ -47,20 +47,36 @@ def place_shape(buf: ir.SharedBuffer, place: Place) -> tuple[int, ...]:
 class SharedSpace:
     """Shared buffers of one block: data per buffer, and element -> chunk maps."""
 
-    def __init__(self, kernel: ir.Kernel):
+    def __init__(self, kernel: ir.Kernel, cache: dict | None = None, data: bool = True):
+        """`cache`: what depends only on the kernel's layout (the offsets and every
+        `region`), to share between the blocks of one kernel; `data` False: chunks
+        only, for runs that check synchronization without computing values."""
         self.buffers = {b.name: b for b in kernel.buffers}
-        self.offsets, total = shared_layout(kernel.buffers, 0)
+        self._cache: dict = {} if cache is None else cache
+        if "offsets" not in self._cache:
+            self._cache["offsets"] = shared_layout(kernel.buffers, 0)
+        self.offsets, total = self._cache["offsets"]
         self.chunks = -(-total // CHUNK)
-        self._regions: dict = {}
         self.data = {b.name: np.zeros((b.stages,) + b.shape, dtype=np.float32)
-                     for b in kernel.buffers}
+                     for b in kernel.buffers} if data else {}
 
     def shape(self, place: Place) -> tuple[int, ...]:
         return place_shape(self.buffers[place.buffer], place)
 
     def read(self, place: Place) -> np.ndarray:
+        """A copy of the view's elements."""
+        return self.view(place).copy()
+
+    def view(self, place: Place) -> np.ndarray:
+        """The view's elements without a copy, read-only. A view is a contiguous run
+        of its buffer (swizzle moves chunks, not data indices), so a slice
+        replaces a gather."""
         flat, _ = self.index(place)
-        return self.data[place.buffer].reshape(-1)[flat]
+        start = int(flat.flat[0])
+        run = self.data[place.buffer].reshape(-1)[start:start + flat.size]
+        view = run.reshape(flat.T.shape).T if place.transposed else run.reshape(flat.shape)
+        view.flags.writeable = False
+        return view
 
     def write(self, place: Place, values: np.ndarray, mask: np.ndarray | None = None) -> None:
         flat, _ = self.index(place)
@@ -78,18 +94,19 @@ class SharedSpace:
         """The distinct chunks of the view, or of its elements where `owned`
         (`key` names that selection, for the cache)."""
         cache_key = (place, key)
-        if cache_key not in self._regions:
+        if cache_key not in self._cache:
             chunks = self.index(place)[1]
-            self._regions[cache_key] = np.unique(chunks if owned is None else chunks[owned])
-        return self._regions[cache_key]
-
+            region = np.unique(chunks if owned is None else chunks[owned])
+            region.setflags(write=False)
+            self._cache[cache_key] = region
+        return self._cache[cache_key]
 
     def written(self, place: Place, selection: tuple) -> tuple[np.ndarray, np.ndarray]:
         """The distinct chunks the running lanes of `selection` (shape, threads,
         warp, lanes) write in the view, and per chunk the mask of the lanes
         writing it (a proxy fence covers only its own thread's writes)."""
         cache_key = (place, selection, "lanes")
-        if cache_key not in self._regions:
+        if cache_key not in self._cache:
             shape, threads, warp, lanes = selection
             owned = owned_elements(shape, threads, warp, lanes)
             chunks = self.index(place)[1][owned]
@@ -98,8 +115,10 @@ class SharedSpace:
             distinct, where = np.unique(chunks, return_inverse=True)
             masks = np.zeros(distinct.shape, dtype=np.uint32)
             np.bitwise_or.at(masks, where.reshape(-1), bits.reshape(-1))
-            self._regions[cache_key] = distinct, masks
-        return self._regions[cache_key]
+            distinct.setflags(write=False)
+            masks.setflags(write=False)
+            self._cache[cache_key] = distinct, masks
+        return self._cache[cache_key]
 
 
 @lru_cache(maxsize=4096)

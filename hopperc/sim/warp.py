@@ -9,7 +9,7 @@ one-thread blocks run on the lowest active lane.
 """
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
 from typing import Iterator
 
 import numpy as np
@@ -20,7 +20,7 @@ from hopperc.ir.layout import element_threads
 from hopperc.sim.block import Block, InOrderQueue, Load, Product, Store
 from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.memory import Site, join
-from hopperc.sim.values import PER_THREAD, elementwise, matrix_product, per_lane, scalar
+from hopperc.sim.values import elementwise, matrix_product, operands
 from hopperc.sim.views import Place, owned_elements
 
 ALL_LANES = tuple(range(32))
@@ -40,7 +40,8 @@ class Warp:
         self.index = index
         self.agent = block.agents.add(f"warp {index}", generic=True)
         self.clock = {self.agent: 1}
-        self.env: dict[str, int] = dict(block.env, **{c: 0 for c in block.kernel.carried})
+        self.env: dict[str, int] = {**block.env, **dict.fromkeys(block.kernel.carried, 0),
+                                    "@warp": index, "@wg": index // 4}
         self.role: ir.RoleInfo | None = None
         self.local = index
         self.running_threads = block.kernel.threads
@@ -48,7 +49,7 @@ class Warp:
         self.wgmma = InOrderQueue(block.agents.add(f"wgmma of warp {index}", generic=False))
         self.stores: dict[int, InOrderQueue] = {}
         self.touched: dict[str, object] = {}  # tiles used by other code since wgmma.fence
-        self.occurrences: Counter = Counter()
+        self.occurrences: defaultdict[int, int] = defaultdict(int)  # Counter is slower to make
         self.divergent = 0  # inside conditions on warp, lane or thread
         self.ready = None  # while blocked: a test that says when it may go on
         self.waiting = ""
@@ -56,7 +57,6 @@ class Warp:
         self.waiting_span = None
         self.done = False
         self.steps = 0
-        self.env.update({"@warp": index, "@wg": index // 4})
 
     @property
     def name(self) -> str:
@@ -74,16 +74,21 @@ class Warp:
 
     # ---- helpers
     def value(self, expr: ir.ScalarExpr, lanes: tuple[int, ...], span) -> int:
-        if not per_lane(expr):
-            return scalar(expr, self.env)
-        values = {scalar(expr, self._lane_env(lane)) for lane in lanes}
+        code = self.block.program.scalar(expr)
+        if not code.per_lane:
+            return code.evaluate(self.env)
+        values = {code.evaluate(env) for env in self._lane_envs(lanes)}
         if len(values) != 1:
             raise SimUnsupported(f"{span}: a value that differs between the lanes of a warp "
                                  "is used where the simulator needs one per warp")
         return values.pop()
 
-    def _lane_env(self, lane: int) -> dict[str, int]:
-        return dict(self.env, **{"@lane": lane, "@thread": 32 * self.local + lane})
+    def _lane_envs(self, lanes: tuple[int, ...]) -> Iterator[dict[str, int]]:
+        """The environment of each lane in turn (one dict, updated per lane)."""
+        env = dict(self.env)
+        for lane in lanes:
+            env["@lane"], env["@thread"] = lane, 32 * self.local + lane
+            yield env
 
     def place(self, view: ir.BufferView, lanes, span) -> Place:
         stage = 0 if view.stage is None else self.value(view.stage, lanes, span)
@@ -96,7 +101,7 @@ class Warp:
                      view.transposed)
 
     def label(self, place: Place) -> str:
-        return f"'{place.label(self.block.kernel.buffer(place.buffer).stages)}'"
+        return f"'{place.label(self.block.space.buffers[place.buffer].stages)}'"
 
     def barrier(self, ref: ir.BarrierRef, lanes, span):
         return self.block.mbarrier(ref.array, self.value(ref.index, lanes, span), span)
@@ -123,14 +128,19 @@ class Warp:
                     self.env[var] = i
                     yield from self.block_(body, lanes)
             case ir.IfThen(cond=cond, then=then, orelse=orelse):
-                taken = tuple(l for l in lanes if scalar(cond, self._lane_env(l)))
-                rest = tuple(l for l in lanes if l not in taken)
-                self.divergent += per_lane(cond, PER_THREAD)
+                code = self.block.program.scalar(cond)
+                if code.per_lane:
+                    taken = tuple(l for l, env in zip(lanes, self._lane_envs(lanes))
+                                  if code.evaluate(env))
+                    rest = tuple(l for l in lanes if l not in taken)
+                else:  # the same for every lane: evaluated once
+                    taken, rest = (lanes, ()) if code.evaluate(self.env) else ((), lanes)
+                self.divergent += code.per_thread
                 if taken:
                     yield from self.block_(then, taken)
                 if rest:
                     yield from self.block_(orelse, rest)
-                self.divergent -= per_lane(cond, PER_THREAD)
+                self.divergent -= code.per_thread
             case ir.OneThread(body=body):
                 if self.local == 0:
                     yield from self.block_(body, (min(lanes),))
@@ -168,7 +178,7 @@ class Warp:
         if isinstance(stmt, ir.SharedStore):
             place = self.place(stmt.dst, lanes, stmt.span)
             shape, threads = self.block.space.shape(place), element_threads(self.running_threads)
-            dtype, expr = self.block.kernel.buffer(place.buffer).dtype, stmt.value
+            dtype, expr = self.block.space.buffers[place.buffer].dtype, stmt.value
         else:
             tile = self.block.program.tiles[stmt.name]
             shape, threads, dtype = tile.shape, tile.threads, tile.dtype
@@ -176,28 +186,43 @@ class Warp:
         owned = owned_elements(shape, threads, self.local, lanes)
         selection = (shape, threads, self.local, lanes)
 
-        def tile(name: str) -> np.ndarray:
+        def use(name: str) -> None:
             self.register_use(name, span)
+
+        def tile(name: str) -> np.ndarray:
+            use(name)
             return self.tiles[name]
 
-        def shared(view: ir.BufferView) -> np.ndarray:
+        def load(view: ir.BufferView) -> Place:
             where = self.place(view, lanes, span)
             self.block.memory.read(self.agent, self.clock,
                                    self.block.space.region(where, owned, selection),
                                    Site(f"ld.shared of {self.label(where)}", span))
-            return self.block.space.read(where)
+            return where
 
-        values = elementwise(expr, shape, dtype, tile, shared, self.block.tensors,
-                             lambda e: self.value(e, lanes, span))
+        def shared(view: ir.BufferView) -> np.ndarray:
+            return self.block.space.read(load(view))
+
+        def integer(e: ir.ScalarExpr) -> int:
+            return self.value(e, lanes, span)
+
+        data = self.block.tensors is not None
+        if data:
+            values = elementwise(expr, shape, dtype, tile, shared, self.block.tensors, integer)
+        else:
+            operands(expr, use, load, integer)
         if isinstance(stmt, ir.SharedStore):
             chunks, writers = self.block.space.written(place, selection)
             self.block.memory.write(self.agent, self.clock, chunks,
                                     Site(f"st.shared of {self.label(place)}", span), writers)
-            self.block.space.write(place, values, owned)
+            if data:
+                self.block.space.write(place, values, owned)
         else:
             self.register_use(stmt.name, span)
-            old = self.tiles.get(stmt.name)
-            self.tiles[stmt.name] = values.copy() if old is None else np.where(owned, values, old)
+            if data:
+                old = self.tiles.get(stmt.name)
+                self.tiles[stmt.name] = values.copy() if old is None else \
+                    np.where(owned, values, old)
 
     def register_use(self, tile: str, span) -> None:
         """Element-wise code touching a tile: not while a wgmma batch may use it."""
@@ -377,11 +402,10 @@ class Warp:
         rows = slice(16 * (self.local % 4), 16 * (self.local % 4) + 16)
         if isinstance(op.a, Place):
             memory.read(self.wgmma.agent, op.clock, space.region(op.a), op.site)
-            a = space.read(op.a)[rows]
-        else:
-            a = self.tiles[op.a][rows]
         memory.read(self.wgmma.agent, op.clock, space.region(op.b), op.site)
-        product = matrix_product(a, space.read(op.b))
-        acc = self.tiles[op.acc]
-        acc[rows] = (acc[rows] + product) if op.accumulate else product
+        if self.block.tensors is not None:
+            a = space.view(op.a)[rows] if isinstance(op.a, Place) else self.tiles[op.a][rows]
+            product = matrix_product(a, space.view(op.b))  # converts: no copy needed
+            acc = self.tiles[op.acc]
+            acc[rows] = (acc[rows] + product) if op.accumulate else product
         op.done = True

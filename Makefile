@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: build test fuzz bench gpu-test gpu-bench clean
+.PHONY: build test fuzz mutate bench gpu-test gpu-bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ FUZZ_OUT ?= build/fuzz-failures
 
 fuzz: $(STAMP)
 	$(BIN)/python -m tests.fuzz.run --inputs $(FUZZ_INPUTS) --seed $(FUZZ_SEED) --out $(FUZZ_OUT)
+
+# Every synchronization of every sample and test kernel removed or altered, one
+# at a time: each mutant must be caught by `check` or argued equivalent in
+# tests/mutation/equivalent.toml (`make test` scores the small kernels).
+mutate: $(STAMP)
+	$(BIN)/python -m tests.mutation.run
 
 # On a machine with a Hopper GPU: PyTorch, the GPU tests (a skip is a failure
 # here), then compute-sanitizer's racecheck and synccheck on every sample.

@@ -51,8 +51,10 @@ def program(kernel: ir.Kernel) -> Program:
 
 
 def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: int,
-             exhaustive_budget: int) -> Report:
-    """Raises `warp.SimUnsupported` for code the simulator cannot model."""
+             exhaustive_budget: int, first_finding: bool = False) -> Report:
+    """Raises `warp.SimUnsupported` for code the simulator cannot model.
+    `first_finding`: stop at the first finding instead of merging the findings of
+    every schedule (a yes/no answer, e.g. for mutation testing)."""
     start = time.perf_counter()
     report = Report(problem)
     prog = program(lowered)
@@ -65,12 +67,16 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
         chooser = Chooser(MODES[seed % len(MODES)], seed)
         _one(prog, problem, chooser, f"seed {seed} ({chooser.describe()})", want, report)
         report.schedules += 1
-    _search(prog, problem, exhaustive_budget, report)
+        if first_finding and report.findings:
+            break
+    if not (first_finding and report.findings):
+        _search(prog, problem, exhaustive_budget, report, first_finding)
     report.seconds = time.perf_counter() - start
     return report
 
 
-def _search(prog: Program, problem: Problem, budget: int, report: Report) -> None:
+def _search(prog: Program, problem: Problem, budget: int, report: Report,
+            first_finding: bool = False) -> None:
     """Depth-first search over the choices of block 0 (the other blocks run the
     same code on other tiles), pruning states already explored. Data is
     compared on the seeded schedules, which run every block; the search runs
@@ -89,6 +95,8 @@ def _search(prog: Program, problem: Problem, budget: int, report: Report) -> Non
             report.add(replace(failure.finding, trace=getattr(failure, "trace", ()),
                                schedule=replay.describe()))
         report.exhaustive += 1
+        if first_finding and report.findings:
+            return
         for depth in range(len(replay.branching) - 1, len(prefix) - 1, -1):
             for alternative in range(replay.branching[depth] - 1, 0, -1):
                 stack.append(prefix + [0] * (depth - len(prefix)) + [alternative])

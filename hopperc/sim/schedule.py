@@ -1,7 +1,7 @@
 """Run blocks under a scheduler: at every step it picks a runnable warp (which
 runs to its next synchronization) or an asynchronous operation to complete.
 The choosers are the exploration strategies: async work as early or as late
-as possible, uniformly random, one warp starved, or a replayed choice list
+as possible, uniformly random, one role starved (each in turn), or a replayed choice list
 (for exhaustive search)."""
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ class Chooser:
 
     def __init__(self, mode: str, seed: int):
         self.mode, self.rng = mode, random.Random(seed)
+        self.turn = seed // len(MODES)  # which role (or warp) this starve schedule starves
         self.starved: int | None = None
 
     def describe(self) -> str:
@@ -37,10 +38,19 @@ class Chooser:
             return rng.choice(warps)
         if mode == "starve":
             if self.starved is None:
-                self.starved = rng.randrange(len(warps)) if warps else 0
+                self.starved = _starved_warp(block, self.turn)
             others = [c for c in candidates if not (c[0] == "warp" and c[1].index == self.starved)]
             return rng.choice(others or candidates)
         return rng.choice(candidates)
+
+
+def _starved_warp(block: Block, turn: int) -> int:
+    """Successive starve schedules starve each role in turn (its first warp: a
+    slow producer, a slow consumer), or each warp of a kernel without roles."""
+    roles = block.kernel.roles
+    if roles:
+        return roles[turn % len(roles)].first_warp
+    return turn % len(block.warps)
 
 
 class Pruned(Exception):
@@ -155,6 +165,8 @@ def _deadlock(block: Block) -> SimFailure:
     state = tuple(f"{_warps(ids)}{text.format(s='s' if len(ids) == 1 else '')}"
                   for text, ids in groups.items())
     first = blocked[0]
+    # The other side of the cycle: a wait elsewhere that this one waits on.
+    other = next((w.waiting_span for w in blocked if w.waiting_span != first.waiting_span), None)
     for w in blocked:
         barrier = w.waiting_on
         if isinstance(barrier, MBarrier) and barrier.initialized and barrier.pending == 0 \
@@ -168,10 +180,10 @@ def _deadlock(block: Block) -> SimFailure:
         named = first.waiting_on
         return fail(Category.BARRIER_MISUSE,
                     f"{named.describe()}, and no other warp can arrive: the thread count does "
-                    "not match the warps that reach it", first.waiting_span, state=state)
+                    "not match the warps that reach it", first.waiting_span, other, state=state)
     return fail(Category.DEADLOCK, f"every live warp is blocked ({len(blocked)} of "
                                    f"{len(block.warps)} warps) and nothing in flight can "
-                                   "release them", first.waiting_span, state=state)
+                                   "release them", first.waiting_span, other, state=state)
 
 
 def _warps(ids: list[int]) -> str:

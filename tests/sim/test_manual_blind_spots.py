@@ -78,17 +78,17 @@ def test_missing_init_fence_before_other_threads_wait():
 
 # ---------------------------------------------------------------- named barrier ids
 def test_one_id_with_two_counts_in_concurrent_roles_is_misuse_in_every_schedule():
-    """Without barrier 2 between them, the helper's `bar.sync 1, 32` and the math
+    """Without barrier 2 between them, the helper's `bar.sync 1, 64` and the math
     role's `bar.sync 1, 128` may run at the same time. Whichever order the
-    schedule picks (the helper's 32 threads may even complete their barrier
+    schedule picks (the helper's 64 threads may even complete their barrier
     alone first), the uses are concurrent: misuse."""
-    text = (MANUAL / "barrier_ids.hk").read_text().replace("        bar.sync 2, 160\n", "")
+    text = (MANUAL / "barrier_ids.hk").read_text().replace("        bar.sync 2, 192\n", "")
     source = SourceFile("barrier_ids.hk", text)
     for seed_count in (1, 2, 4):
         first = findings(source, seeds=seed_count, search=0)[0]
         assert first.category is Category.BARRIER_MISUSE, first.headline()
-        assert "128" in first.message and "32" in first.message
-        assert {first.span.line, first.related.line} == {9, 20}, first.headline()
+        assert "128" in first.message and "64" in first.message
+        assert {first.span.line, first.related.line} == {13, 23}, first.headline()
 
 
 # ---------------------------------------------------------------- default shapes wrap every ring

@@ -1,0 +1,1 @@
+"""Mutation testing of `hopperc check` (see engine.py)."""

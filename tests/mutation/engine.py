@@ -1,0 +1,265 @@
+"""Mutation testing of `hopperc check`: every synchronization of a lowered
+kernel removed or altered, one at a time, must be reported.
+
+Operators, over the lowered IR (what `check` simulates and `build` renders):
+- remove each synchronization statement (fences, barriers, waits, arrivals,
+  `expect_tx`, inits, invalidations, wgmma and bulk-group commits and waits,
+  phase flips and stage advances); inside a loop it goes from every iteration;
+- alter each count (an mbarrier init count by one, a named barrier's thread
+  count by one warp: a phase or barrier that completes early races, one that
+  never completes hangs), each parity (a wait waits for the other one), each
+  `expect_tx` (16 bytes more, 16 fewer, half), each stage index (a view's ring
+  stage or rank-3 plane, an mbarrier index: the next one, modulo the ring) and
+  each `wait_group N` (N + 1; a smaller N only waits more).
+
+A mutant is caught when the first finding has a category the operator can
+cause and points (its line or its related line) at a line the mutated
+statement involves: its own, the two accesses its `Reason` orders (inserted
+syncs), and the lines that use the same mbarrier array or the same shared
+memory (data and barrier indices); for hand-written fences and barriers,
+which order whatever comes before and after them, any line of the kernel that
+touches shared memory or a barrier.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import Iterator
+
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import bodies, leaf_accesses, walk
+from hopperc.sim.findings import Category, Finding
+
+Path = tuple[tuple[int, str | None], ...]  # (index in a block, child block to enter) per level
+
+SYNC = frozenset({Category.RACE, Category.DEADLOCK, Category.MISSING_FENCE,
+                  Category.BARRIER_MISUSE})
+HANG = frozenset({Category.DEADLOCK, Category.BARRIER_MISUSE})
+
+# What removing each kind of statement can be reported as.
+REMOVED: dict[type, frozenset[Category]] = {
+    ir.ProxyFence: frozenset({Category.MISSING_FENCE}),
+    ir.WgmmaFence: frozenset({Category.MISSING_FENCE}),
+    ir.NamedBarrier: SYNC,
+    ir.MBarrierWait: SYNC,
+    ir.MBarrierArrive: HANG,
+    ir.StageRelease: HANG,
+    ir.MBarrierExpectTx: HANG | {Category.RACE},
+    ir.MBarrierInit: frozenset({Category.BARRIER_MISUSE}),
+    ir.MBarrierInitFence: frozenset({Category.BARRIER_MISUSE}),
+    ir.MBarrierInval: frozenset({Category.BARRIER_MISUSE}),
+    ir.WgmmaCommit: frozenset({Category.RACE}),
+    ir.WgmmaWait: frozenset({Category.RACE}),
+    ir.BulkCommit: frozenset({Category.RACE}),
+    ir.BulkWaitRead: frozenset({Category.RACE}),
+    ir.PhaseFlip: SYNC,
+    ir.StageAdvance: SYNC,
+}
+ORDERING = (ir.ProxyFence, ir.WgmmaFence, ir.NamedBarrier, ir.MBarrierInitFence, ir.WgmmaCommit,
+            ir.WgmmaWait, ir.BulkCommit, ir.BulkWaitRead)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str  # kernel:role:line:operator:Kind#occurrence, stable across unrelated edits
+    operator: str
+    description: str
+    expected: frozenset[Category]
+    lines: frozenset[int]  # where its first finding may point
+    kernel: ir.Kernel  # the mutated kernel
+
+
+def mutants(kernel: ir.Kernel, file: str) -> list[Mutant]:
+    """Every mutant of `kernel` (lowered IR), in program order."""
+    context = _Context(kernel)
+    out: list[Mutant] = []
+    seen: dict[str, int] = {}
+    for path, stmt, role, block in _statements(kernel.body):
+        for operator, replacement, expected, description in _operators(stmt, kernel):
+            base = f"{file}:{role or '-'}:{stmt.span.line}:{operator}:{type(stmt).__name__}"
+            seen[base] = seen.get(base, 0) + 1
+            out.append(Mutant(f"{base}#{seen[base]}", operator, description, expected,
+                              context.lines(stmt, block), apply(kernel, path, replacement)))
+    return out
+
+
+def verdict(mutant: Mutant, findings: list[Finding]) -> str:
+    """caught, elsewhere (a finding of another category or at another line) or missed."""
+    if not findings:
+        return "missed"
+    first = findings[0]
+    lines = {span.line for span in (first.span, first.related) if span is not None}
+    return "caught" if first.category in mutant.expected and lines & mutant.lines else \
+        "elsewhere"
+
+
+# ---------------------------------------------------------------- operators
+def _operators(stmt: ir.Stmt, kernel: ir.Kernel) -> Iterator[tuple]:
+    """(operator, replacement statements, expected categories, description)."""
+    kind = type(stmt).__name__
+    if type(stmt) in REMOVED:
+        yield "remove", (), REMOVED[type(stmt)], f"{kind} removed"
+    match stmt:
+        case ir.MBarrierInit(count=count):
+            for delta in (-1, 1):
+                if count + delta >= 1:
+                    yield (f"count{delta:+d}", (replace(stmt, count=count + delta),), SYNC,
+                           f"init count {count} -> {count + delta}")
+        case ir.NamedBarrier(threads=threads):
+            for delta in (-32, 32):
+                if 32 <= threads + delta <= kernel.threads:
+                    yield (f"threads{delta:+d}", (replace(stmt, threads=threads + delta),),
+                           SYNC, f"bar.sync {stmt.id}, {threads} -> {threads + delta}")
+        case ir.MBarrierWait(parity=parity):
+            yield ("parity", (replace(stmt, parity=ir.ScalarOp("-", ir.const(1), parity)),),
+                   SYNC, "waits for the other parity")
+        case ir.MBarrierExpectTx(nbytes=nbytes):
+            for name, value in (("tx+16", ir.ScalarOp("+", nbytes, ir.const(16))),
+                                ("tx-16", ir.ScalarOp("-", nbytes, ir.const(16))),
+                                ("tx/2", ir.ScalarOp("//", nbytes, ir.const(2)))):
+                # too few bytes can complete a phase before a load lands: a race
+                yield (name, (replace(stmt, nbytes=value),), HANG | {Category.RACE},
+                       f"expect_tx {name}")
+        case ir.WgmmaWait(pending=n) | ir.BulkWaitRead(pending=n) if n < 7:
+            yield (f"pending+1", (replace(stmt, pending=n + 1),), frozenset({Category.RACE}),
+                   f"wait_group {n} -> {n + 1}")
+    for index, (where, shifted) in enumerate(_shifted_indices(stmt, kernel)):
+        yield (f"index{index + 1}", (shifted,), SYNC | {Category.WRONG_RESULT},
+               f"{where} shifted to the next slot")
+
+
+def _shifted_indices(stmt: ir.Stmt, kernel: ir.Kernel) -> Iterator[tuple[str, ir.Stmt]]:
+    """Each ring index the statement uses (view stage, rank-3 plane, mbarrier
+    index), in turn moved to the next slot of its ring."""
+    counts = {b.name: b.count for b in kernel.barriers}
+    buffers = {b.name: b for b in kernel.buffers}
+
+    def next_slot(index: ir.ScalarExpr, slots: int) -> ir.ScalarExpr:
+        return ir.ScalarOp("%", ir.ScalarOp("+", index, ir.const(1)), ir.const(slots))
+
+    def shifts(node) -> Iterator[tuple[str, object]]:
+        if isinstance(node, ir.BarrierRef) and counts.get(node.array, 1) > 1:
+            yield (f"mbarrier index of {node.array}",
+                   replace(node, index=next_slot(node.index, counts[node.array])))
+        elif isinstance(node, ir.BufferView):
+            buf = buffers[node.buffer]
+            if node.stage is not None and buf.stages > 1:
+                yield f"stage of {node.buffer}", replace(node, stage=next_slot(node.stage,
+                                                                                buf.stages))
+            if node.part is not None and len(buf.shape) == 3 and node.part.count > 1:
+                yield f"plane of {node.buffer}", replace(node, part=replace(
+                    node.part, index=next_slot(node.part.index, node.part.count)))
+
+    for where, path, new in _find(stmt, shifts):
+        yield where, _put(stmt, path, new)
+
+
+def _find(node, shifts, path=()) -> Iterator[tuple[str, tuple, object]]:
+    """(description, path, replacement) for every shift of every node below `node`
+    (not into nested blocks or reasons), depth first."""
+    for where, new in shifts(node):
+        yield where, path, new
+    if is_dataclass(node) and not isinstance(node, (ir.Block, ir.Reason)):
+        for f in fields(node):
+            value = getattr(node, f.name)
+            if isinstance(value, tuple):
+                for i, child in enumerate(value):
+                    yield from _find(child, shifts, path + ((f.name, i),))
+            elif is_dataclass(value):
+                yield from _find(value, shifts, path + ((f.name, None),))
+
+
+def _put(node, path: tuple, new):
+    """`node` with the node at `path` (field name, tuple index or None) replaced."""
+    if not path:
+        return new
+    (name, i), rest = path[0], path[1:]
+    value = getattr(node, name)
+    if i is None:
+        return replace(node, **{name: _put(value, rest, new)})
+    items = list(value)
+    items[i] = _put(items[i], rest, new)
+    return replace(node, **{name: tuple(items)})
+
+
+# ---------------------------------------------------------------- where a finding may point
+class _Context:
+    def __init__(self, kernel: ir.Kernel):
+        self.barrier_lines: dict[str, set[int]] = {}
+        self.memory_lines: dict[str, set[int]] = {}
+        self.all_lines: set[int] = set()
+        self.named_lines: dict[int, set[int]] = {}
+        loaded_on: dict[str, set[str]] = {}
+        for stmt in walk(kernel.body):
+            if isinstance(stmt, ir.NamedBarrier):
+                self.named_lines.setdefault(stmt.id, set()).add(stmt.span.line)
+            ref = getattr(stmt, "barrier", None)
+            if isinstance(ref, ir.BarrierRef):
+                self.barrier_lines.setdefault(ref.array, set()).add(stmt.span.line)
+                self.all_lines.add(stmt.span.line)
+                if isinstance(stmt, ir.AsyncLoad):
+                    loaded_on.setdefault(ref.array, set()).add(_memory(stmt.dst, kernel))
+            for access in leaf_accesses(stmt):
+                memory = access.storage or access.buffer
+                self.memory_lines.setdefault(memory, set()).add(access.span.line)
+                self.all_lines.add(access.span.line)
+        for array, memories in loaded_on.items():
+            for memory in memories:
+                self.barrier_lines[array] |= self.memory_lines.get(memory, set())
+
+    def lines(self, stmt: ir.Stmt, block: ir.Block) -> frozenset[int]:
+        """Its own line, the accesses it orders, and the users of what it touches."""
+        lines = {stmt.span.line}
+        reason = getattr(stmt, "reason", None)
+        if reason is not None:
+            lines |= {s.line for s in (reason.before_span, reason.after_span) if s is not None}
+            if reason.hazard is ir.Hazard.SETUP:  # orders the inits before every use
+                lines |= set().union(*self.barrier_lines.values())
+        else:  # hand-written: it orders the code around it in its thread
+            lines |= {s.span.line for s in walk(block)}
+            if isinstance(stmt, ORDERING):
+                lines |= self.all_lines
+        ref = getattr(stmt, "barrier", None)
+        if isinstance(ref, ir.BarrierRef):
+            lines |= self.barrier_lines.get(ref.array, set())
+        if isinstance(stmt, ir.NamedBarrier):
+            lines |= self.named_lines.get(stmt.id, set())
+        for access in leaf_accesses(stmt):
+            lines |= self.memory_lines.get(access.storage or access.buffer, set())
+        return frozenset(lines)
+
+
+def _memory(view: ir.BufferView, kernel: ir.Kernel) -> str:
+    return kernel.buffer(view.buffer).storage
+
+
+# ---------------------------------------------------------------- paths
+def _statements(block: ir.Block, path: Path = (), role: str | None = None
+                ) -> Iterator[tuple[Path, ir.Stmt, str | None, ir.Block]]:
+    """(path, statement, its role, the block holding it) in program order."""
+    for index, stmt in enumerate(block.stmts):
+        here = role
+        if isinstance(stmt, ir.RoleBlock):
+            here = stmt.role.name
+        yield path + ((index, None),), stmt, here, block
+        for name in _block_fields(stmt):
+            yield from _statements(getattr(stmt, name), path + ((index, name),), here)
+
+
+def _block_fields(stmt: ir.Stmt) -> list[str]:
+    children = bodies(stmt)
+    return [f.name for f in fields(stmt) if any(getattr(stmt, f.name) is b for b in children)]
+
+
+def apply(kernel: ir.Kernel, path: Path, replacement: tuple[ir.Stmt, ...]) -> ir.Kernel:
+    """`kernel` with the statement at `path` replaced by `replacement`."""
+    def rebuild(block: ir.Block, path: Path) -> ir.Block:
+        (index, name), rest = path[0], path[1:]
+        stmts = list(block.stmts)
+        if name is None:
+            stmts[index:index + 1] = replacement
+        else:
+            stmt = stmts[index]
+            stmts[index] = replace(stmt, **{name: rebuild(getattr(stmt, name), rest)})
+        return ir.Block(tuple(stmts))
+    return replace(kernel, body=rebuild(kernel.body, path))
+

@@ -153,7 +153,7 @@ def mbarrier_waits(stmt: ir.Stmt, single_thread: bool) -> list[Access]:
         case ir.MBarrierWait(barrier=barrier, span=span):
             return [Access(_phase_word(barrier), Proxy.GENERIC, False, single_thread,
                            "waited on", span)]
-        case ir.OneThread(body=body):
+        case ir.OneThread():
             single_thread = True
         case ir.ManualRegion():
             return []

@@ -120,7 +120,7 @@ def _operators(stmt: ir.Stmt, kernel: ir.Kernel) -> Iterator[tuple]:
                 yield (name, (replace(stmt, nbytes=value),), HANG | {Category.RACE},
                        f"expect_tx {name}")
         case ir.WgmmaWait(pending=n) | ir.BulkWaitRead(pending=n) if n < 7:
-            yield (f"pending+1", (replace(stmt, pending=n + 1),), frozenset({Category.RACE}),
+            yield ("pending+1", (replace(stmt, pending=n + 1),), frozenset({Category.RACE}),
                    f"wait_group {n} -> {n + 1}")
     for index, (where, shifted) in enumerate(_shifted_indices(stmt, kernel)):
         yield (f"index{index + 1}", (shifted,), SYNC | {Category.WRONG_RESULT},

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hopperc.backend.nvrtc import PTX_DIAGNOSTIC_FILE, CompileResult, NvrtcError, compile_cuda
 from hopperc.codegen.launch import LaunchInfo
@@ -20,8 +21,9 @@ from hopperc.frontend.semantic import analyze
 from hopperc.ir import nodes as ir
 from hopperc.ir.verify import verify
 from hopperc.passes import PASS_NAMES, PIPELINE
-from hopperc.sim.explore import Report, simulate as explore
-from hopperc.sim.problem import MAX_BLOCKS, check_size, default_dims, make_problem
+
+if TYPE_CHECKING:
+    from hopperc.sim.explore import Report
 
 DEFAULT_ARCH = "sm_90a"
 # wgmma, setmaxnreg and the TMA forms hopperc emits exist only on sm_90a; a cubin
@@ -114,6 +116,9 @@ def simulate(source: SourceFile, defines: dict[str, int] | None = None,
     front_end = check(source, defines)
     lowered = lower(front_end)
     dims = problem_dims(lowered, shapes, source.name)
+    # The simulator (and numpy) load only here: `build` and `emit` never simulate.
+    from hopperc.sim.explore import simulate as explore
+    from hopperc.sim.problem import MAX_BLOCKS, check_size, make_problem
     check_size(lowered, dims)
     try:
         problem = make_problem(lowered, dims, max_blocks=MAX_BLOCKS)
@@ -126,6 +131,7 @@ def simulate(source: SourceFile, defines: dict[str, int] | None = None,
 
 def problem_dims(kernel: ir.Kernel, shapes: dict[str, int] | None, file: str) -> dict[str, int]:
     """The default small dimensions of `kernel`, with `--shape` overrides checked."""
+    from hopperc.sim.problem import default_dims
     dims = default_dims(kernel)
     for name, value in (shapes or {}).items():
         if name not in dims:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -132,3 +134,15 @@ def test_explain_lists_every_inserted_sync_in_source_order(hopperc_cli):
     assert any("fence.proxy.async.shared::cta" in x for x in lines)
     assert "generic write -> async read: sy written by st.shared (scale_rows.hk:13), read by " \
            "TMA store (scale_rows.hk:14)" in proc.stdout
+
+
+def test_building_loads_neither_the_simulator_nor_numpy(tmp_path):
+    """`build` never simulates: the simulator and numpy load only for `sim`/`check`."""
+    code = ("import sys\nfrom hopperc.cli import main\ntry:\n"
+            f"    main(['build', {str(ROOT / 'samples' / 'tma_copy.hk')!r}, '-o', "
+            f"{str(tmp_path / 'k.cubin')!r}, '-q'])\nexcept SystemExit as done:\n"
+            "    assert not done.code, done.code\n"
+            "print(sorted(m for m in sys.modules if m == 'numpy' or m.startswith('hopperc.sim')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+    assert (tmp_path / "k.cubin").stat().st_size > 0

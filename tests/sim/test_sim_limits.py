@@ -38,7 +38,7 @@ def test_tensors_too_big_for_host_memory_are_refused_at_the_tensor(hopperc_cli, 
 def test_running_out_of_memory_while_simulating_is_an_error_not_a_crash(monkeypatch):
     def exhausted(*_args, **_kwargs):
         raise MemoryError
-    monkeypatch.setattr(driver, "explore", exhausted)
+    monkeypatch.setattr("hopperc.sim.explore.simulate", exhausted)
     with pytest.raises(CompileError, match="ran out of host memory"):
         driver.simulate(SourceFile("k.hk", COPY), seeds=1, search=0)
 

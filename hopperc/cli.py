@@ -90,8 +90,28 @@ def _guarded(action, source_path: str | None, diagnostics: str):
         raise _Failure(_report(exc, source, diagnostics)) from None
 
 
+def _print_version(ctx: click.Context, _param, value: bool) -> None:
+    """hopperc's version and the toolchain it builds with (loads NVRTC)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from hopperc.backend import nvrtc
+    click.echo(f"hopperc {__version__}")
+    try:
+        major, minor = nvrtc.nvrtc_version()
+        isa = nvrtc.ptx_isa_version(driver.DEFAULT_ARCH)
+    except ToolchainError as exc:
+        click.echo(f"NVRTC: not available ({exc})")
+        ctx.exit(EXIT_TOOLCHAIN)
+    click.echo(f"NVRTC {major}.{minor}, PTX ISA {isa}, target {driver.DEFAULT_ARCH}")
+    click.echo(f"minimum driver: {nvrtc.MINIMUM_DRIVER.get(major, 'unknown')} "
+               f"(CUDA {major}.x)")
+    ctx.exit(0)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="hopperc")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version, NVRTC's, the PTX ISA and the "
+                                            "minimum driver, and exit.")
 def main() -> None:
     """hopperc: compile .hk kernels for NVIDIA Hopper (sm_90a), synchronization included."""
 

@@ -99,6 +99,18 @@ def nvrtc_version() -> tuple[int, int]:
     return major, minor
 
 
+# The oldest driver that loads what each NVRTC major version builds (CUDA minor
+# version compatibility: any driver of the same major release, from its first).
+MINIMUM_DRIVER = {12: "525", 13: "580"}
+
+
+def ptx_isa_version(arch: str = "sm_90a") -> str:
+    """The PTX ISA version NVRTC writes, read from the `.version` of an empty program."""
+    ptx = compile_cuda('extern "C" __global__ void hk_probe() {}', "probe.cu", arch).ptx
+    match = re.search(r"^\.version\s+(\S+)", ptx, re.M)
+    return match.group(1) if match else "unknown"
+
+
 def compile_cuda(
     source: str,
     name: str,

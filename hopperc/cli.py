@@ -146,9 +146,11 @@ def build(files, output, out_dir, defines, arch, diagnostics, quiet):
     if output and out_dir:
         raise click.UsageError("give either -o or --out-dir, not both")
     defs = _parse_defines(defines)
+    cubins = [Path(output) if output else Path(out_dir or ".") / (Path(file).stem + ".cubin")
+              for file in files]
+    _refuse_clobbering(files, cubins)
     worst = 0
-    for file in files:
-        cubin = Path(output) if output else Path(out_dir or ".") / (Path(file).stem + ".cubin")
+    for file, cubin in zip(files, cubins):
         outputs = [cubin, cubin.with_suffix(".json")]
         try:
             _guarded(lambda src: _build_one(src, cubin, defs, arch, quiet), file, diagnostics)
@@ -156,6 +158,32 @@ def build(files, output, out_dir, defines, arch, diagnostics, quiet):
             remove_stale(outputs)
             worst = max(worst, failure.code)
     sys.exit(worst)
+
+
+def _refuse_clobbering(files, cubins: list[Path]) -> None:
+    """Before anything is written: no output may be an input, a cubin and its
+    metadata must be two files, and no two inputs may share outputs."""
+    inputs = {_same_file_key(Path(f)): f for f in files}
+    owner: dict[str, str] = {}
+    for file, cubin in zip(files, cubins):
+        for out in (cubin, cubin.with_suffix(".json")):
+            if _same_file_key(out) in inputs:
+                raise click.UsageError(f"{out} would overwrite the input "
+                                       f"{inputs[_same_file_key(out)]}")
+        if cubin.suffix == ".json":
+            raise click.UsageError(f"-o {cubin}: name the cubin (e.g. "
+                                   f"{cubin.with_suffix('.cubin')}); its metadata goes beside "
+                                   "it as .json")
+        key = _same_file_key(cubin)
+        if key in owner:
+            raise click.UsageError(f"{owner[key]} and {file} would both write {cubin}; build "
+                                   "them into different directories")
+        owner[key] = file
+
+
+def _same_file_key(path: Path) -> str:
+    """Two paths that name one file get one key (through links and `..`)."""
+    return str(path.resolve())
 
 
 def _build_one(source, cubin: Path, defines, arch: str, quiet: bool) -> None:
@@ -194,6 +222,8 @@ def emit(file, what, after, output, defines, arch, diagnostics):
         raise click.UsageError("choose one of --ptx, --cu, --ir, --ast, --sass")
     if after and what != "ir":
         raise click.UsageError("--after goes with --ir")
+    if output and _same_file_key(Path(output)) == _same_file_key(Path(file)):
+        raise click.UsageError(f"-o {output} would overwrite the input {file}")
     defs = _parse_defines(defines)
 
     def produce(source) -> str:

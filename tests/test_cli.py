@@ -151,3 +151,24 @@ def test_building_loads_neither_the_simulator_nor_numpy(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
     assert (tmp_path / "k.cubin").stat().st_size > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["build", "{k}", "-o", "{k}"], "k.hk would overwrite the input"),
+    (["build", "{k}", "-o", "{dir}/k.json"], "name the cubin (e.g. {dir}/k.cubin)"),
+    (["emit", "--cu", "{k}", "-o", "{dir}/./k.hk"], "would overwrite the input"),
+    (["build", "{k}", "{dir}/b/k.hk", "--out-dir", "{dir}/out"],
+     "would both write {dir}/out/k.cubin"),
+])
+def test_outputs_never_overwrite_an_input_or_each_other(hopperc_cli, tmp_path, args, message):
+    """Refused before anything is written: the input is intact, no output exists."""
+    kernel = tmp_path / "k.hk"
+    text = (ROOT / "samples" / "tma_copy.hk").read_text()
+    kernel.write_text(text)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "k.hk").write_text(text)
+    proc = hopperc_cli(*[a.format(k=kernel, dir=tmp_path) for a in args])
+    assert proc.returncode == 2 and message.format(dir=tmp_path) in proc.stderr, proc.stderr
+    assert kernel.read_text() == text
+    assert not list(tmp_path.glob("*.cubin")) and not list(tmp_path.glob("*.json"))
+    assert not (tmp_path / "out").exists()

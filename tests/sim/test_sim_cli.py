@@ -54,7 +54,7 @@ def test_sim_input_errors(hopperc_cli, tmp_path):
         proc.stderr
 
 
-def test_check_json_gives_one_record_per_finding(hopperc_cli, tmp_path):
+def test_json_diagnostics_give_one_record_per_finding(hopperc_cli, tmp_path):
     """Line 27 writes `out` with st.shared; with the fence on line 28 deleted,
     the TMA store (now line 30) reads it through the async proxy unfenced."""
     broken = tmp_path / "broken.hk"

@@ -139,34 +139,43 @@ _findings_option = click.option(
 @_arch_option
 @_diag_option
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
-def build(files, output, out_dir, defines, arch, diagnostics, quiet):
+@click.option("-MD", "depfile", is_flag=True,
+              help="Also write NAME.d beside each cubin: a make/ninja dependency file.")
+@click.option("-MF", "depfile_path", type=click.Path(dir_okay=False),
+              help="Write the dependency file here (one input file; implies -MD).")
+def build(files, output, out_dir, defines, arch, diagnostics, quiet, depfile, depfile_path):
     """Compile FILES to cubins with launch metadata JSON beside each."""
     if output and len(files) > 1:
         raise click.UsageError("-o takes one input file; use --out-dir for several")
+    if depfile_path and len(files) > 1:
+        raise click.UsageError("-MF takes one input file; use -MD for several")
     if output and out_dir:
         raise click.UsageError("give either -o or --out-dir, not both")
     defs = _parse_defines(defines)
     cubins = [Path(output) if output else Path(out_dir or ".") / (Path(file).stem + ".cubin")
               for file in files]
-    _refuse_clobbering(files, cubins)
+    depfiles = [Path(depfile_path) if depfile_path else cubin.with_suffix(".d") if depfile
+                else None for cubin in cubins]
+    _refuse_clobbering(files, cubins, depfiles)
     worst = 0
-    for file, cubin in zip(files, cubins):
-        outputs = [cubin, cubin.with_suffix(".json")]
+    for file, cubin, deps in zip(files, cubins, depfiles):
+        outputs = [cubin, cubin.with_suffix(".json")] + ([deps] if deps else [])
         try:
-            _guarded(lambda src: _build_one(src, cubin, defs, arch, quiet), file, diagnostics)
+            _guarded(lambda src: _build_one(src, cubin, defs, arch, quiet, deps), file,
+                     diagnostics)
         except _Failure as failure:
             remove_stale(outputs)
             worst = max(worst, failure.code)
     sys.exit(worst)
 
 
-def _refuse_clobbering(files, cubins: list[Path]) -> None:
+def _refuse_clobbering(files, cubins: list[Path], depfiles: list[Path | None]) -> None:
     """Before anything is written: no output may be an input, a cubin and its
     metadata must be two files, and no two inputs may share outputs."""
     inputs = {_same_file_key(Path(f)): f for f in files}
     owner: dict[str, str] = {}
-    for file, cubin in zip(files, cubins):
-        for out in (cubin, cubin.with_suffix(".json")):
+    for file, cubin, deps in zip(files, cubins, depfiles):
+        for out in (cubin, cubin.with_suffix(".json"), *([deps] if deps else [])):
             if _same_file_key(out) in inputs:
                 raise click.UsageError(f"{out} would overwrite the input "
                                        f"{inputs[_same_file_key(out)]}")
@@ -186,14 +195,19 @@ def _same_file_key(path: Path) -> str:
     return str(path.resolve())
 
 
-def _build_one(source, cubin: Path, defines, arch: str, quiet: bool) -> None:
+def _build_one(source, cubin: Path, defines, arch: str, quiet: bool,
+               depfile: Path | None) -> None:
     start = time.perf_counter()
     built = driver.build(source, defines, arch)
     res = built.result.resources
     meta = launch_metadata(built.generated.kernel, built.generated.launch, source.name, arch,
                            defines, res)
-    write_atomically({cubin: built.result.cubin,
-                      cubin.with_suffix(".json"): (json.dumps(meta, indent=2) + "\n").encode()})
+    outputs = {cubin: built.result.cubin,
+               cubin.with_suffix(".json"): (json.dumps(meta, indent=2) + "\n").encode()}
+    if depfile is not None:
+        from hopperc.depfile import depfile_text
+        outputs[depfile] = depfile_text(list(outputs), Path(source.name)).encode()
+    write_atomically(outputs)
     if not quiet:
         regs = res.registers if res else "-"
         spills = f"{res.spill_stores}/{res.spill_loads}" if res else "-"

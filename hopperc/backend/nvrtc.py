@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
@@ -102,6 +103,15 @@ def nvrtc_version() -> tuple[int, int]:
 # The oldest driver that loads what each NVRTC major version builds (CUDA minor
 # version compatibility: any driver of the same major release, from its first).
 MINIMUM_DRIVER = {12: "525", 13: "580"}
+
+
+def library_path() -> Path | None:
+    """The NVRTC shared library this process compiles with, if it can be located."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        return Path(load_nvidia_dynamic_lib("nvrtc").abs_path)
+    except Exception:  # noqa: BLE001 - not locatable: the caller lists no library
+        return None
 
 
 def ptx_isa_version(arch: str = "sm_90a") -> str:

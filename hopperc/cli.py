@@ -1,8 +1,10 @@
 """The `hopperc` command line.
 
-Exit codes: 0 success, 1 an error in the user's input, 2 a toolchain or
-internal error. Errors print as `file:line:col: error: ...` with the source
-line and a caret; no traceback unless HOPPERC_TRACEBACK=1.
+Exit codes: 0 success, 1 an error in the user's input (the `.hk` file, a
+finding of `check`, or the command line: a bad option, `-D`, `--shape` or
+`--arch`, a missing or clashing file), 2 a toolchain or internal error.
+Errors print as `file:line:col: error: ...` with the source line and a caret;
+no traceback unless HOPPERC_TRACEBACK=1.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import os
 import sys
 import time
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -49,7 +52,7 @@ def _parse_defines(values: tuple[str, ...]) -> dict[str, int]:
 
 
 def _check_arch(arch: str) -> str:
-    """A bad target is a usage error (exit 2), like a malformed -D."""
+    """A bad target is a usage error (exit 1), like a malformed -D."""
     try:
         driver.check_arch(arch)
     except driver.UnsupportedArchError as exc:
@@ -108,7 +111,37 @@ def _print_version(ctx: click.Context, _param, value: bool) -> None:
     ctx.exit(0)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _InputErrors:
+    """A command line click refuses is an error in the input: exit 1, as for a bad
+    `.hk` file (click's own code for it, 2, is hopperc's for internal errors)."""
+
+    def make_context(self, *args, **kwargs):
+        with _usage_is_input():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx):
+        with _usage_is_input():
+            return super().invoke(ctx)
+
+
+class _Command(_InputErrors, click.Command):
+    pass
+
+
+class _Group(_InputErrors, click.Group):
+    command_class = _Command
+
+
+@contextmanager
+def _usage_is_input():
+    try:
+        yield
+    except click.UsageError as exc:
+        exc.exit_code = EXIT_USER
+        raise
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Show the version, NVRTC's, the PTX ISA and the "
                                             "minimum driver, and exit.")

@@ -122,12 +122,18 @@ def test_build_json_diagnostics(hopperc_cli, tmp_path):
     assert proc.returncode == 1 and record["line"] == 2 and record["file"] == str(bad)
 
 
-def test_usage_errors(hopperc_cli, tmp_path):
-    assert hopperc_cli("build", SCALE_ROWS, TMA_COPY, "-o", "x.cubin").returncode == 2
-    assert hopperc_cli("emit", SCALE_ROWS).returncode == 2
+def test_usage_errors_are_errors_in_the_input(hopperc_cli, tmp_path):
+    """Exit 1, like a bad .hk file: 2 is kept for internal and toolchain errors."""
+    assert hopperc_cli("build", SCALE_ROWS, TMA_COPY, "-o", "x.cubin").returncode == 1
+    assert hopperc_cli("emit", SCALE_ROWS).returncode == 1
     proc = hopperc_cli("build", SCALE_ROWS, "-D", "BM", "-o", str(tmp_path / "a.cubin"))
-    assert proc.returncode == 2 and "NAME=INTEGER" in proc.stderr
-    assert hopperc_cli("build", SCALE_ROWS, "--arch", "sm90").returncode == 2
+    assert proc.returncode == 1 and "NAME=INTEGER" in proc.stderr
+    assert hopperc_cli("build", SCALE_ROWS, "--arch", "sm90").returncode == 1
+    assert hopperc_cli("build", SCALE_ROWS, "--no-such-option").returncode == 1
+    assert hopperc_cli("no-such-command").returncode == 1
+    proc = hopperc_cli("build", str(tmp_path))
+    assert proc.returncode == 1 and "is a directory" in proc.stderr
+    assert hopperc_cli("build", "--help").returncode == 0
 
 
 def test_explain_lists_every_inserted_sync_in_source_order(hopperc_cli):
@@ -168,7 +174,7 @@ def test_outputs_never_overwrite_an_input_or_each_other(hopperc_cli, tmp_path, a
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "k.hk").write_text(text)
     proc = hopperc_cli(*[a.format(k=kernel, dir=tmp_path) for a in args])
-    assert proc.returncode == 2 and message.format(dir=tmp_path) in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and message.format(dir=tmp_path) in proc.stderr, proc.stderr
     assert kernel.read_text() == text
     assert not list(tmp_path.glob("*.cubin")) and not list(tmp_path.glob("*.json"))
     assert not (tmp_path / "out").exists()

@@ -64,4 +64,4 @@ def test_mf_names_the_file_and_a_failed_build_leaves_none(hopperc_cli, tmp_path)
 
 def test_mf_takes_one_input(hopperc_cli, tmp_path):
     proc = hopperc_cli("build", "a.hk", "b.hk", "-MF", "x.d", cwd=tmp_path)
-    assert proc.returncode == 2 and "-MF takes one input file" in proc.stderr
+    assert proc.returncode == 1 and "-MF takes one input file" in proc.stderr

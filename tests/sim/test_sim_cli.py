@@ -48,7 +48,7 @@ def test_sim_input_errors(hopperc_cli, tmp_path):
     proc = hopperc_cli("sim", TMA_COPY, "--shape", "M=0")
     assert proc.returncode == 1 and "M must be positive, not 0" in proc.stderr
     proc = hopperc_cli("sim", TMA_COPY, "--shape", "M")
-    assert proc.returncode == 2 and "expected NAME=INTEGER" in proc.stderr
+    assert proc.returncode == 1 and "expected NAME=INTEGER" in proc.stderr
     proc = hopperc_cli("check", str(tmp_path / "missing.hk"))
     assert proc.returncode == 1 and "no such file" in proc.stderr and "Traceback" not in \
         proc.stderr

@@ -1,0 +1,88 @@
+"""`hopperc sim` and `hopperc check`: the CPU model's findings and summary."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from hopperc import driver
+from hopperc.cli_common import (EXIT_USER, Command, Failure, define_option, findings_option,
+                                guarded, parse_defines, parse_shape)
+
+def _simulate(file: str, defines, diagnostics: str, shapes, seeds: int, search: int,
+              verbose: bool) -> None:
+    defs = parse_defines(defines)
+    try:
+        report = guarded(lambda src: driver.simulate(src, defs, shapes, seeds, search), file,
+                          diagnostics)
+    except Failure as failure:
+        sys.exit(failure.code)
+    if diagnostics == "json":
+        for finding in report.findings:
+            click.echo(json.dumps(finding.record()))
+        click.echo(json.dumps({"kind": "summary", "ok": report.ok,
+                               "findings": len(report.findings),
+                               "lines": _summary(report, verbose)}))
+    else:
+        for finding in report.findings:
+            lines = finding.lines()
+            click.echo("\n".join(lines if verbose else lines[:1] + [
+                line for line in lines[1:] if not line.startswith("    ")
+                and line != "  last events:"]))
+        click.echo("\n".join(_summary(report, verbose)))
+    sys.exit(EXIT_USER if report.findings else 0)
+
+
+def _summary(report, verbose: bool) -> list[str]:
+    problem = report.problem
+    runs = f"{report.schedules} seeded schedules and {report.exhaustive} search runs"
+    search = (f"all {report.exhaustive} runs of the exhaustive search of block 0"
+              if report.exhaustive_complete else
+              f"{report.exhaustive} runs of the exhaustive search of block 0 (budget reached: "
+              "not exhaustive)" if report.exhaustive else "no exhaustive search")
+    lines = [f"shapes: {problem.describe()}",
+             f"schedules: {report.schedules} seeded, {search}"]
+    if report.max_error:
+        errors = ", ".join(f"{t} max error {e:.3g}" for t, e in report.max_error.items())
+        lines.append(f"result: {errors} against the {report.reference}")
+    elif report.reference != "numpy reference":
+        lines.append(f"result: not compared: {report.reference}")
+    if report.findings:
+        n = len(report.findings)
+        lines.append(f"FAILED: {n} finding{'s' * (n != 1)} in {runs} ({report.seconds:.1f} s)")
+    else:
+        lines.append(f"ok: no deadlock, race, missing fence, barrier misuse or wrong result in "
+                     f"{runs} ({report.seconds:.1f} s)")
+    return lines
+
+
+shape_option = click.option("--shape", callback=parse_shape, metavar="M=..,N=..",
+                             help="Dimension sizes (default: two tiles per grid axis, "
+                                  "2 x ring depth + 1 loop iterations).")
+
+
+@click.command(cls=Command)
+@click.argument("file", type=click.Path(dir_okay=False))
+@define_option
+@shape_option
+@click.option("--seeds", type=click.IntRange(0, 100000), default=driver.DEFAULT_SEEDS,
+              show_default=True, help="Seeded random schedules to run.")
+@click.option("--search", type=click.IntRange(0, 10 ** 7), default=driver.DEFAULT_SEARCH,
+              show_default=True, help="Budget of the exhaustive search (runs).")
+@click.option("-q", "--quiet", is_flag=True, help="No event trace under findings.")
+@findings_option
+def sim(file, defines, shape, seeds, search, quiet, diagnostics):
+    """Run FILE on a CPU model under many schedules: deadlocks, races, missing
+    fences, barrier misuse and wrong results, with a trace of each."""
+    _simulate(file, defines, diagnostics, shape, seeds, search, verbose=not quiet)
+
+
+@click.command(name="check", cls=Command)
+@click.argument("file", type=click.Path(dir_okay=False))
+@define_option
+@findings_option
+def check_command(file, defines, diagnostics):
+    """Simulate FILE with the default small shapes; exit 1 on any finding."""
+    _simulate(file, defines, diagnostics, {}, driver.DEFAULT_SEEDS, driver.DEFAULT_SEARCH,
+              verbose=False)

@@ -14,11 +14,13 @@ Operators, over the lowered IR (what `check` simulates and `build` renders):
 
 A mutant is caught when the first finding has a category the operator can
 cause and points (its line or its related line) at a line the mutated
-statement involves: its own, the two accesses its `Reason` orders (inserted
-syncs), and the lines that use the same mbarrier array or the same shared
-memory (data and barrier indices); for hand-written fences and barriers,
-which order whatever comes before and after them, any line of the kernel that
-touches shared memory or a barrier.
+statement involves: its own; the two accesses its `Reason` orders (inserted
+syncs; the setup barrier and fence order the inits before every barrier use);
+every use of the same mbarrier array or named-barrier id; the accesses of the
+memory it touches or that loads on its barrier write; and, for hand-written
+statements, the code around it in its block (hand-written fences and barriers,
+which order whatever comes before and after them: any line of the kernel that
+touches shared memory or a barrier).
 """
 from __future__ import annotations
 

@@ -1,25 +1,23 @@
-"""What every `hopperc` command shares: exit codes, error reports, the parsing
-of `-D`, `--arch` and `--shape`, and the exit code of usage errors.
+"""What every `hopperc` command shares: exit codes, where problems are reported,
+the parsing of `-D`, `--arch` and `--shape`, and the exit code of usage errors.
 
 Exit codes: 0 success, 1 an error in the user's input (the `.hk` file, a
 finding of `check`, or the command line: a bad option, `-D`, `--shape` or
 `--arch`, a missing or clashing file), 2 a toolchain or internal error.
 Errors print as `file:line:col: error: ...` with the source line and a caret;
-no traceback unless HOPPERC_TRACEBACK=1.
+no traceback unless HOPPERC_TRACEBACK=1. Only light modules load here: the
+compiler loads when a command needs it.
 """
 from __future__ import annotations
 
 import json
-import os
-import traceback
 from contextlib import contextmanager
 
 import click
 
-from hopperc import driver
-from hopperc.diagnostics import CompileError, ToolchainError, format_diagnostic
-
-EXIT_USER, EXIT_TOOLCHAIN = 1, 2
+from hopperc import target
+from hopperc.diagnostics import read_source
+from hopperc.problems import EXIT_TOOLCHAIN, EXIT_USER, Problem, describe  # noqa: F401
 
 
 class Failure(Exception):
@@ -27,6 +25,32 @@ class Failure(Exception):
 
     def __init__(self, code: int):
         self.code = code
+
+
+class Diagnostics:
+    """Where a command's problems go: text or JSON lines on stderr, or one SARIF
+    log on stdout when the command ends (`--diagnostics sarif`)."""
+
+    def __init__(self, form: str):
+        self.form = form
+        self.problems: list[Problem] = []
+
+    def emit(self, problem: Problem) -> None:
+        if self.form == "text":
+            click.echo(problem.text, err=True)
+        elif self.form == "json":
+            click.echo(json.dumps(problem.record()), err=True)
+        self.problems.append(problem)
+
+    def finish(self) -> None:
+        if self.form == "sarif":
+            from hopperc.sarif import sarif_log
+            click.echo(json.dumps(sarif_log(self.problems), indent=2))
+
+    @property
+    def machine_readable_stdout(self) -> bool:
+        """SARIF owns stdout: what a command prints for people goes to stderr."""
+        return self.form == "sarif"
 
 
 def parse_defines(values: tuple[str, ...]) -> dict[str, int]:
@@ -46,45 +70,23 @@ def parse_defines(values: tuple[str, ...]) -> dict[str, int]:
 def check_arch(arch: str) -> str:
     """A bad target is a usage error (exit 1), like a malformed -D."""
     try:
-        driver.check_arch(arch)
-    except driver.UnsupportedArchError as exc:
+        target.check_arch(arch)
+    except target.UnsupportedArchError as exc:
         raise click.BadParameter(exc.message, param_hint="--arch") from None
     return arch
 
 
-def report(exc: Exception, source, diagnostics: str) -> int:
-    """Print one error the user can read; return its exit code."""
-    if isinstance(exc, CompileError):
-        code, text = EXIT_USER, format_diagnostic(exc, source)
-        where = exc.span
-    elif isinstance(exc, ToolchainError):
-        code, text, where = EXIT_TOOLCHAIN, f"error: {exc}", None
-    else:
-        code, where = EXIT_TOOLCHAIN, None
-        text = f"internal error: {type(exc).__name__}: {exc}\nnote: this is a bug in hopperc"
-        if os.environ.get("HOPPERC_TRACEBACK"):
-            text += "\n" + traceback.format_exc()
-    if diagnostics == "json":
-        file = where.file if where else getattr(exc, "file", None) or getattr(source, "name",
-                                                                              None)
-        record = {"severity": "error", "exit_code": code,
-                  "message": str(getattr(exc, "message", exc)), "file": file,
-                  "line": where.line if where else None, "column": where.col if where else None}
-        click.echo(json.dumps(record), err=True)
-    else:
-        click.echo(text, err=True)
-    return code
-
-
-def guarded(action, source_path: str | None, diagnostics: str):
+def guarded(action, source_path: str | None, diagnostics: Diagnostics):
     """Run `action(source)`, turning every error into a report and a Failure."""
     source = None
     try:
         if source_path is not None:
-            source = driver.read_source(source_path)
+            source = read_source(source_path)
         return action(source)
-    except (CompileError, ToolchainError, Exception) as exc:  # noqa: BLE001 - the CLI boundary
-        raise Failure(report(exc, source, diagnostics)) from None
+    except Exception as exc:  # noqa: BLE001 - the CLI boundary: every error is reported
+        problem = describe(exc, source)
+        diagnostics.emit(problem)
+        raise Failure(problem.exit_code) from None
 
 
 def parse_shape(_ctx, _param, value: str | None) -> dict[str, int]:
@@ -132,12 +134,24 @@ def usage_is_input():
 
 define_option = click.option("-D", "defines", multiple=True, metavar="NAME=VALUE",
                               help="Override a tile constant (repeatable).")
-arch_option = click.option("--arch", default=driver.DEFAULT_ARCH, show_default=True,
+arch_option = click.option("--arch", default=target.DEFAULT_ARCH, show_default=True,
                             callback=lambda c, p, v: check_arch(v),
                             help="Target architecture (wgmma and setmaxnreg need sm_90a).")
-diag_option = click.option("--diagnostics", type=click.Choice(["text", "json"]), default="text",
-                            show_default=True, help="Error format on stderr.")
+
+
+def _diagnostics(ctx: click.Context, _param, form: str) -> Diagnostics:
+    sink = Diagnostics(form)
+    ctx.call_on_close(sink.finish)
+    return sink
+
+
+DIAGNOSTIC_FORMS = click.Choice(["text", "json", "sarif"])
+diag_option = click.option(
+    "--diagnostics", type=DIAGNOSTIC_FORMS, default="text", show_default=True,
+    callback=_diagnostics, help="Errors and warnings as text or JSON lines on stderr, or as "
+                                "one SARIF 2.1.0 log on stdout.")
 findings_option = click.option(
-    "--diagnostics", type=click.Choice(["text", "json"]), default="text", show_default=True,
-    help="Error format on stderr; json also prints each finding, then a summary, as one JSON "
-         "record per line on stdout.")
+    "--diagnostics", type=DIAGNOSTIC_FORMS, default="text", show_default=True,
+    callback=_diagnostics, help="text; json: errors on stderr and each finding, then a "
+                                "summary, as JSON lines on stdout; sarif: errors and findings "
+                                "as one SARIF 2.1.0 log on stdout.")

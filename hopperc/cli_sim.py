@@ -6,19 +6,25 @@ import sys
 
 import click
 
-from hopperc import driver
-from hopperc.cli_common import (EXIT_USER, Command, Failure, define_option, findings_option,
-                                guarded, parse_defines, parse_shape)
+from hopperc import target
+from hopperc.cli_common import (EXIT_USER, Command, Diagnostics, Failure, define_option,
+                                findings_option, guarded, parse_defines, parse_shape)
+from hopperc.problems import Problem
 
-def _simulate(file: str, defines, diagnostics: str, shapes, seeds: int, search: int,
+def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, search: int,
               verbose: bool) -> None:
+    from hopperc import driver
     defs = parse_defines(defines)
     try:
         report = guarded(lambda src: driver.simulate(src, defs, shapes, seeds, search), file,
                           diagnostics)
     except Failure as failure:
         sys.exit(failure.code)
-    if diagnostics == "json":
+    if diagnostics.form == "sarif":
+        for finding in report.findings:
+            diagnostics.emit(_problem(finding))
+        click.echo("\n".join(_summary(report, verbose)), err=True)
+    elif diagnostics.form == "json":
         for finding in report.findings:
             click.echo(json.dumps(finding.record()))
         click.echo(json.dumps({"kind": "summary", "ok": report.ok,
@@ -32,6 +38,14 @@ def _simulate(file: str, defines, diagnostics: str, shapes, seeds: int, search: 
                 and line != "  last events:"]))
         click.echo("\n".join(_summary(report, verbose)))
     sys.exit(EXIT_USER if report.findings else 0)
+
+
+def _problem(finding) -> Problem:
+    """A finding as a reported problem; its rule is its category."""
+    return Problem("error", finding.category.value.replace(" ", "-"), finding.message,
+                   "\n".join(finding.lines()), EXIT_USER, finding.span,
+                   related=(finding.related,) if finding.related else (),
+                   notes=finding.state)
 
 
 def _summary(report, verbose: bool) -> list[str]:
@@ -66,9 +80,9 @@ shape_option = click.option("--shape", callback=parse_shape, metavar="M=..,N=.."
 @click.argument("file", type=click.Path(dir_okay=False))
 @define_option
 @shape_option
-@click.option("--seeds", type=click.IntRange(0, 100000), default=driver.DEFAULT_SEEDS,
+@click.option("--seeds", type=click.IntRange(0, 100000), default=target.DEFAULT_SEEDS,
               show_default=True, help="Seeded random schedules to run.")
-@click.option("--search", type=click.IntRange(0, 10 ** 7), default=driver.DEFAULT_SEARCH,
+@click.option("--search", type=click.IntRange(0, 10 ** 7), default=target.DEFAULT_SEARCH,
               show_default=True, help="Budget of the exhaustive search (runs).")
 @click.option("-q", "--quiet", is_flag=True, help="No event trace under findings.")
 @findings_option
@@ -84,5 +98,5 @@ def sim(file, defines, shape, seeds, search, quiet, diagnostics):
 @findings_option
 def check_command(file, defines, diagnostics):
     """Simulate FILE with the default small shapes; exit 1 on any finding."""
-    _simulate(file, defines, diagnostics, {}, driver.DEFAULT_SEEDS, driver.DEFAULT_SEARCH,
+    _simulate(file, defines, diagnostics, {}, target.DEFAULT_SEEDS, target.DEFAULT_SEARCH,
               verbose=False)

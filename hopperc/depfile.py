@@ -5,20 +5,17 @@ every file of the hopperc package (code, grammar, templates) and the NVRTC
 library, so that editing or upgrading the compiler rebuilds."""
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
-import hopperc
-from hopperc.backend.nvrtc import library_path
-
-_COMPILER_SUFFIXES = (".py", ".lark", ".j2")
+from hopperc import toolchain
 
 
-def depfile_text(targets: list[Path], source: Path) -> str:
-    """`targets: source compiler-files`, then an empty rule per compiler file so
-    that make does not stop when one is removed by an upgrade (gcc's `-MP`)."""
+def depfile_text(targets: list[Path], source: Path, library: Path | None = None) -> str:
+    """`targets: source [library] compiler-files`, then an empty rule per compiler
+    file so that make does not stop when one is removed by an upgrade (gcc's
+    `-MP`). A kernel a library file asks for depends on that file too."""
     compiler = compiler_files()
-    deps = [source, *compiler]
+    deps = [source, *([library] if library else []), *compiler]
     lines = [" ".join(_escape(t) for t in targets) + ":" +
              "".join(f" \\\n  {_escape(d)}" for d in deps)]
     lines += [f"\n{_escape(d)}:" for d in compiler]
@@ -26,13 +23,8 @@ def depfile_text(targets: list[Path], source: Path) -> str:
 
 
 def compiler_files() -> list[Path]:
-    roots = [Path(hopperc.__file__).parent,
-             *(Path(str(resources.files(package))) for package in ("hopperc.grammar",
-                                                                    "hopperc.templates"))]
-    files = {path.resolve() for root in roots for path in root.rglob("*")
-             if path.suffix in _COMPILER_SUFFIXES and "__pycache__" not in path.parts}
-    library = library_path()
-    return sorted(files) + ([library] if library is not None else [])
+    library = toolchain.nvrtc().library
+    return [Path(f) for f in toolchain.compiler_files()] + ([library] if library else [])
 
 
 def _escape(path: Path) -> str:

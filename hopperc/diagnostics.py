@@ -7,6 +7,7 @@ the source line and a caret, and never a traceback.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -38,15 +39,20 @@ class SourceFile:
 
 
 class CompileError(Exception):
-    """An error in the user's input (exit code 1)."""
+    """An error in the user's input (exit code 1). `rule` says what kind (the
+    id `--diagnostics json|sarif` reports); the stage that raises sets it."""
+
+    rule = "semantics"
 
     def __init__(self, span: Span | None, message: str, notes: tuple[str, ...] = (),
-                 file: str | None = None):
+                 file: str | None = None, rule: str | None = None):
         super().__init__(message)
         self.span = span
         self.message = message
         self.notes = notes
         self.file = span.file if span is not None else file
+        if rule is not None:
+            self.rule = rule
 
 
 class ToolchainError(Exception):
@@ -69,3 +75,19 @@ def format_diagnostic(error: CompileError, source: SourceFile | None, severity: 
             lines.append(" " * (span.col - 1) + "^" + "~" * max(0, width - 1))
     lines.extend(f"note: {n}" for n in error.notes)
     return "\n".join(lines)
+
+
+def read_source(path: str | Path) -> SourceFile:
+    """A `.hk` file's text; an unreadable file is the user's error, named."""
+    path = Path(path)
+    try:
+        return SourceFile(str(path), path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        message = "no such file"
+    except IsADirectoryError:
+        message = "is a directory, not a .hk file"
+    except UnicodeDecodeError as exc:
+        message = f"not UTF-8 text ({exc.reason})"
+    except OSError as exc:
+        message = f"cannot read ({exc.strerror})"
+    raise CompileError(None, message, file=str(path), rule="input")

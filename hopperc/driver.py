@@ -1,7 +1,7 @@
 """The compiler driver: text -> AST -> IR -> passes -> CUDA -> cubin.
 
 Each stage is a function so the CLI, the Python API and the tests drive the
-same code; the pass list comes from `hopperc.passes.PIPELINE` only.
+same code; the pass list comes from `hopperc.passes` only.
 """
 from __future__ import annotations
 
@@ -13,24 +13,20 @@ from typing import TYPE_CHECKING
 from hopperc.backend.nvrtc import PTX_DIAGNOSTIC_FILE, CompileResult, NvrtcError, compile_cuda
 from hopperc.codegen.launch import LaunchInfo
 from hopperc.codegen.render import render
-from hopperc.diagnostics import CompileError, SourceFile, ToolchainError
+from hopperc.diagnostics import CompileError, SourceFile, ToolchainError, read_source  # noqa: F401
 from hopperc.frontend import ast
 from hopperc.frontend.limits import check_shared_memory
-from hopperc.frontend.parser import parse
+from hopperc.frontend.parser import load_parser, parse
 from hopperc.frontend.semantic import analyze
 from hopperc.ir import nodes as ir
 from hopperc.ir.verify import verify
-from hopperc.passes import PASS_NAMES, PIPELINE
+from hopperc.passes import PASS_NAMES, pipeline
+from hopperc.target import (DEFAULT_ARCH, DEFAULT_SEARCH, DEFAULT_SEEDS,  # noqa: F401
+                            SUPPORTED_ARCHS, UnsupportedArchError, check_arch)
 
 if TYPE_CHECKING:
     from hopperc.sim.explore import Report
 
-DEFAULT_ARCH = "sm_90a"
-# wgmma, setmaxnreg and the TMA forms hopperc emits exist only on sm_90a; a cubin
-# (not PTX for a virtual compute_ target) is what the runtime loads.
-SUPPORTED_ARCHS = ("sm_90a",)
-DEFAULT_SEEDS = 16
-DEFAULT_SEARCH = 3000  # schedules of the exhaustive search before it stops
 
 
 @dataclass(frozen=True)
@@ -47,34 +43,13 @@ class Built:
     arch: str
 
 
-class UnsupportedArchError(CompileError, ValueError):
-    """A target other than sm_90a: the user's input, refused before any work."""
-
-
-def check_arch(arch: str) -> None:
-    if arch not in SUPPORTED_ARCHS:
-        raise UnsupportedArchError(
-            None, f"unsupported target architecture {arch!r}: hopperc generates wgmma, "
-                  f"setmaxnreg and TMA code, which only {', '.join(SUPPORTED_ARCHS)} runs",
-            file="--arch")
-
-
 class GeneratedCodeError(ToolchainError):
     """NVRTC rejected the CUDA hopperc generated: a compiler bug, located both ways."""
 
 
-def read_source(path: str | Path) -> SourceFile:
-    path = Path(path)
-    try:
-        return SourceFile(str(path), path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CompileError(None, "no such file", file=str(path)) from None
-    except IsADirectoryError:
-        raise CompileError(None, "is a directory, not a .hk file", file=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise CompileError(None, f"not UTF-8 text ({exc.reason})", file=str(path)) from None
-    except OSError as exc:
-        raise CompileError(None, f"cannot read ({exc.strerror})", file=str(path)) from None
+def prepare() -> None:
+    """Build the parser now: worker processes forked afterwards share it."""
+    load_parser()
 
 
 def parse_source(source: SourceFile) -> ast.Kernel:
@@ -93,17 +68,24 @@ def lower(kernel: ir.Kernel, after: str | None = None) -> ir.Kernel:
     if after is not None and after not in PASS_NAMES:
         raise ValueError(f"unknown pass {after!r}; passes: {', '.join(PASS_NAMES)}")
     bound = PASS_NAMES.index("allocate_load_barriers")
-    for index, (name, run) in enumerate(PIPELINE):
-        kernel = run(kernel)
+    for index, (name, run) in enumerate(pipeline()):
+        try:
+            kernel = run(kernel)
+        except CompileError as error:
+            error.rule = "lowering"
+            raise
         verify(kernel, name, loads_bound=index >= bound, elected=name == PASS_NAMES[-1])
         if name == after:
             break
     return kernel
 
 
-def generate(source: SourceFile, defines: dict[str, int] | None = None) -> Generated:
+def generate(source: SourceFile, defines: dict[str, int] | None = None,
+             recorded_name: str | None = None) -> Generated:
+    """The CUDA for `source`; `recorded_name` is the file name its `#line`s give
+    the cubin's line table (default: the name the source was read by)."""
     kernel = lower(check(source, defines))
-    cuda, launch = render(kernel, source.name)
+    cuda, launch = render(kernel, recorded_name or source.name)
     # The passes add mbarriers and the base-alignment slack: check the final figure.
     check_shared_memory(launch.dynamic_shared_bytes, kernel.span)
     return Generated(kernel, cuda, launch)
@@ -145,9 +127,9 @@ def problem_dims(kernel: ir.Kernel, shapes: dict[str, int] | None, file: str) ->
 
 
 def build(source: SourceFile, defines: dict[str, int] | None = None,
-          arch: str = DEFAULT_ARCH) -> Built:
+          arch: str = DEFAULT_ARCH, recorded_name: str | None = None) -> Built:
     check_arch(arch)
-    generated = generate(source, defines)
+    generated = generate(source, defines, recorded_name)
     # The program name becomes a PTX `.file` string, which ptxas reads unescaped.
     cu_name = re.sub(r"[^\w.+-]", "_", Path(source.name).with_suffix(".cu").name, flags=re.ASCII)
     try:

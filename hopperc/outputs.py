@@ -1,33 +1,100 @@
-"""Atomic output files: all of a build's outputs appear together or not at all."""
+"""Output files a build can trust: all of a build's outputs appear together or
+not at all, with the usual permissions, and a clear error when they cannot be
+written.
+
+A build writes each file to a temporary beside it and renames them into place;
+the renames of one build hold an exclusive lock on the directory, so two
+processes writing the same outputs leave the cubin and the metadata of one
+build, never one of each. A failure (or SIGINT/SIGTERM, which the command
+line turns into an exception) before the renames removes the temporaries and
+leaves the previous outputs as they were.
+"""
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
+from contextlib import ExitStack
+from functools import lru_cache
 from pathlib import Path
+
+from hopperc.diagnostics import CompileError
+
+
+class OutputError(CompileError):
+    """An output cannot be written: a path below a regular file, a read-only
+    directory, a full disk. The user's environment, reported like their input."""
+
+    rule = "output"
 
 
 def write_atomically(files: dict[Path, bytes]) -> None:
-    """Write every file to a temporary beside it, then rename them all into place.
-
-    A failure before the renames leaves no output (and removes stale ones), so a
-    failed build never leaves a partial or out-of-date file behind.
-    """
     temps: list[tuple[str, Path]] = []
     try:
         for path, data in files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-            temps.append((temp, path))
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-        for temp, path in temps:
-            os.replace(temp, path)
+            temps.append((_write_temporary(path, data), path))
+        with ExitStack() as locks:
+            for directory in sorted({path.parent for path in files}):
+                locks.enter_context(_locked(directory))
+            for temp, path in temps:
+                _rename(temp, path)
     except BaseException:
         for temp, _ in temps:
             Path(temp).unlink(missing_ok=True)
         raise
 
 
-def remove_stale(paths: list[Path]) -> None:
-    for path in paths:
-        path.unlink(missing_ok=True)
+def _write_temporary(path: Path, data: bytes) -> str:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise _output_error(path, exc) from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            # mkstemp makes 0600; an output gets what any new file gets.
+            os.fchmod(handle.fileno(), 0o666 & ~_umask())
+    except BaseException as exc:
+        Path(temp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _output_error(path, exc) from None
+        raise
+    return temp
+
+
+def _rename(temp: str, path: Path) -> None:
+    try:
+        os.replace(temp, path)
+    except OSError as exc:
+        raise _output_error(path, exc) from None
+
+
+class _locked:
+    """An exclusive advisory lock on a directory while its outputs are renamed."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+
+    def __enter__(self):
+        self.fd = os.open(self.directory, os.O_RDONLY)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        os.close(self.fd)  # closing releases the lock
+
+
+def _output_error(path: Path, exc: OSError) -> OutputError:
+    reason = exc.strerror or str(exc)
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        reason = f"{blocker} is a file, not a directory"
+    return OutputError(None, f"cannot write {path}: {reason}", file=str(path))
+
+
+@lru_cache(maxsize=1)
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

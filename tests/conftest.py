@@ -1,8 +1,11 @@
 """Shared test helpers: compile .hk text through the same driver the CLI uses."""
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,14 @@ from hopperc.ir.printer import print_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((ROOT / "samples").glob("*.hk"))
+# The suite never reads or fills the user's cache: a cached build would hide the
+# compiler under test. Each process (xdist worker) gets its own directory.
+_CACHE = tempfile.mkdtemp(prefix="hopperc-test-cache-")
+os.environ["HOPPERC_CACHE_DIR"] = _CACHE
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_CACHE, ignore_errors=True)
 
 
 def source(text: str, name: str = "t.hk") -> SourceFile:

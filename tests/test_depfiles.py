@@ -52,14 +52,22 @@ def test_make_rebuilds_when_the_source_changes_and_not_otherwise(tmp_path):
     assert not up_to_date()
 
 
-def test_mf_names_the_file_and_a_failed_build_leaves_none(hopperc_cli, tmp_path):
+def test_mf_names_the_file_and_a_failed_build_keeps_the_earlier_outputs(hopperc_cli, tmp_path):
+    """A failure leaves the last good build whole (cubin, metadata, depfile), and
+    as the edited .hk is newer than them, make still rebuilds."""
     (tmp_path / "k.hk").write_text(TMA_COPY)
     proc = hopperc_cli("build", "k.hk", "-o", "k.cubin", "-MF", "deps/k.dep", "-q", cwd=tmp_path)
     assert proc.returncode == 0 and (tmp_path / "deps" / "k.dep").read_text().startswith(
         "k.cubin k.json: \\\n  k.hk")
+    outputs = [tmp_path / name for name in ("k.cubin", "k.json", "deps/k.dep")]
+    before = [path.read_bytes() for path in outputs]
     (tmp_path / "k.hk").write_text(TMA_COPY.replace("shared buf", "shared 1buf"))
+    later = outputs[0].stat().st_mtime + 10
+    os.utime(tmp_path / "k.hk", (later, later))
     proc = hopperc_cli("build", "k.hk", "-o", "k.cubin", "-MF", "deps/k.dep", "-q", cwd=tmp_path)
-    assert proc.returncode == 1 and not (tmp_path / "deps" / "k.dep").exists()
+    assert proc.returncode == 1
+    assert [path.read_bytes() for path in outputs] == before
+    assert all(path.stat().st_mtime < later for path in outputs)
 
 
 def test_mf_takes_one_input(hopperc_cli, tmp_path):

@@ -352,9 +352,11 @@ def _cli_case(kind: str, tmp_path):
     return NAME, locate(text, marker), [word]
 
 
-@pytest.mark.parametrize("stale", [False, True], ids=["fresh", "stale_outputs"])
+@pytest.mark.parametrize("stale", [False, True], ids=["fresh", "earlier_outputs"])
 @pytest.mark.parametrize("kind", ["malformed", "missing_file", "semantic"])
 def test_cli_build_failure(kind: str, stale: bool, tmp_path) -> None:
+    """A failed build writes nothing: no new output, and an earlier build's
+    outputs stay exactly as they were (never deleted, never half-replaced)."""
     path, where, words = _cli_case(kind, tmp_path)
     cubin, meta = tmp_path / "out.cubin", tmp_path / "out.json"
     if stale:
@@ -374,7 +376,10 @@ def test_cli_build_failure(kind: str, stale: bool, tmp_path) -> None:
         assert ": error: " in lines[0], lines[0]
     for word in words:
         assert word in lines[0], lines[0]
-    assert not cubin.exists() and not meta.exists()
+    if stale:
+        assert cubin.read_bytes() == b"old cubin" and meta.read_text() == "{}"
+    else:
+        assert not cubin.exists() and not meta.exists()
 
 
 # ---------------------------------------------------------------- found by these tests

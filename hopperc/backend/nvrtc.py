@@ -12,8 +12,12 @@ CLI reports it like every other toolchain failure.
 
 from __future__ import annotations
 
+import os
+import posixpath
 import re
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -42,6 +46,8 @@ _PTXAS_DIAGNOSTIC_RE = re.compile(
     r"^ptxas .*?, line (?P<line>\d+); (?P<severity>error|warning)\s*: (?P<message>.*)$"
 )
 PTX_DIAGNOSTIC_FILE = "<ptx>"
+_LOC_RE = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+(?:,.*\binlined_at\s+(\d+)\s+(\d+))?")
+_FILE_RE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.M)
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,9 @@ def compile_cuda(
     program = _call(nvrtc.nvrtcCreateProgram, source.encode(), name.encode(), 0, [], [])
     try:
         start = time.perf_counter()
-        status = _invoke(nvrtc.nvrtcCompileProgram, program, len(options), [o.encode() for o in options])[0]
+        with _from_root_directory():
+            status = _invoke(nvrtc.nvrtcCompileProgram, program, len(options),
+                             [o.encode() for o in options])[0]
         seconds = time.perf_counter() - start
         log = _read_text(nvrtc.nvrtcGetProgramLogSize, nvrtc.nvrtcGetProgramLog, program)
         _raise_for_compile_status(nvrtc, status, name, log)
@@ -143,6 +151,28 @@ def compile_cuda(
     finally:
         _call(nvrtc.nvrtcDestroyProgram, program)
     return CompileResult(ptx, cubin, log, summarise_resources(parse_ptxas_log(log)), seconds)
+
+
+_DIRECTORY_LOCK = threading.Lock()
+
+
+@contextmanager
+def _from_root_directory():
+    """Run NVRTC with "/" as the working directory, then return.
+
+    With `-lineinfo` NVRTC records its working directory in the cubin's line
+    table, and the mtime and size of each `#line` file it finds from there.
+    From "/" the directory is always "/" and a relative name is not found, so
+    the cubin depends neither on where the build ran nor on file times.
+    """
+    with _DIRECTORY_LOCK:
+        here = os.open(".", getattr(os, "O_PATH", os.O_RDONLY))
+        try:
+            os.chdir("/")
+            yield
+        finally:
+            os.fchdir(here)
+            os.close(here)
 
 
 def parse_diagnostics(log: str) -> list[GeneratedDiagnostic]:
@@ -157,6 +187,22 @@ def parse_diagnostics(log: str) -> list[GeneratedDiagnostic]:
             continue
         diagnostics.append(GeneratedDiagnostic(file, int(match["line"]), match["severity"], match["message"]))
     return diagnostics
+
+
+def ptx_source_line(ptx: str, ptx_line: int, file: str) -> int | None:
+    """The line of `file` that PTX line `ptx_line` was generated for: the last
+    `.loc` of that file before it (`-lineinfo` writes them), looking through
+    inlined code to the line it was inlined at. None if there is none."""
+    # NVRTC writes a relative name as seen from its working directory, "/".
+    ours = {index for index, name in _FILE_RE.findall(ptx)
+            if name in (file, posixpath.join("/", file))}
+    for text in reversed(ptx.split("\n")[:ptx_line]):
+        if match := _LOC_RE.match(text):
+            if match[1] in ours:
+                return int(match[2])
+            if match[3] in ours:
+                return int(match[4])
+    return None
 
 
 def parse_ptxas_log(log: str) -> dict[str, Resources]:

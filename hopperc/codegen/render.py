@@ -30,7 +30,7 @@ INDENT = "  "
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("hopperc.templates", ""),
+    return jinja2.Environment(loader=jinja2.PackageLoader("hopperc", "templates"),
                               undefined=jinja2.StrictUndefined, trim_blocks=True,
                               lstrip_blocks=True, keep_trailing_newline=True)
 
@@ -68,8 +68,10 @@ class CopyOperands:
 
 
 def render(kernel: ir.Kernel, source_name: str) -> tuple[str, LaunchInfo]:
+    """The kernel as CUDA C++; every `#line` names `source_name` (what the cubin's
+    line table records, after any `--file-prefix-map`)."""
     launch = launch_info(kernel)
-    cx = _Context(kernel, launch)
+    cx = _Context(kernel, launch, source_name)
     lines: list[str] = []
     cx.block(kernel.body, RoleContext(0, kernel.threads), 1, lines)
     params = [_param_decl(p) for p in launch.params]
@@ -107,8 +109,9 @@ def _param_decl(p) -> str:
 class _Context:
     """What the node macros call back into: operands as C++ text."""
 
-    def __init__(self, kernel: ir.Kernel, launch: LaunchInfo):
+    def __init__(self, kernel: ir.Kernel, launch: LaunchInfo, source_name: str):
         self.kernel = kernel
+        self.source_name = source_name
         self.launch = launch
         self.exprs = ExprRenderer(kernel, launch)
         self.macros = _environment().get_template("nodes.cu.j2").make_module({"cx": self})
@@ -133,7 +136,7 @@ class _Context:
         setmaxnreg sits in exactly one branch per warpgroup. Every warp of the
         role's warpgroups runs its leading setmaxnreg; only active warps go on."""
         pad, r = INDENT * depth, stmt.role
-        lines.append(_line_directive(stmt.span.line, stmt.span.file))
+        lines.append(_line_directive(stmt.span.line, self.source_name))
         active = "" if r.active_warps == r.warps else f", {r.active_warps} active"
         lines.append(f"{pad}{'else ' if chained else ''}if (hk_warp < {r.first_warp + r.warps}) "
                      f"{{  // role {r.name}: warps {r.first_warp}..{r.first_warp + r.warps - 1}"
@@ -156,7 +159,7 @@ class _Context:
         pad = INDENT * depth
         span = getattr(stmt, "span", None)
         if span is not None:
-            lines.append(_line_directive(span.line, span.file))
+            lines.append(_line_directive(span.line, self.source_name))
         self.role = role
         match stmt:
             case ir.ForLoop(var=var, start=start, stop=stop, body=body):
@@ -201,11 +204,11 @@ class _Context:
             # the loop it governs (no directive may come between) is on the line.
             if span is not None and line.lstrip().startswith("#pragma"):
                 if i:
-                    lines.append(_line_directive(max(span.line - 1, 1), span.file))
+                    lines.append(_line_directive(max(span.line - 1, 1), self.source_name))
                 elif span.line > 1:
-                    lines[-1] = _line_directive(span.line - 1, span.file)
+                    lines[-1] = _line_directive(span.line - 1, self.source_name)
             elif span is not None and i and not lines[-1].lstrip().startswith("#pragma"):
-                lines.append(_line_directive(span.line, span.file))
+                lines.append(_line_directive(span.line, self.source_name))
             lines.append(pad + line)
 
     def _scoped(self, body: ir.Block, role: RoleContext, depth: int, lines: list[str]) -> None:

@@ -17,19 +17,25 @@ WGMMA_MAX_N = 256
 MAX_THREADS = 1024
 
 
+class ResourceLimitError(CompileError):
+    """The kernel needs more than an SM has (registers, shared memory, threads)."""
+
+    rule = "resource-limit"
+
+
 def check_tma_box(box: tuple[int, ...], dtype: DType, swizzle: Swizzle, span: Span) -> None:
     """cuTensorMapEncodeTiled: each box dim in [1, 256]; inner bytes % 16 == 0 and
     within the swizzle span (the swizzle pattern repeats every span bytes)."""
     for extent in box:
         if not 1 <= extent <= TMA_MAX_BOX:
-            raise CompileError(span, f"TMA box dimension {extent} is out of range: each box "
+            raise ResourceLimitError(span, f"TMA box dimension {extent} is out of range: each box "
                                      f"dimension must be between 1 and {TMA_MAX_BOX}")
     inner_bytes = box[-1] * dtype.nbytes
     if inner_bytes % 16:
-        raise CompileError(span, f"TMA inner box dimension is {inner_bytes} bytes "
+        raise ResourceLimitError(span, f"TMA inner box dimension is {inner_bytes} bytes "
                                  f"({box[-1]} x {dtype}); it must be a multiple of 16 bytes")
     if swizzle is not Swizzle.NONE and inner_bytes > swizzle.span:
-        raise CompileError(span, f"TMA inner box dimension is {inner_bytes} bytes, wider than "
+        raise ResourceLimitError(span, f"TMA inner box dimension is {inner_bytes} bytes, wider than "
                                  f"the {swizzle} swizzle span; use at most "
                                  f"{swizzle.span // dtype.nbytes} {dtype} elements")
 
@@ -37,7 +43,7 @@ def check_tma_box(box: tuple[int, ...], dtype: DType, swizzle: Swizzle, span: Sp
 def check_bulk_copy(nbytes: int, span: Span) -> None:
     """cp.async.bulk moves a multiple of 16 bytes between 16-byte aligned addresses."""
     if nbytes % 16:
-        raise CompileError(span, f"a bulk copy moves {nbytes} bytes; it must be a multiple of 16")
+        raise ResourceLimitError(span, f"a bulk copy moves {nbytes} bytes; it must be a multiple of 16")
 
 
 # Shared-memory alignment a copy's engine needs (PTX ISA): cp.async.bulk.tensor
@@ -54,7 +60,7 @@ def check_copy_alignment(buf: ir.SharedBuffer, part_count: int | None, engine: s
         steps.append(("part", buf.stage_bytes // part_count))
     for what, size in steps:
         if size % need:
-            raise CompileError(span, f"a {engine} copy needs a shared address aligned to {need} "
+            raise ResourceLimitError(span, f"a {engine} copy needs a shared address aligned to {need} "
                                      f"bytes, but each {what} of '{buf.name}' is {size} bytes, "
                                      f"so some start off that alignment; make it a multiple "
                                      f"of {need} bytes")
@@ -65,14 +71,14 @@ def check_wgmma(shape: tuple[int, int, int], dtype: DType, span: Span) -> None:
     K a multiple of the instruction K (16 for 16-bit inputs, 32 for fp8)."""
     m, n, k = shape
     if m != WGMMA_M:
-        raise CompileError(span, f"wgmma computes {WGMMA_M} rows per warpgroup, but this product "
+        raise ResourceLimitError(span, f"wgmma computes {WGMMA_M} rows per warpgroup, but this product "
                                  f"has M = {m}; give each warpgroup its rows with buf[wg]")
     if n % 8 or not 8 <= n <= WGMMA_MAX_N:
-        raise CompileError(span, f"wgmma N = {n} is not supported: N must be a multiple of 8 "
+        raise ResourceLimitError(span, f"wgmma N = {n} is not supported: N must be a multiple of 8 "
                                  f"between 8 and {WGMMA_MAX_N}")
     k_step = wgmma_k(dtype)
     if k % k_step:
-        raise CompileError(span, f"wgmma K = {k} is not a multiple of the instruction K "
+        raise ResourceLimitError(span, f"wgmma K = {k} is not a multiple of the instruction K "
                                  f"({k_step} for {dtype})")
 
 
@@ -90,10 +96,10 @@ def check_wgmma_shared_operand(buf: ir.SharedBuffer, operand: str, k_major: bool
     if buf.swizzle is Swizzle.NONE:
         hint = next((f"swizzle {s}" for s in (Swizzle.B128, Swizzle.B64, Swizzle.B32)
                      if s.span == row_bytes), "a swizzle whose span is its row width")
-        raise CompileError(span, f"wgmma reads '{buf.name}' ({operand}, {major}-major) from "
+        raise ResourceLimitError(span, f"wgmma reads '{buf.name}' ({operand}, {major}-major) from "
                                  f"shared memory in a swizzled layout; declare it with {hint}")
     if row_bytes != buf.swizzle.span:
-        raise CompileError(span, f"'{buf.name}' has rows of {row_bytes} bytes ({buf.shape[-1]} x "
+        raise ResourceLimitError(span, f"'{buf.name}' has rows of {row_bytes} bytes ({buf.shape[-1]} x "
                                  f"{buf.dtype}), but wgmma with {buf.swizzle} swizzle reads rows "
                                  f"of exactly {buf.swizzle.span} bytes: make its last dimension "
                                  f"{buf.swizzle.span // buf.dtype.nbytes}, or pick the swizzle "
@@ -119,7 +125,7 @@ def check_tile_registers(body: ir.Block, roles: tuple[ir.RoleInfo, ...], threads
                     have, why = at_launch, (f"each of the block's {threads} threads has "
                                             f"({REGISTER_FILE} / {threads}, rounded down to 8)")
                 if need > have:
-                    raise CompileError(stmt.span, f"'{stmt.name}' needs {need} registers per "
+                    raise ResourceLimitError(stmt.span, f"'{stmt.name}' needs {need} registers per "
                                                   f"thread, more than the {have} {why}; give the "
                                                   "role more registers or use a smaller tile")
             for inner in bodies(stmt):
@@ -131,7 +137,7 @@ def check_tile_registers(body: ir.Block, roles: tuple[ir.RoleInfo, ...], threads
 def check_role_registers(role: ir.RoleInfo) -> None:
     """setmaxnreg takes a multiple of 8 in [24, 256]."""
     if role.regs is not None and (role.regs % 8 or not 24 <= role.regs <= 256):
-        raise CompileError(role.span, f"role '{role.name}' asks for {role.regs} registers; "
+        raise ResourceLimitError(role.span, f"role '{role.name}' asks for {role.regs} registers; "
                                       "setmaxnreg needs a multiple of 8 between 24 and 256")
 
 
@@ -140,20 +146,20 @@ def check_register_file(roles: tuple[ir.RoleInfo, ...], span: Span) -> None:
     total = sum(r.regs * r.threads for r in roles if r.regs is not None)
     if total > REGISTER_FILE:
         parts = " + ".join(f"{r.regs} x {r.threads} ({r.name})" for r in roles if r.regs)
-        raise CompileError(span, f"register budgets need {total} registers ({parts}), more "
+        raise ResourceLimitError(span, f"register budgets need {total} registers ({parts}), more "
                                  f"than the {REGISTER_FILE} of the register file")
 
 
 def check_shared_memory(total: int, span: Span) -> None:
     if total > SHARED_MEMORY_LIMIT:
-        raise CompileError(span, f"shared memory needs {total} bytes, more than the "
+        raise ResourceLimitError(span, f"shared memory needs {total} bytes, more than the "
                                  f"{SHARED_MEMORY_LIMIT} bytes (227 KB) a block can have")
 
 
 def check_wgmma_role_start(role: ir.RoleInfo, span: Span) -> None:
     """wgmma is issued by a warpgroup: 4 consecutive warps starting at a multiple of 4."""
     if role.first_warp % 4:
-        raise CompileError(span, f"role '{role.name}' issues wgmma but starts at warp "
+        raise ResourceLimitError(span, f"role '{role.name}' issues wgmma but starts at warp "
                                  f"{role.first_warp}, which is not a multiple of 4; put "
                                  "warpgroup roles first, or give every role a register "
                                  "budget so one-warp roles are padded to a warpgroup")
@@ -163,13 +169,13 @@ def check_reuse(buf: ir.SharedBuffer, target: ir.SharedBuffer, span: Span) -> No
     """`buf` may take the memory of an earlier buffer that holds all its stages,
     is aligned at least as strictly, and lives in its own memory."""
     if target.reuses is not None:
-        raise CompileError(span, f"'{target.name}' already reuses the memory of "
+        raise ResourceLimitError(span, f"'{target.name}' already reuses the memory of "
                                  f"'{target.reuses}'; reuse '{target.reuses}'")
     size, room = buf.stage_bytes * buf.stages, target.stage_bytes * target.stages
     if size > room:
-        raise CompileError(buf.span, f"'{buf.name}' needs {size} bytes but '{target.name}' has "
+        raise ResourceLimitError(buf.span, f"'{buf.name}' needs {size} bytes but '{target.name}' has "
                                      f"{room}; it cannot reuse that memory")
     if buf.alignment > target.alignment:
-        raise CompileError(buf.span, f"'{buf.name}' needs {buf.alignment}-byte alignment but "
+        raise ResourceLimitError(buf.span, f"'{buf.name}' needs {buf.alignment}-byte alignment but "
                                      f"'{target.name}' is only {target.alignment}-byte aligned; "
                                      f"give it a swizzle no wider than that of '{target.name}'")

@@ -1,6 +1,8 @@
 """Parse `.hk` text into the AST (Lark LALR with propagated positions)."""
 from __future__ import annotations
 
+import hashlib
+import io
 from functools import lru_cache
 from importlib import resources
 
@@ -11,6 +13,7 @@ from hopperc.diagnostics import CompileError, SourceFile, Span
 from hopperc.frontend import ast
 from hopperc.frontend.literals import float_literal, int_literal
 from hopperc.frontend.nesting import check_nesting
+from hopperc.toolchain import cache_root, store_quietly
 
 MAX_EXPECTED = 12
 CLOSERS = ("'}'", "')'", "']'")
@@ -27,12 +30,40 @@ _TOKEN_NAMES = {
 
 @lru_cache(maxsize=1)
 def _parser() -> lark.Lark:
-    grammar = resources.files("hopperc.grammar").joinpath("hk.lark").read_text()
-    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    """The LALR parser. Building its tables takes ~0.1 s, so they are kept in the
+    cache directory under the hash of the grammar and lark's version, written
+    atomically (lark's own `cache=` writes in place, which concurrent builds
+    would read half-written); a table that cannot be read or written is rebuilt."""
+    grammar = resources.files("hopperc").joinpath("grammar", "hk.lark").read_text()
+    digest = hashlib.sha256(f"{lark.__version__}\0{grammar}".encode()).hexdigest()[:32]
+    path = cache_root() / "grammar" / f"hk-{digest}.lark"
+    try:
+        with path.open("rb") as handle:
+            return lark.Lark.load(handle)
+    except Exception:  # noqa: BLE001 - missing, damaged or from another lark: rebuild
+        pass
+    parser = lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    tables = io.BytesIO()
+    parser.save(tables)
+    store_quietly(path, tables.getvalue())
+    return parser
+
+
+def load_parser() -> None:
+    """Load (or build) the parser's tables now rather than at the first parse."""
+    _parser()
 
 
 def parse(source: SourceFile) -> ast.Kernel:
-    """Parse one kernel; syntax errors become located `CompileError`s."""
+    """Parse one kernel; syntax errors become located `CompileError`s (rule "syntax")."""
+    try:
+        return _parse(source)
+    except CompileError as error:
+        error.rule = "syntax"
+        raise
+
+
+def _parse(source: SourceFile) -> ast.Kernel:
     previous: Token | None = None  # on a syntax error: the token before the unexpected one
     try:
         parser = _parser().parse_interactive(source.text)

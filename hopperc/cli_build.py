@@ -1,0 +1,337 @@
+"""`hopperc build`: .hk files and kernel libraries (TOML) to cubins with launch
+metadata, in parallel (`-j`), through the build cache, with depfiles and a
+manifest.
+
+Everything that can be refused (clashing outputs, a bad library, a bad
+option) is refused before anything is written. Then each kernel is built or
+taken from the cache, and its outputs written atomically; one kernel failing
+neither stops the others nor removes an earlier build's outputs. A cache hit
+loads neither the parser, the passes, the templates nor NVRTC.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import click
+
+from hopperc.cache import BuildCache, CacheError, CachedBuild, build_key
+from hopperc.cli_common import (Command, Diagnostics, arch_option, define_option, diag_option,
+                                parse_defines)
+from hopperc.diagnostics import CompileError, SourceFile, read_source
+from hopperc.problems import EXIT_USER, Problem, describe
+
+
+class BuildJob(NamedTuple):
+    """One cubin to build: its source, defines and outputs."""
+
+    source: Path
+    defines: dict[str, int]
+    cubin: Path
+    depfile: Path | None = None
+    library: Path | None = None  # the library file that asked for it
+
+    @property
+    def outputs(self) -> list[Path]:
+        return [self.cubin, self.cubin.with_suffix(".json"), *([self.depfile]
+                                                               if self.depfile else [])]
+
+
+class JobResult:
+    """What became of a job: its build (from the cache or not), its problems and
+    the hashes of the outputs written."""
+
+    def __init__(self, job: BuildJob, recorded_name: str):
+        self.job = job
+        self.recorded_name = recorded_name
+        self.entry: CachedBuild | None = None
+        self.cached = False
+        self.problems: tuple[Problem, ...] = ()
+        self.exit_code = 0
+        self.hashes: dict[str, str] = {}
+
+
+class Interrupted(BaseException):
+    """SIGTERM (or SIGINT): temporaries are removed on the way out."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+
+
+def default_jobs() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+
+
+@click.command(cls=Command)
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Output cubin (one .hk file); the JSON goes beside it.")
+@click.option("--out-dir", type=click.Path(file_okay=False),
+              help="Directory for NAME.cubin and NAME.json of each kernel.")
+@define_option
+@arch_option
+@diag_option
+@click.option("-j", "--jobs", type=click.IntRange(1), default=default_jobs,
+              show_default="the cores", help="Kernels compiled at once.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the build cache.")
+@click.option("--manifest", type=click.Path(dir_okay=False),
+              help="Write a JSON manifest of every kernel built (or failed) here.")
+@click.option("--file-prefix-map", "prefix_maps", multiple=True, metavar="OLD=NEW",
+              help="Record source paths starting with OLD as starting with NEW in the "
+                   "cubin and metadata (repeatable; the last match wins).")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@click.option("-MD", "depfile", is_flag=True,
+              help="Also write NAME.d beside each cubin: a make/ninja dependency file.")
+@click.option("-MF", "depfile_path", type=click.Path(dir_okay=False),
+              help="Write the dependency file here (one kernel; implies -MD).")
+def build(files, output, out_dir, defines, arch, diagnostics, jobs, no_cache, manifest,
+          prefix_maps, quiet, depfile, depfile_path):
+    """Compile FILES (.hk kernels, or .toml kernel libraries) to cubins with launch
+    metadata JSON beside each."""
+    maps = _parse_prefix_maps(prefix_maps)
+    planned = plan(files, output, out_dir, parse_defines(defines), depfile, depfile_path,
+                   diagnostics)
+    if manifest:
+        _refuse_clobbering([str(job.source) for job in planned] + list(files),
+                           {Path(manifest): "--manifest"}, planned)
+    try:
+        cache = None if no_cache else BuildCache.from_environment()
+    except CacheError as exc:
+        raise click.BadParameter(str(exc), param_hint="HOPPERC_CACHE_MAX_SIZE") from None
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        results = run(planned, arch, maps, cache, jobs, diagnostics, quiet)
+        if manifest:
+            from hopperc.outputs import write_atomically
+            write_atomically({Path(manifest): manifest_text(results, arch).encode()})
+    except Interrupted as stop:
+        click.echo("hopperc: interrupted; no partial outputs left", err=True)
+        sys.exit(128 + stop.signum)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    failed = [r for r in results if r.exit_code]
+    if len(results) > 1 and not quiet:
+        cached = sum(r.cached for r in results)
+        _say(f"{len(results)} kernels: {len(results) - len(failed)} built"
+             f"{f' ({cached} from the cache)' if cached else ''}"
+             f"{f', {len(failed)} failed' if failed else ''}", diagnostics)
+    sys.exit(max((r.exit_code for r in results), default=0))
+
+
+def _interrupt(signum, _frame):
+    raise Interrupted(signum)
+
+
+def _say(line: str, diagnostics: Diagnostics) -> None:
+    click.echo(line, err=diagnostics.machine_readable_stdout)
+
+
+def _parse_prefix_maps(values: tuple[str, ...]) -> list[tuple[str, str]]:
+    maps = []
+    for value in values:
+        old, sep, new = value.partition("=")
+        if not sep or not old:
+            raise click.BadParameter(f"expected OLD=NEW, got {value!r}",
+                                     param_hint="--file-prefix-map")
+        maps.append((old, new))
+    return maps
+
+
+def recorded_name(path: str, maps: list[tuple[str, str]]) -> str:
+    """The source path as the outputs record it: the last map whose OLD prefixes it
+    (as the C compilers' `-ffile-prefix-map` do), else the path as given."""
+    for old, new in reversed(maps):
+        if path == old or path.startswith(old.rstrip("/") + "/"):
+            return new + path[len(old):]
+    return path
+
+
+def plan(files, output, out_dir, defines: dict[str, int], depfile: bool, depfile_path,
+         diagnostics: Diagnostics) -> list[BuildJob]:
+    """Every build the command line asks for, checked before anything is written."""
+    if output and len(files) > 1:
+        raise click.UsageError("-o takes one input file; use --out-dir for several")
+    if output and out_dir:
+        raise click.UsageError("give either -o or --out-dir, not both")
+    directory = Path(out_dir or ".")
+    jobs: list[BuildJob] = []
+    for file in files:
+        if file.endswith(".toml"):
+            if output:
+                raise click.UsageError("-o names one cubin; a library builds several: "
+                                       "use --out-dir")
+            from hopperc.library import read_library
+            try:
+                kernels = read_library(Path(file))
+            except CompileError as exc:
+                diagnostics.emit(describe(exc, None))
+                sys.exit(EXIT_USER)
+            jobs += [BuildJob(k.source, {**k.defines, **defines}, directory / f"{k.name}.cubin",
+                              library=Path(file)) for k in kernels]
+        else:
+            jobs.append(BuildJob(Path(file), defines,
+                                 Path(output) if output else directory / (Path(file).stem
+                                                                          + ".cubin")))
+    if depfile_path and len(jobs) > 1:
+        raise click.UsageError("-MF takes one input file (one kernel); use -MD for several")
+    jobs = [j._replace(depfile=Path(depfile_path) if depfile_path else
+                       j.cubin.with_suffix(".d") if depfile else None) for j in jobs]
+    _refuse_clobbering([str(j.source) for j in jobs] + list(files), {}, jobs)
+    return jobs
+
+
+def _refuse_clobbering(inputs: list[str], extra: dict[Path, str], jobs: list[BuildJob]) -> None:
+    """No output may be an input, a cubin and its metadata must be two files, and
+    no two kernels (or a kernel and the manifest) may share an output."""
+    sources = {_same_file_key(Path(f)): f for f in inputs}
+    owner = {_same_file_key(path): what for path, what in extra.items()}
+    for path, what in extra.items():
+        if _same_file_key(path) in sources:
+            raise click.UsageError(f"{what} {path} would overwrite the input "
+                                   f"{sources[_same_file_key(path)]}")
+    for job in jobs:
+        if job.cubin.suffix == ".json":
+            raise click.UsageError(f"-o {job.cubin}: name the cubin (e.g. "
+                                   f"{job.cubin.with_suffix('.cubin')}); its metadata goes "
+                                   "beside it as .json")
+        who = f"{job.source}" + (f" {_describe_defines(job.defines)}" if job.library else "")
+        for out in job.outputs:
+            key = _same_file_key(out)
+            if key in sources:
+                raise click.UsageError(f"{out} would overwrite the input {sources[key]}")
+            if key in owner:
+                raise click.UsageError(f"{owner[key]} and {who} would both write {out}; give "
+                                       "them different names or directories")
+            owner[key] = who
+
+
+def _describe_defines(defines: dict[str, int]) -> str:
+    return "(" + ", ".join(f"{k}={v}" for k, v in defines.items()) + ")" if defines else ""
+
+
+def _same_file_key(path: Path) -> str:
+    """Two paths that name one file get one key (through links and `..`)."""
+    return str(path.resolve())
+
+
+def run(jobs: list[BuildJob], arch: str, maps, cache: BuildCache | None, workers: int,
+        diagnostics: Diagnostics, quiet: bool) -> list[JobResult]:
+    """Build every job (hits from the cache, misses compiled in up to `workers`
+    processes), writing and reporting each in the order given."""
+    results, sources, keys = [], {}, {}
+    for index, job in enumerate(jobs):
+        result = JobResult(job, recorded_name=recorded_name(str(job.source), maps))
+        results.append(result)
+        try:
+            sources[index] = read_source(job.source)
+        except CompileError as exc:
+            result.problems, result.exit_code = (describe(exc, None),), EXIT_USER
+            continue
+        if cache is not None:
+            keys[index] = build_key(sources[index].text, result.recorded_name, job.defines, arch)
+            result.entry = cache.get(keys[index])
+            result.cached = result.entry is not None
+    misses = [i for i in sources if results[i].entry is None]
+    compiled = _compile(misses, [(sources[i], jobs[i].defines, arch, results[i].recorded_name)
+                                 for i in misses], workers)
+    stored = False
+    for index, result in enumerate(results):
+        if index in misses:
+            result.entry, result.problems = next(compiled)
+            result.exit_code = max((p.exit_code for p in result.problems), default=0)
+            if result.entry is not None and cache is not None:
+                stored |= cache.put(keys[index], result.entry)
+        elif result.cached:
+            from hopperc.jobs import replayed_warnings
+            result.problems = replayed_warnings(result.entry, sources[index])
+        if result.entry is not None:
+            _write(result, sources[index])
+        for problem in result.problems:
+            diagnostics.emit(problem)
+        if result.entry is not None and not result.exit_code and not quiet:
+            _say(_summary_line(result), diagnostics)
+    if stored:
+        cache.prune()
+    return results
+
+
+def _compile(indices: list[int], arguments: list[tuple], workers: int):
+    """Yield compile_source's result for each miss, in order."""
+    from hopperc import jobs as job_module
+
+    if workers <= 1 or len(arguments) <= 1:
+        return (job_module.compile_source(*args) for args in arguments)
+    from hopperc import driver
+    import multiprocessing
+
+    driver.prepare()  # workers fork with the compiler loaded and the parser built
+    pool = multiprocessing.get_context("fork").Pool(min(workers, len(arguments)))
+
+    def ordered():
+        try:
+            yield from pool.imap(_compile_one, arguments)
+        finally:
+            pool.terminate()
+            pool.join()
+    return ordered()
+
+
+def _compile_one(arguments: tuple):
+    from hopperc.jobs import compile_source
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the pool
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return compile_source(*arguments)
+
+
+def _write(result: JobResult, source: SourceFile) -> None:
+    from hopperc.outputs import write_atomically
+
+    job, entry = result.job, result.entry
+    files = {job.cubin: entry.cubin, job.cubin.with_suffix(".json"): entry.metadata}
+    if job.depfile is not None:
+        from hopperc.depfile import depfile_text
+        files[job.depfile] = depfile_text(list(files), job.source, job.library).encode()
+    try:
+        write_atomically(files)
+    except CompileError as exc:
+        result.problems += (describe(exc, source),)
+        result.exit_code = EXIT_USER
+        result.entry = None
+        return
+    import hashlib
+    result.hashes = {str(path): hashlib.sha256(data).hexdigest() for path, data in files.items()}
+
+
+def _summary_line(result: JobResult) -> str:
+    summary = result.entry.summary
+    regs = summary["registers"] if summary["registers"] is not None else "-"
+    spills = "/".join(map(str, summary["spills"])) if summary["spills"] else "-"
+    nvrtc = "  cached" if result.cached else f"{summary['nvrtc_ms']:5d} ms"
+    return (f"{summary['kernel']:<18} regs {regs:>3}  spills {spills:<5} "
+            f"smem {summary['shared_bytes']:>6} B  nvrtc {nvrtc}  -> {result.job.cubin}")
+
+
+def manifest_text(results: list[JobResult], arch: str) -> str:
+    """One record per kernel: where it came from, what was built, and whether."""
+    from hopperc import __version__, toolchain
+
+    nvrtc = toolchain.nvrtc().version
+    records = []
+    for result in results:
+        summary = result.entry.summary if result.entry else {}
+        records.append({
+            "source": result.recorded_name, "defines": result.job.defines, "arch": arch,
+            "kernel": summary.get("kernel"), "symbol": summary.get("symbol"),
+            "status": "failed" if result.exit_code else "cached" if result.cached else "built",
+            "outputs": [{"path": path, "sha256": digest}
+                        for path, digest in result.hashes.items()],
+            "errors": [p.message for p in result.problems if p.severity == "error"],
+            "hopperc": __version__, "nvrtc": nvrtc,
+        })
+    return json.dumps({"schema": "hopperc.manifest/1", "kernels": records}, indent=2) + "\n"

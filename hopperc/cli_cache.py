@@ -1,0 +1,44 @@
+"""`hopperc cache info|clear`: the build cache's place, size and limit."""
+from __future__ import annotations
+
+import click
+
+from hopperc.cache import BuildCache, CacheError
+from hopperc.cli_common import Group
+
+
+@click.group(cls=Group)
+def cache() -> None:
+    """The build cache (HOPPERC_CACHE_DIR; size bound HOPPERC_CACHE_MAX_SIZE)."""
+
+
+def _cache() -> BuildCache:
+    try:
+        return BuildCache.from_environment()
+    except CacheError as exc:
+        raise click.BadParameter(str(exc), param_hint="HOPPERC_CACHE_MAX_SIZE") from None
+
+
+@cache.command()
+def info() -> None:
+    """Where the cache is, how many builds it holds and how much space they take."""
+    store = _cache()
+    entries, size = store.size()
+    click.echo(f"directory: {store.root}")
+    click.echo(f"entries:   {entries}")
+    click.echo(f"size:      {_human(size)} of at most {_human(store.max_size)}")
+
+
+@cache.command()
+def clear() -> None:
+    """Remove every cached build."""
+    store = _cache()
+    click.echo(f"removed {store.clear()} cached builds from {store.root}")
+
+
+def _human(size: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"

@@ -1,0 +1,69 @@
+"""One kernel build as `hopperc build` runs it, in this process or in a worker:
+the driver's build, its launch metadata, its summary and its warnings, as a
+`CachedBuild` (what the cache stores and the outputs are written from) or the
+problems that stopped it. Problems come back as values, not exceptions, so a
+worker process hands them to the parent to report in order.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+from hopperc.cache import CachedBuild
+from hopperc.diagnostics import SourceFile, Span
+from hopperc.problems import Problem, describe, warning
+
+
+def compile_source(source: SourceFile, defines: dict[str, int], arch: str,
+                   recorded_name: str) -> tuple[CachedBuild | None, tuple[Problem, ...]]:
+    from hopperc import driver
+    from hopperc.metadata import launch_metadata
+
+    try:
+        built = driver.build(source, defines, arch, recorded_name)
+        warnings = _warnings(built, source, recorded_name)
+        res = built.result.resources
+        meta = launch_metadata(built.generated.kernel, built.generated.launch, recorded_name,
+                               arch, defines, res)
+        meta["cubin_sha256"] = hashlib.sha256(built.result.cubin).hexdigest()
+    except Exception as exc:  # noqa: BLE001 - every failure is reported, in order, by the parent
+        return None, (describe(exc, source),)
+    summary = {"kernel": built.generated.kernel.name, "symbol": meta["symbol"],
+               "registers": res.registers if res else None,
+               "spills": [res.spill_stores, res.spill_loads] if res else None,
+               "shared_bytes": built.generated.launch.dynamic_shared_bytes,
+               "nvrtc_ms": round(built.result.seconds * 1000)}
+    entry = CachedBuild(built.result.cubin, (json.dumps(meta, indent=2) + "\n").encode(),
+                        summary, tuple(w.record() for w in warnings))
+    return entry, warnings
+
+
+def _warnings(built, source: SourceFile, recorded_name: str) -> tuple[Problem, ...]:
+    """NVRTC's and ptxas's warnings, located at the .hk line (ptxas numbers PTX
+    lines: the PTX's `.loc` directives lead back to the .hk line)."""
+    from hopperc.backend.nvrtc import PTX_DIAGNOSTIC_FILE, parse_diagnostics, ptx_source_line
+
+    found = []
+    for diagnostic in parse_diagnostics(built.result.log):
+        if diagnostic.severity != "warning":
+            continue
+        line = diagnostic.line
+        rule = "nvrtc-warning"
+        if diagnostic.file == PTX_DIAGNOSTIC_FILE:
+            rule = "ptxas-warning"
+            line = ptx_source_line(built.result.ptx, diagnostic.line, recorded_name)
+        elif diagnostic.file != recorded_name:
+            line = None
+        span = Span(source.name, line, 1, line, 1) if line else None
+        found.append(warning(rule, diagnostic.message, span, source.name, source))
+    return tuple(found)
+
+
+def replayed_warnings(entry: CachedBuild, source: SourceFile) -> tuple[Problem, ...]:
+    """A cached build's warnings, shown again on a hit as on the first build."""
+    shown = []
+    for record in entry.warnings:
+        line = record.get("line")
+        span = Span(source.name, line, 1, line, 1) if line else None
+        shown.append(warning(record["rule"], record["message"], span, source.name, source))
+    return tuple(shown)

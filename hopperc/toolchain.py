@@ -1,0 +1,141 @@
+"""The compiler's identity, known without loading it: the files of the hopperc
+package and the NVRTC it compiles with. The build cache keys on it (so an edit
+or an upgrade misses), depfiles list it (so make rebuilds), and `--manifest`
+records it. Reading it costs a few milliseconds: no parser, no passes, no NVRTC.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import NamedTuple
+
+import hopperc
+
+_COMPILER_SUFFIXES = (".py", ".lark", ".j2")
+
+
+class Nvrtc(NamedTuple):  # records on the cache-hit path are NamedTuples: cheap to define
+    version: str  # the wheel's, e.g. "13.0.88"
+    library: Path | None
+
+
+@lru_cache(maxsize=1)
+def compiler_files() -> tuple[str, ...]:
+    """Every file hopperc's behaviour depends on: its code, grammar and templates."""
+    files = []
+    for directory, subdirectories, names in os.walk(_package()):
+        subdirectories[:] = [d for d in subdirectories if d != "__pycache__"]
+        files += [os.path.join(directory, name) for name in names
+                  if name.endswith(_COMPILER_SUFFIXES)]
+    return tuple(sorted(files))
+
+
+def _package() -> str:
+    return os.path.realpath(os.path.dirname(hopperc.__file__))
+
+
+@lru_cache(maxsize=1)
+def compiler_fingerprint() -> str:
+    """A hash of the contents of the compiler's files (not their paths or times,
+    so two checkouts of one commit agree). Hashing them takes ~10 ms, so the
+    result is kept in the cache directory under the hash of their paths, sizes
+    and mtimes: any change to a file hashes the contents again."""
+    stats = hashlib.sha256()
+    for path in compiler_files():
+        stat = os.stat(path)
+        stats.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+    memo = cache_root() / "compiler" / stats.hexdigest()
+    try:
+        known = memo.read_text()
+        if len(known) == 64:
+            return known
+    except OSError:
+        pass
+    fingerprint = _hash_contents()
+    store_quietly(memo, fingerprint.encode())
+    return fingerprint
+
+
+def _hash_contents() -> str:
+    digest = hashlib.sha256()
+    package = _package()
+    for path in compiler_files():
+        name = os.path.relpath(path, package)
+        with open(path, "rb") as handle:
+            data = handle.read()
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def nvrtc() -> Nvrtc:
+    """The NVRTC wheel on sys.path (the one cuda-bindings loads first), read from
+    its dist-info; without the wheel, the library is loaded and asked."""
+    for entry in sys.path:
+        directory = Path(entry or ".")
+        try:
+            infos = sorted(name for name in os.listdir(directory)
+                           if name.startswith("nvidia_cuda_nvrtc-")
+                           and name.endswith(".dist-info"))
+        except OSError:
+            continue
+        if infos:
+            version = infos[-1].removeprefix("nvidia_cuda_nvrtc-").removesuffix(".dist-info")
+            return Nvrtc(version, _wheel_library(directory, directory / infos[-1]))
+    from hopperc.backend import nvrtc as backend
+    major, minor = backend.nvrtc_version()
+    return Nvrtc(f"{major}.{minor}", backend.library_path())
+
+
+def _wheel_library(site: Path, info: Path) -> Path | None:
+    """The libnvrtc the wheel installed, from its RECORD."""
+    try:
+        record = (info / "RECORD").read_text()
+    except OSError:
+        return None
+    for line in record.splitlines():
+        name = line.split(",", 1)[0]
+        stem = name.rsplit("/", 1)[-1]
+        if stem.startswith("libnvrtc.so") and (site / name).exists():
+            return (site / name).resolve()
+    return None
+
+
+def cache_root() -> Path:
+    """Where hopperc keeps what it can reuse (builds, grammar tables):
+    `HOPPERC_CACHE_DIR`, else the user cache directory."""
+    root = os.environ.get("HOPPERC_CACHE_DIR")
+    if not root:
+        import platformdirs
+        root = platformdirs.user_cache_dir("hopperc", appauthor=False)
+    return Path(root)
+
+
+def store_quietly(path: Path, data: bytes) -> bool:
+    """Write a cache file atomically (a temporary renamed into place, so readers
+    see all of it or nothing); a cache that cannot be written is skipped."""
+    temp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp, path)
+        temp = None
+        return True
+    except OSError:
+        return False
+    finally:
+        if temp is not None:
+            Path(temp).unlink(missing_ok=True)
+
+
+def identity() -> dict[str, str]:
+    """What a build's result depends on besides its input: the cache key's part."""
+    return {"hopperc": hopperc.__version__, "compiler": compiler_fingerprint(),
+            "nvrtc": nvrtc().version}

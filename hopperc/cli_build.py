@@ -200,7 +200,8 @@ def _refuse_clobbering(inputs: list[str], extra: dict[Path, str], jobs: list[Bui
             raise click.UsageError(f"-o {job.cubin}: name the cubin (e.g. "
                                    f"{job.cubin.with_suffix('.cubin')}); its metadata goes "
                                    "beside it as .json")
-        who = f"{job.source}" + (f" {_describe_defines(job.defines)}" if job.library else "")
+        who = f"{job.source}" + (f" {_describe_defines(job.defines)}"
+                                 if job.library and job.defines else "")
         for out in job.outputs:
             key = _same_file_key(out)
             if key in sources:

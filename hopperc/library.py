@@ -62,12 +62,11 @@ def read_library(path: Path) -> list[LibraryKernel]:
 
 
 def _kernel_builds(path: Path, number: int, kernel: dict) -> list[LibraryKernel]:
-    where = f"kernel {number}"
+    source = kernel.get("source") if isinstance(kernel, dict) else None
+    where = f"kernel {number}" + (f" ({source})" if isinstance(source, str) else "")
     _check_keys(path, where, kernel, _KERNEL_KEYS)
-    source = kernel.get("source")
     if not isinstance(source, str) or not source:
         _fail(path, f"{where}: 'source' (the .hk file, relative to the library) is missing")
-    where = f"kernel {number} ({source})"
     source_path = path.parent / source
     base = _name(path, where, kernel.get("name", Path(source).stem))
     defines = _defines(path, where, kernel.get("defines", {}))

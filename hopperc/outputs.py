@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import tempfile
-from contextlib import ExitStack
+import threading
+from contextlib import ExitStack, contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -33,9 +35,10 @@ def write_atomically(files: dict[Path, bytes]) -> None:
     try:
         for path, data in files.items():
             temps.append((_write_temporary(path, data), path))
-        with ExitStack() as locks:
+        with ExitStack() as held:
             for directory in sorted({path.parent for path in files}):
-                locks.enter_context(_locked(directory))
+                held.enter_context(_locked(directory))
+            held.enter_context(_signals_deferred())
             for temp, path in temps:
                 _rename(temp, path)
     except BaseException:
@@ -68,6 +71,21 @@ def _rename(temp: str, path: Path) -> None:
         os.replace(temp, path)
     except OSError as exc:
         raise _output_error(path, exc) from None
+
+
+@contextmanager
+def _signals_deferred():
+    """SIGINT and SIGTERM wait until the renames are done: an interrupt between
+    two renames would leave one build's cubin beside another's metadata."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    deferred = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, deferred)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class _locked:

@@ -48,7 +48,7 @@ def _c_int(expr: str, **values: int) -> int:
 def test_rendered_elements_match_the_simulators_threads_and_cover_the_view_once(
         threads, shape, view):
     kernel, store = _store(_kernel(threads, shape, view))
-    cx = _Context(kernel, launch_info(kernel))
+    cx = _Context(kernel, launch_info(kernel), "t.hk")
     e = cx.per_element(store)
     dims = view_shape(kernel.buffer("r"), store.dst.part.count if store.dst.part else None)
     rows, cols = element_grid(dims)
@@ -82,7 +82,7 @@ def test_round_trip_of_a_whole_rank_3_buffer_builds():
 def test_a_row_vector_indexes_the_row_of_each_plane():
     kernel, store = _store(_kernel(128, "[2, 64, 64]", "r", "{v} + v[:, None]").replace(
         "    r =", "    v: f32[64] = V[0]\n    r ="))
-    e = _Context(kernel, launch_info(kernel)).per_element(store)
+    e = _Context(kernel, launch_info(kernel), "t.hk").per_element(store)
     assert "+ (hk_r % 64); return hk_i < u_N" in e.assign
     vector = np.arange(64, dtype=np.float32)
     value = ir.Elementwise("+", (ir.Literal(0.0), ir.GlobalVector("V", ir.const(0), "rows")))

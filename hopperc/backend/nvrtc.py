@@ -190,9 +190,9 @@ def parse_diagnostics(log: str) -> list[GeneratedDiagnostic]:
 
 
 def ptx_source_line(ptx: str, ptx_line: int, file: str) -> int | None:
-    """The line of `file` that PTX line `ptx_line` was generated for: the last
-    `.loc` of that file before it (`-lineinfo` writes them), looking through
-    inlined code to the line it was inlined at. None if there is none."""
+    """The line of `file` that PTX line `ptx_line` was generated for, from the last
+    `.loc` before it (`-lineinfo` writes them): its line if it is in `file`, the
+    line it was inlined at if that is in `file`, else None (code of another file)."""
     # NVRTC writes a relative name as seen from its working directory, "/".
     ours = {index for index, name in _FILE_RE.findall(ptx)
             if name in (file, posixpath.join("/", file))}
@@ -200,8 +200,7 @@ def ptx_source_line(ptx: str, ptx_line: int, file: str) -> int | None:
         if match := _LOC_RE.match(text):
             if match[1] in ours:
                 return int(match[2])
-            if match[3] in ours:
-                return int(match[4])
+            return int(match[4]) if match[3] in ours else None
     return None
 
 

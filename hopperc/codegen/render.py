@@ -18,6 +18,7 @@ from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, scalar
 from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.wgmma import SharedOperand, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
+from hopperc.toolchain import cache_root
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.printer import explain, statement
@@ -32,7 +33,19 @@ INDENT = "  "
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.PackageLoader("hopperc", "templates"),
                               undefined=jinja2.StrictUndefined, trim_blocks=True,
-                              lstrip_blocks=True, keep_trailing_newline=True)
+                              lstrip_blocks=True, keep_trailing_newline=True,
+                              bytecode_cache=_compiled_templates())
+
+
+def _compiled_templates() -> jinja2.FileSystemBytecodeCache | None:
+    """Compiling the templates costs each process ~30 ms: Jinja keeps the result in
+    the cache directory (checked against the template's text, written atomically)."""
+    directory = cache_root() / "templates"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(directory))
 
 
 @dataclass(frozen=True)

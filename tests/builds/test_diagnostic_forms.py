@@ -1,0 +1,109 @@
+"""`--diagnostics json|sarif`: every error, warning and finding with its rule and
+its whole region; SARIF 2.1.0 as code-scanning services read it; ptxas
+warnings located at the .hk line."""
+from __future__ import annotations
+
+import json
+
+from hopperc.backend.nvrtc import ptx_source_line
+from hopperc.diagnostics import SourceFile
+from tests.builds.helpers import TMA_COPY, hopperc
+from tests.sim.test_manual_kernels import variant
+
+BAD = "kernel k(X: bf16[M]) {\n    y = 1\n}\n"  # a name never declared
+SYNTAX = "kernel k(X: bf16[M]) {\n    tma = = 1\n}\n"
+
+
+def test_json_errors_carry_a_rule_and_the_end_of_their_region(tmp_path):
+    (tmp_path / "bad.hk").write_text(BAD)
+    proc = hopperc("build", "bad.hk", "--diagnostics", "json", cwd=tmp_path)
+    record = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert proc.returncode == 1 and record["severity"] == "error"
+    assert record["rule"] == "semantics" and record["file"] == "bad.hk"
+    assert (record["line"], record["column"]) == (2, 5)
+    assert record["end_line"] == 2 and record["end_column"] > record["column"]
+
+
+def _sarif(stdout: str) -> dict:
+    log = json.loads(stdout)
+    assert log["version"] == "2.1.0" and log["$schema"].endswith("sarif-2.1.0.json")
+    (run,) = log["runs"]
+    assert run["tool"]["driver"]["name"] == "hopperc"
+    return run
+
+
+def test_sarif_for_a_failed_build(tmp_path):
+    (tmp_path / "bad.hk").write_text(SYNTAX)
+    (tmp_path / "good.hk").write_text(TMA_COPY)
+    proc = hopperc("build", "good.hk", "bad.hk", "--diagnostics", "sarif", "--no-cache",
+                   cwd=tmp_path)
+    assert proc.returncode == 1
+    run = _sarif(proc.stdout)  # stdout holds the log and nothing else
+    assert "tma_copy" in proc.stderr and "2 kernels: 1 built, 1 failed" in proc.stderr
+    (result,) = run["results"]
+    rules = [rule["id"] for rule in run["tool"]["driver"]["rules"]]
+    assert result["ruleId"] == "syntax" and rules[result["ruleIndex"]] == "syntax"
+    assert result["level"] == "error"
+    location = result["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == "bad.hk"
+    assert location["region"] == {"startLine": 2, "startColumn": 9, "endLine": 2,
+                                  "endColumn": 10}
+
+
+def test_sarif_for_a_clean_build_has_no_results(tmp_path):
+    (tmp_path / "good.hk").write_text(TMA_COPY)
+    proc = hopperc("build", "good.hk", "--diagnostics", "sarif", cwd=tmp_path)
+    assert proc.returncode == 0 and _sarif(proc.stdout)["results"] == []
+
+
+def test_sarif_for_check_findings_with_the_related_statement(tmp_path):
+    broken = tmp_path / "broken.hk"
+    broken.write_text(variant(28, "fence.proxy.async", None).text)
+    proc = hopperc("sim", "broken.hk", "--seeds", "2", "--search", "0", "--diagnostics",
+                   "sarif", cwd=tmp_path)
+    assert proc.returncode == 1
+    (result,) = _sarif(proc.stdout)["results"]
+    assert result["ruleId"] == "missing-proxy-fence" and result["level"] == "error"
+    region = result["locations"][0]["physicalLocation"]["region"]
+    assert (region["startLine"], region["startColumn"]) == (27, 13)
+    related = result["relatedLocations"][0]["physicalLocation"]["region"]
+    assert (related["startLine"], related["startColumn"]) == (30, 17)
+    assert "FAILED: 1 finding" in proc.stderr
+
+
+PTX = """\t.file\t1 "/src/k.hk"
+\t.file\t2 "/k.cu"
+.visible .entry k(
+{
+\t.loc\t1 7 3
+\tmov.u32 %r1, 0;
+\t.loc\t2 40 1, function_name $L__info_string0, inlined_at 1 9 5
+\tadd.s32 %r2, %r1, 1;
+\t.loc\t2 41 1
+\tst.u32 [%rd1], %r2;
+}
+"""
+
+
+def test_ptx_lines_lead_back_to_the_hk_line():
+    lines = PTX.split("\n")
+    assert ptx_source_line(PTX, lines.index("\tmov.u32 %r1, 0;") + 1, "src/k.hk") == 7
+    # inlined code is located at the line it was inlined at; code of another
+    # file, not inlined from the .hk file, at no .hk line
+    assert ptx_source_line(PTX, lines.index("\tadd.s32 %r2, %r1, 1;") + 1, "src/k.hk") == 9
+    assert ptx_source_line(PTX, lines.index("\tst.u32 [%rd1], %r2;") + 1, "src/k.hk") is None
+    assert ptx_source_line(PTX, 3, "src/k.hk") is None
+
+
+def test_ptxas_warnings_are_shown_at_the_hk_line():
+    from types import SimpleNamespace
+
+    from hopperc.jobs import _warnings
+    log = "ptxas /tmp/x.ptx, line 6; warning : Unused register %r9\n"
+    built = SimpleNamespace(result=SimpleNamespace(log=log, ptx=PTX))
+    source = SourceFile("src/k.hk", "\n".join(f"line {n}" for n in range(1, 12)))
+    (warning,) = _warnings(built, source, "src/k.hk")
+    assert warning.rule == "ptxas-warning" and warning.severity == "warning"
+    assert warning.span.line == 7 and warning.exit_code == 0
+    assert warning.text.splitlines()[:2] == ["src/k.hk:7:1: warning: Unused register %r9",
+                                             "line 7"]

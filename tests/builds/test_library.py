@@ -1,0 +1,154 @@
+"""`hopperc build` over many kernels: library files (TOML), `-j`, one summary
+line per kernel and a count, failures that stop nothing, and `--manifest`."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from tests.builds.helpers import THREE_VARIANTS, TMA_COPY, write_library
+
+
+def _outputs(directory, names):
+    return {name: (directory / f"{name}.cubin").read_bytes() for name in names}
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_library_builds_each_variant_with_its_defines(hopperc_cli, tmp_path, jobs):
+    write_library(tmp_path, THREE_VARIANTS)
+    proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", "-j", jobs, "--no-cache",
+                       cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split()[0] for line in lines[:3]] == ["tma_copy", "scale_rows", "scale_rows"]
+    assert lines[2].endswith("-> out/scale_bm128.cubin")
+    assert lines[-1] == "3 kernels: 3 built"
+    meta = json.loads((tmp_path / "out" / "scale_bm128.json").read_text())
+    assert meta["defines"] == {"BN": 64, "BM": 128}
+    assert meta["constants"]["BM"] == 128 and meta["source"] == "scale.hk"
+
+
+def test_one_worker_and_two_build_the_same_bytes(hopperc_cli, tmp_path):
+    write_library(tmp_path, THREE_VARIANTS)
+    names = ["copy", "scale_bm64", "scale_bm128"]
+    for jobs in ("1", "2"):
+        proc = hopperc_cli("build", "kernels.toml", "--out-dir", f"j{jobs}", "-j", jobs,
+                           "--no-cache", "-q", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    assert _outputs(tmp_path / "j1", names) == _outputs(tmp_path / "j2", names)
+
+
+def test_a_failing_kernel_stops_nothing_and_is_counted(hopperc_cli, tmp_path):
+    broken = TMA_COPY.replace("shared buf", "shared 1buf")
+    write_library(tmp_path, THREE_VARIANTS.replace('"copy.hk"', '"broken.hk"'))
+    (tmp_path / "broken.hk").write_text(broken)
+    proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", "-j", "2", "--no-cache",
+                       cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "broken.hk:7:12: error:" in proc.stderr
+    assert (tmp_path / "out" / "scale_bm64.cubin").exists()
+    assert (tmp_path / "out" / "scale_bm128.json").exists()
+    assert not (tmp_path / "out" / "broken.cubin").exists()
+    assert proc.stdout.splitlines()[-1] == "3 kernels: 2 built, 1 failed"
+
+
+def test_command_line_defines_override_the_library(hopperc_cli, tmp_path):
+    write_library(tmp_path, THREE_VARIANTS)
+    proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", "-D", "BN=32", "-q",
+                       "--no-cache", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads((tmp_path / "out" / "scale_bm64.json").read_text())
+    assert meta["defines"] == {"BN": 32, "BM": 64}
+
+
+@pytest.mark.parametrize("body, message", [
+    ("[[kernel]]\nsource = 'copy.hk'\nsourse = 'x'\n", "kernel 1 (copy.hk): unknown key 'sourse'"),
+    ("[[kernel]]\nname = 'x'\n", "kernel 1: 'source' (the .hk file, relative to the library) "
+                                 "is missing"),
+    ("[[kernel]]\nsource = 'copy.hk'\ndefines = { BM = '64' }\n",
+     "define BM must be an integer, not '64'"),
+    ("[[kernel]]\nsource = 'copy.hk'\ndefines = { BM = true }\n", "must be an integer"),
+    ("[[kernel]]\nsource = 'copy.hk'\nname = '../x'\n", "'name' must be a file base name"),
+    ("[[kernel]]\nsource = 'copy.hk'\n[[kernel.variant]]\ndefines = {}\n",
+     "variant 1: each variant needs a 'name'"),
+    ("[kernel\n", "not valid TOML"),
+    ("", "no kernels"),
+    ("[[kernels]]\nsource = 'copy.hk'\n", "unknown top-level key 'kernels'"),
+])
+def test_library_mistakes_are_named_and_nothing_is_written(hopperc_cli, tmp_path, body,
+                                                           message):
+    write_library(tmp_path, body)
+    proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("kernels.toml: error: ") and message in proc.stderr, \
+        proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_source_fails_that_kernel_only(hopperc_cli, tmp_path):
+    write_library(tmp_path, THREE_VARIANTS.replace('"scale.hk"', '"gone.hk"'))
+    proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", "--no-cache", cwd=tmp_path)
+    assert proc.returncode == 1 and "gone.hk: error: no such file" in proc.stderr
+    assert (tmp_path / "out" / "copy.cubin").exists()
+
+
+@pytest.mark.parametrize("body, files, clash", [
+    (THREE_VARIANTS.replace('"scale_bm128"', '"scale_bm64"'), None,
+     "would both write out/scale_bm64.cubin"),
+    ("[[kernel]]\nsource = 'copy.hk'\n[[kernel]]\nsource = 'sub/copy.hk'\n", None,
+     "copy.hk and sub/copy.hk would both write out/copy.cubin"),
+])
+def test_output_name_collisions_are_refused_before_anything_is_written(
+        hopperc_cli, tmp_path, body, files, clash):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "copy.hk").write_text(TMA_COPY)
+    write_library(tmp_path, body)
+    proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", cwd=tmp_path)
+    assert proc.returncode == 1 and clash in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_two_files_with_one_name_are_refused(hopperc_cli, tmp_path):
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "k.hk").write_text(TMA_COPY)
+    proc = hopperc_cli("build", "a/k.hk", "b/k.hk", "--out-dir", "out", cwd=tmp_path)
+    assert proc.returncode == 1 and "a/k.hk and b/k.hk would both write out/k.cubin" in \
+        proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_manifest_lists_every_kernel_with_hashes_and_status(hopperc_cli, tmp_path):
+    write_library(tmp_path, THREE_VARIANTS.replace('"copy.hk"', '"gone.hk"'))
+    proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", "--manifest", "lib.json",
+                       "-q", cwd=tmp_path)
+    assert proc.returncode == 1
+    manifest = json.loads((tmp_path / "lib.json").read_text())
+    assert manifest["schema"] == "hopperc.manifest/1"
+    gone, bm64, bm128 = manifest["kernels"]
+    assert gone["status"] == "failed" and gone["outputs"] == [] and gone["errors"]
+    assert bm64["status"] == "built" and bm64["defines"] == {"BN": 64, "BM": 64}
+    meta = json.loads((tmp_path / "out" / "scale_bm64.json").read_text())
+    assert bm64["symbol"] == meta["symbol"] and bm64["kernel"] == "scale_rows"
+    assert bm64["arch"] == "sm_90a"
+    assert bm64["source"] == "scale.hk" and bm64["hopperc"] and bm64["nvrtc"].startswith("13.")
+    for record in (bm64, bm128):
+        for output in record["outputs"]:
+            data = (tmp_path / output["path"]).read_bytes()
+            assert hashlib.sha256(data).hexdigest() == output["sha256"]
+    assert [o["path"] for o in bm128["outputs"]] == ["out/scale_bm128.cubin",
+                                                     "out/scale_bm128.json"]
+    again = hopperc_cli("build", "kernels.toml", "--out-dir", "out", "--manifest", "lib.json",
+                        "-q", cwd=tmp_path)
+    assert again.returncode == 1
+    statuses = [k["status"] for k in json.loads((tmp_path / "lib.json").read_text())["kernels"]]
+    assert statuses == ["failed", "cached", "cached"]
+
+
+def test_the_manifest_may_not_overwrite_an_input(hopperc_cli, tmp_path):
+    write_library(tmp_path, THREE_VARIANTS)
+    proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", "--manifest",
+                       "kernels.toml", cwd=tmp_path)
+    assert proc.returncode == 1 and "would overwrite the input" in proc.stderr
+    assert "[[kernel]]" in (tmp_path / "kernels.toml").read_text()

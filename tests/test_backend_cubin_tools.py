@@ -96,8 +96,9 @@ def test_garbage_input_raises_tool_failed() -> None:
 def test_find_tool_names_the_package_when_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     pathfinder = pytest.importorskip("cuda.pathfinder")
     monkeypatch.setattr(pathfinder, "find_nvidia_binary_utility", lambda name: None)
-    with pytest.raises(ToolMissing, match="nvidia-cuda-nvdisasm"):
+    with pytest.raises(ToolMissing, match="nvidia-cuda-nvdisasm") as missing:
         find_tool("nvdisasm")
+    assert "pip install 'hopperc[sass]'" in str(missing.value)
 
 
 def test_find_tool_wraps_lookup_errors(monkeypatch: pytest.MonkeyPatch) -> None:

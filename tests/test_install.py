@@ -27,3 +27,23 @@ def test_installed_wheel_runs_from_a_temporary_directory(tmp_path):
                           cwd=workdir, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert (workdir / "k.cubin").read_bytes()[:4] == b"\x7fELF"
+    _check_metadata(wheel)
+
+
+def _check_metadata(wheel) -> None:
+    """One version (hopperc.__version__), the license, the project URLs, the extras."""
+    import zipfile
+    from email.parser import Parser
+
+    import hopperc
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        meta = Parser().parsestr(archive.read(name).decode())
+        licenses = [n for n in archive.namelist() if n.endswith("licenses/LICENSE")]
+    assert meta["Version"] == hopperc.__version__
+    assert meta["License-Expression"] == "Apache-2.0" and licenses
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))
+    assert set(urls) == {"Homepage", "Documentation", "Issues"}
+    assert {"sass", "test", "gpu"} <= set(meta.get_all("Provides-Extra"))
+    sass = [r for r in meta.get_all("Requires-Dist") if 'extra == "sass"' in r]
+    assert any(r.startswith("nvidia-cuda-nvdisasm") for r in sass)

@@ -46,7 +46,8 @@ class ToolFailed(ToolchainError):
 def find_tool(name: str) -> str:
     """Absolute path of ``name`` (``nvdisasm`` or ``cuobjdump``), or ToolMissing saying what to install."""
     package = _PACKAGES.get(name, "the CUDA toolkit")
-    hint = f"{name} was not found; install the {package} package (pip install {package})"
+    hint = (f"{name} was not found; install hopperc's SASS tools: pip install 'hopperc[sass]' "
+            f"(the {package} package)")
     try:
         from cuda.pathfinder import find_nvidia_binary_utility
 

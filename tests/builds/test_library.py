@@ -152,3 +152,13 @@ def test_the_manifest_may_not_overwrite_an_input(hopperc_cli, tmp_path):
                        "kernels.toml", cwd=tmp_path)
     assert proc.returncode == 1 and "would overwrite the input" in proc.stderr
     assert "[[kernel]]" in (tmp_path / "kernels.toml").read_text()
+
+
+def test_a_library_kernels_depfile_names_the_library(hopperc_cli, tmp_path):
+    write_library(tmp_path, THREE_VARIANTS)
+    proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", "-MD", "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rule = (tmp_path / "out" / "scale_bm64.d").read_text().split("\n\n")[0]
+    targets, deps = rule.split(": \\\n", 1)
+    assert targets == "out/scale_bm64.cubin out/scale_bm64.json"
+    assert [d.strip(" \\") for d in deps.splitlines()[:2]] == ["scale.hk", "kernels.toml"]

@@ -239,8 +239,17 @@ def run(jobs: list[BuildJob], arch: str, maps, cache: BuildCache | None, workers
             result.entry = cache.get(keys[index])
             result.cached = result.entry is not None
     misses = [i for i in sources if results[i].entry is None]
-    compiled = _compile(misses, [(sources[i], jobs[i].defines, arch, results[i].recorded_name)
-                                 for i in misses], workers)
+    compiled = _compile([(sources[i], jobs[i].defines, arch, results[i].recorded_name)
+                         for i in misses], workers)
+    try:
+        _finish(results, compiled, misses, sources, keys, cache, diagnostics, quiet)
+    finally:
+        compiled.close()  # stops the workers when interrupted
+    return results
+
+
+def _finish(results, compiled, misses, sources, keys, cache, diagnostics, quiet) -> None:
+    """Take each result in order: write its outputs, store it, report it."""
     stored = False
     for index, result in enumerate(results):
         if index in misses:
@@ -259,10 +268,9 @@ def run(jobs: list[BuildJob], arch: str, maps, cache: BuildCache | None, workers
             _say(_summary_line(result), diagnostics)
     if stored:
         cache.prune()
-    return results
 
 
-def _compile(indices: list[int], arguments: list[tuple], workers: int):
+def _compile(arguments: list[tuple], workers: int):
     """Yield compile_source's result for each miss, in order."""
     from hopperc import jobs as job_module
 

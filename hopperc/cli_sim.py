@@ -42,7 +42,7 @@ def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, 
 
 def _problem(finding) -> Problem:
     """A finding as a reported problem; its rule is its category."""
-    return Problem("error", finding.category.value.replace(" ", "-"), finding.message,
+    return Problem("error", finding.rule, finding.message,
                    "\n".join(finding.lines()), EXIT_USER, finding.span,
                    related=(finding.related,) if finding.related else (),
                    notes=finding.state)

@@ -127,13 +127,16 @@ def problem_dims(kernel: ir.Kernel, shapes: dict[str, int] | None, file: str) ->
 
 
 def build(source: SourceFile, defines: dict[str, int] | None = None,
-          arch: str = DEFAULT_ARCH, recorded_name: str | None = None) -> Built:
+          arch: str = DEFAULT_ARCH, recorded_name: str | None = None,
+          reproducible: bool = False) -> Built:
+    """Source to cubin. `reproducible`: the cubin records neither the working
+    directory nor file times (NVRTC runs from "/"; for `hopperc build`)."""
     check_arch(arch)
     generated = generate(source, defines, recorded_name)
     # The program name becomes a PTX `.file` string, which ptxas reads unescaped.
     cu_name = re.sub(r"[^\w.+-]", "_", Path(source.name).with_suffix(".cu").name, flags=re.ASCII)
     try:
-        result = compile_cuda(generated.cuda, cu_name, arch)
+        result = compile_cuda(generated.cuda, cu_name, arch, reproducible=reproducible)
     except NvrtcError as exc:
         raise _locate(exc, generated.cuda, cu_name, arch) from None
     return Built(generated, result, arch)

@@ -20,7 +20,7 @@ def compile_source(source: SourceFile, defines: dict[str, int], arch: str,
     from hopperc.metadata import launch_metadata
 
     try:
-        built = driver.build(source, defines, arch, recorded_name)
+        built = driver.build(source, defines, arch, recorded_name, reproducible=True)
         warnings = _warnings(built, source, recorded_name)
         res = built.result.resources
         meta = launch_metadata(built.generated.kernel, built.generated.launch, recorded_name,

@@ -17,7 +17,7 @@ import posixpath
 import re
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -132,15 +132,20 @@ def compile_cuda(
     name: str,
     arch: str = "sm_90a",
     extra_options: tuple[str, ...] = (),
+    reproducible: bool = False,
 ) -> CompileResult:
-    """Compile ``source`` (called ``name`` in diagnostics) to PTX and, for sm_* targets, a cubin."""
+    """Compile ``source`` (called ``name`` in diagnostics) to PTX and, for sm_* targets, a cubin.
+
+    ``reproducible`` compiles from "/" (see ``_from_root_directory``): the command
+    line asks for it; a library call does not, as it would move the working
+    directory of every thread of the caller for the length of the compile."""
     validate_arch(arch)
     nvrtc = _bindings()
     options = [f"--gpu-architecture={arch}", *_BASE_OPTIONS, *extra_options]
     program = _call(nvrtc.nvrtcCreateProgram, source.encode(), name.encode(), 0, [], [])
     try:
         start = time.perf_counter()
-        with _from_root_directory():
+        with _from_root_directory() if reproducible else nullcontext():
             status = _invoke(nvrtc.nvrtcCompileProgram, program, len(options),
                              [o.encode() for o in options])[0]
         seconds = time.perf_counter() - start

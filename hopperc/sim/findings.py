@@ -32,13 +32,19 @@ class Finding:
         """Findings with the same key are one bug seen by several schedules."""
         return (self.category, self.span, self.related, self.message)
 
+    @property
+    def rule(self) -> str:
+        """The category as a rule id (`--diagnostics json|sarif`): `missing-proxy-fence`."""
+        return self.category.value.replace(" ", "-")
+
     def headline(self) -> str:
         where = f"{self.span}: " if self.span else ""
         return f"{where}{self.category.value}: {self.message}"
 
     def record(self) -> dict:
         """The finding as one JSON-ready record (`check --diagnostics json`)."""
-        return {"kind": "finding", "category": self.category.value, "message": self.message,
+        return {"kind": "finding", "category": self.category.value, "rule": self.rule,
+                "message": self.message,
                 **_location(self.span),
                 "related": _location(self.related) if self.related else None,
                 "state": list(self.state), "schedule": self.schedule, "trace": list(self.trace)}

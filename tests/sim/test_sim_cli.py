@@ -67,6 +67,7 @@ def test_json_diagnostics_give_one_record_per_finding(hopperc_cli, tmp_path):
     assert summary["ok"] is False and summary["findings"] == 1
     finding = findings[0]
     assert finding["kind"] == "finding" and finding["category"] == "missing proxy fence"
+    assert finding["rule"] == "missing-proxy-fence" and finding["end_line"] == 27
     assert (finding["file"], finding["line"], finding["column"]) == (str(broken), 27, 13)
     assert (finding["related"]["line"], finding["related"]["column"]) == (30, 17)
     assert "fence.proxy.async" in finding["message"]

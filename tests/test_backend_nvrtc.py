@@ -144,3 +144,20 @@ def test_missing_library_is_a_toolchain_error(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(bindings, "nvrtcVersion", unavailable)
     with pytest.raises(ToolchainError, match="nvidia-cuda-nvrtc"):
         nvrtc_version()
+
+
+def test_only_a_reproducible_build_moves_the_working_directory(monkeypatch):
+    """`hopperc.compile` and the driver run in the caller's process, maybe beside
+    other threads: they must not chdir. `hopperc build` asks for it."""
+    import os
+
+    from hopperc import driver
+    from tests.conftest import ROOT
+    moves = []
+    real_chdir = os.chdir
+    monkeypatch.setattr(os, "chdir", lambda path: (moves.append(path), real_chdir(path)))
+    source = driver.read_source(ROOT / "samples" / "tma_copy.hk")
+    driver.build(source)
+    assert moves == []
+    driver.build(source, reproducible=True)
+    assert moves == ["/"] and os.getcwd() != "/"

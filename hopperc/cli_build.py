@@ -104,11 +104,11 @@ def build(files, output, out_dir, defines, arch, diagnostics, jobs, no_cache, ma
     except CacheError as exc:
         raise click.BadParameter(str(exc), param_hint="HOPPERC_CACHE_MAX_SIZE") from None
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    worst = 0
     try:
         results = run(planned, arch, maps, cache, jobs, diagnostics, quiet)
         if manifest:
-            from hopperc.outputs import write_atomically
-            write_atomically({Path(manifest): manifest_text(results, arch).encode()})
+            worst = _write_manifest(Path(manifest), results, arch, diagnostics)
     except Interrupted as stop:
         click.echo("hopperc: interrupted; no partial outputs left", err=True)
         sys.exit(128 + stop.signum)
@@ -121,7 +121,18 @@ def build(files, output, out_dir, defines, arch, diagnostics, jobs, no_cache, ma
         _say(f"{len(results)} kernels: {len(results) - len(failed)} built"
              f"{f' ({cached} from the cache)' if cached else ''}"
              f"{f', {len(failed)} failed' if failed else ''}", diagnostics)
-    sys.exit(max((r.exit_code for r in results), default=0))
+    sys.exit(max([worst, *(r.exit_code for r in results)]))
+
+
+def _write_manifest(path: Path, results: list[JobResult], arch: str,
+                    diagnostics: Diagnostics) -> int:
+    from hopperc.outputs import write_atomically
+    try:
+        write_atomically({path: manifest_text(results, arch).encode()})
+    except CompileError as exc:
+        diagnostics.emit(describe(exc, None))
+        return EXIT_USER
+    return 0
 
 
 def _interrupt(signum, _frame):

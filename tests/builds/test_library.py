@@ -162,3 +162,13 @@ def test_a_library_kernels_depfile_names_the_library(hopperc_cli, tmp_path):
     targets, deps = rule.split(": \\\n", 1)
     assert targets == "out/scale_bm64.cubin out/scale_bm64.json"
     assert [d.strip(" \\") for d in deps.splitlines()[:2]] == ["scale.hk", "kernels.toml"]
+
+
+def test_a_manifest_that_cannot_be_written_is_a_clear_error(hopperc_cli, tmp_path):
+    write_library(tmp_path, THREE_VARIANTS)
+    (tmp_path / "notes").write_text("a file")
+    proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", "--manifest",
+                       "notes/lib.json", "-q", cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "cannot write notes/lib.json: notes is a file, not a directory" in proc.stderr
+    assert (tmp_path / "out" / "copy.cubin").exists()

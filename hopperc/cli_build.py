@@ -23,7 +23,7 @@ from hopperc.cli_build_plan import (BuildJob, parse_prefix_maps, plan, recorded_
 from hopperc.cli_common import (Command, Diagnostics, arch_option, define_option, diag_option,
                                 parse_defines)
 from hopperc.diagnostics import CompileError, SourceFile, read_source
-from hopperc.problems import EXIT_USER, Problem, describe
+from hopperc.problems import EXIT_USER, Problem, describe, warning
 
 
 class JobResult:
@@ -158,13 +158,20 @@ def run(jobs: list[BuildJob], arch: str, maps, cache: BuildCache | None, workers
 
 def _finish(results, compiled, misses, sources, keys, cache, diagnostics, quiet) -> None:
     """Take each result in order: write its outputs, store it, report it."""
-    stored = False
+    stored = unwritable = False
+    misses = set(misses)
     for index, result in enumerate(results):
         if index in misses:
             result.entry, result.problems = next(compiled)
             result.exit_code = max((p.exit_code for p in result.problems), default=0)
             if result.entry is not None and cache is not None:
-                stored |= cache.put(keys[index], result.entry)
+                if cache.put(keys[index], result.entry):
+                    stored = True
+                elif not unwritable:
+                    unwritable = True
+                    diagnostics.emit(warning("cache", f"cannot write the build cache in "
+                                                      f"{cache.root}; building without it",
+                                             None, "HOPPERC_CACHE_DIR"))
         elif result.cached:
             from hopperc.jobs import replayed_warnings
             result.problems = replayed_warnings(result.entry, sources[index])

@@ -165,3 +165,22 @@ def test_concurrent_builds_share_one_cache_safely(tmp_path):
     for entry in store.entries():
         assert entry.name.startswith(".") or cache_module._decode(
             open(entry.path, "rb").read()) is not None
+
+
+def test_an_unwritable_cache_is_a_warning_and_the_build_goes_on(tmp_path):
+    (tmp_path / "k.hk").write_text(TMA_COPY)
+    (tmp_path / "c").write_text("a file where the cache directory should be")
+    proc = hopperc("build", "k.hk", "-q", cwd=tmp_path, cache=tmp_path / "c")
+    assert proc.returncode == 0 and (tmp_path / "k.cubin").exists()
+    assert proc.stderr.count("warning: cannot write the build cache in") == 1
+
+
+def test_a_hit_shows_the_warnings_of_the_first_build():
+    from hopperc.diagnostics import SourceFile
+    from hopperc.jobs import replayed_warnings
+    record = {"severity": "warning", "rule": "ptxas-warning", "message": "Unused register",
+              "line": 2}
+    entry = CachedBuild(b"", b"{}", {}, (record,))
+    (shown,) = replayed_warnings(entry, SourceFile("k.hk", "one\ntwo\n"))
+    assert shown.rule == "ptxas-warning" and shown.span.line == 2
+    assert shown.text.splitlines() == ["k.hk:2:1: warning: Unused register", "two", "^"]

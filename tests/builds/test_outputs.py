@@ -79,10 +79,17 @@ def test_an_interrupted_write_leaves_the_earlier_outputs_and_no_temporaries(tmp_
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_during_a_build_exits_cleanly_with_no_partial_output(tmp_path, signum):
+    cache = tmp_path / "cache"
     proc = subprocess.Popen([sys.executable, "-m", "hopperc", "build", str(GEMM), "--out-dir",
                              "out", "--no-cache"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    time.sleep(0.6)  # in the middle of the build (it takes over a second)
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HOPPERC_CACHE_DIR": str(cache)})
+    # The parser's tables appear once the build is under way (its signal handlers
+    # are set by then); lowering and NVRTC take a few tenths of a second more.
+    deadline = time.monotonic() + 60
+    while not list(cache.glob("grammar/hk-*.lark")) and proc.poll() is None:
+        assert time.monotonic() < deadline, "the build never started"
+        time.sleep(0.01)
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=120)
     assert "Traceback" not in err

@@ -130,6 +130,8 @@ class BuildCache:
             return removed
 
     def clear(self) -> int:
+        if not (self.root / "builds").is_dir():
+            return 0
         with self._exclusive(blocking=True):
             return sum(_unlink(entry.path) for entry in self.entries())
 

@@ -33,7 +33,12 @@ def info() -> None:
 def clear() -> None:
     """Remove every cached build."""
     store = _cache()
-    click.echo(f"removed {store.clear()} cached builds from {store.root}")
+    try:
+        removed = store.clear()
+    except OSError as exc:
+        raise click.ClickException(f"cannot clear {store.root}: {exc.strerror or exc}") \
+            from None
+    click.echo(f"removed {removed} cached builds from {store.root}")
 
 
 def _human(size: int) -> str:

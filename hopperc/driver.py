@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from hopperc.backend.nvrtc import PTX_DIAGNOSTIC_FILE, CompileResult, NvrtcError, compile_cuda
 from hopperc.codegen.launch import LaunchInfo
 from hopperc.codegen.render import render
+# read_source and the target's names are re-exported: the API and the tests use them here.
 from hopperc.diagnostics import CompileError, SourceFile, ToolchainError, read_source  # noqa: F401
 from hopperc.frontend import ast
 from hopperc.frontend.limits import check_shared_memory
@@ -26,7 +27,6 @@ from hopperc.target import (DEFAULT_ARCH, DEFAULT_SEARCH, DEFAULT_SEEDS,  # noqa
 
 if TYPE_CHECKING:
     from hopperc.sim.explore import Report
-
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, scalar
 from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.wgmma import SharedOperand, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
-from hopperc.toolchain import cache_root
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.printer import explain, statement
 from hopperc.ir.layout import (element_grid, element_threads, packs_pairs, plane_rows,
                                register_layout, tile_registers, view_shape)
+from hopperc.toolchain import cache_root
 
 GRID_REGISTERS = ("x", "y", "z")
 INDENT = "  "

@@ -70,17 +70,15 @@ def test_emit_ast_and_sass(hopperc_cli):
 
 
 def test_emit_sass_without_disassembler(monkeypatch, capsys):
+    """Without nvdisasm, `emit --sass` names the extra that provides it."""
     from hopperc import cli
-    from hopperc.backend import cubin_tools
 
-    def missing(name):
-        raise cubin_tools.ToolMissing(f"{name} not found: pip install nvidia-cuda-nvdisasm")
-
-    monkeypatch.setattr(cubin_tools, "find_tool", missing)
+    pathfinder = pytest.importorskip("cuda.pathfinder")
+    monkeypatch.setattr(pathfinder, "find_nvidia_binary_utility", lambda name: None)
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["emit", "--sass", TMA_COPY], standalone_mode=True)
     assert exit_info.value.code == 2
-    assert "nvidia-cuda-nvdisasm" in capsys.readouterr().err
+    assert "pip install 'hopperc[sass]'" in capsys.readouterr().err
 
 
 def test_emit_to_file(hopperc_cli, tmp_path):

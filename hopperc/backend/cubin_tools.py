@@ -74,11 +74,15 @@ def sass_instructions(cubin: bytes) -> dict[str, list[str]]:
     "other-attributes"?}]}``.  Operands are kept exactly as nvdisasm writes
     them in JSON, comma-separated without spaces (``URZ,[UR6],UR4``).
     """
-    listing = json.loads(_run("nvdisasm", ["-json"], cubin))
     return {
         function["function-name"]: [_instruction_text(i) for i in function.get("sass-instructions", [])]
-        for function in _json_functions(listing)
+        for function in sass_functions(cubin)
     }
+
+
+def sass_functions(cubin: bytes) -> list[dict[str, Any]]:
+    """The function records of ``nvdisasm -json`` (see `sass_instructions`)."""
+    return _json_functions(json.loads(_run("nvdisasm", ["-json"], cubin)))
 
 
 def opcode(instruction: str) -> str:

@@ -1,0 +1,102 @@
+"""The SASS figures of every sample beside CUTLASS's cooperative 128x256x64
+kernel: instructions per k-step of the consumer (HGMMA) and producer (TMA load)
+main loops, instructions from the wgmma wait to the next HGMMA, and the
+epilogue's shared-memory stores per thread.
+
+"Per k-step" is per iteration of the source loop: the SASS loop's length times
+the HGMMA (or TMA loads) one source iteration issues, over those in the SASS
+loop. Needs the SASS tools (`pip install 'hopperc[sass]'`); no GPU.
+
+Usage: python bench/sass.py [SAMPLE.hk ...]   (default: every sample)
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hopperc import driver
+from hopperc.backend import sass_metrics as sm
+from hopperc.diagnostics import read_source
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import bodies
+from hopperc.ir.layout import wgmma_k
+
+ROOT = Path(__file__).resolve().parent.parent
+CUTLASS = {"consumer": 48, "producer": None, "wait_to_mma": 21, "stores": "16 STSM.16.M88.4"}
+
+
+def innermost_loops(block: ir.Block):
+    """Every loop of `block` (nested ones included) with no loop inside it."""
+    for stmt in block.stmts:
+        inner = [b for b in bodies(stmt) if not isinstance(stmt, ir.ManualRegion)]
+        nested = [lp for b in inner for lp in innermost_loops(b)]
+        yield from nested
+        if isinstance(stmt, ir.ForLoop) and not nested:
+            yield stmt
+
+
+def leaves(block: ir.Block):
+    for stmt in block.stmts:
+        children = bodies(stmt)
+        if children:
+            for b in children:
+                yield from leaves(b)
+        else:
+            yield stmt
+
+
+def per_source_iteration(kernel: ir.Kernel) -> tuple[int, int]:
+    """(HGMMA, TMA loads) one iteration of the consumer and producer loops issues."""
+    mmas = loads = 0
+    for loop in innermost_loops(kernel.body):
+        stmts = list(leaves(loop.body))
+        hgmma = sum(s.shape[2] // wgmma_k(_a_dtype(kernel, s)) for s in stmts
+                    if isinstance(s, ir.Mma))
+        tma = sum(isinstance(s, ir.AsyncLoad) for s in stmts)
+        mmas = mmas or hgmma
+        loads = loads or (tma if not hgmma else 0)
+    return mmas, loads
+
+
+def _a_dtype(kernel: ir.Kernel, mma: ir.Mma):
+    if isinstance(mma.a, ir.BufferView):
+        return kernel.buffer(mma.a.buffer).dtype
+    return kernel.buffer(mma.b.buffer).dtype
+
+
+def figures(path: Path) -> dict[str, object]:
+    built = driver.build(read_source(path))
+    hgmma, loads = per_source_iteration(built.generated.kernel)
+    (code,) = sm.functions(built.result.cubin).values()
+    consumer = sm.per_iteration(code, "HGMMA", hgmma) if hgmma else None
+    producer = sm.per_iteration(code, "UTMALDG", loads) if loads else None
+    stores = sm.epilogue_stores(code) if hgmma else {}
+    return {"consumer": consumer, "producer": producer,
+            "wait_to_mma": sm.wait_to_mma(code) if hgmma else None,
+            "stores": ", ".join(f"{n} {op}" for op, n in sorted(stores.items())) or None}
+
+
+def main(argv: list[str]) -> None:
+    paths = [Path(a) for a in argv] or sorted((ROOT / "samples").glob("*.hk"))
+    rows = [("sample", "consumer/k-step", "producer/k-step", "wait->HGMMA", "epilogue stores")]
+    for path in paths:
+        f = figures(path)
+        rows.append((path.stem, *(_cell(f[k]) for k in ("consumer", "producer", "wait_to_mma",
+                                                         "stores"))))
+    rows.append(("CUTLASS coop 128x256x64", *(_cell(CUTLASS[k]) for k in
+                                              ("consumer", "producer", "wait_to_mma", "stores"))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,100 @@
+"""Figures read from a kernel's SASS: the length of its main loops per source
+iteration, the distance from a wgmma wait to the next HGMMA, and what the
+epilogue stores. `bench/sass.py` prints them beside CUTLASS's; the SASS tests
+hold the targets.
+
+A loop is a conditional backward branch and the straight run of instructions
+from its target to it (ptxas puts a try_wait's retry out of line, so the
+retry's own branches are not loops that hold the body). Instruction i of a
+function sits at byte 16 * i, which is how branch targets are written.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hopperc.backend.cubin_tools import sass_functions
+
+INSTRUCTION_BYTES = 16
+
+
+@dataclass(frozen=True)
+class Instruction:
+    opcode: str  # with modifiers: "HGMMA.64x256x16.F32.BF16"
+    predicate: str  # "@!P0" or ""
+    operands: str
+
+    @property
+    def base(self) -> str:
+        return self.opcode.split(".")[0]
+
+
+@dataclass(frozen=True)
+class Loop:
+    start: int  # index of the first instruction (the branch target)
+    end: int  # index of the backward branch
+
+    def __len__(self) -> int:
+        return self.end - self.start + 1
+
+    def body(self, code: list[Instruction]) -> list[Instruction]:
+        return code[self.start:self.end + 1]
+
+
+def functions(cubin: bytes) -> dict[str, list[Instruction]]:
+    """Per function, its instructions in address order (``nvdisasm -json``)."""
+    return {f["function-name"]: [Instruction(i["opcode"], i.get("predicate", ""),
+                                             i.get("operands", ""))
+                                 for i in f.get("sass-instructions", [])]
+            for f in sass_functions(cubin)}
+
+
+def loops(code: list[Instruction]) -> list[Loop]:
+    """Every conditional backward branch as a loop, innermost (shortest) first."""
+    out = []
+    for index, instruction in enumerate(code):
+        if instruction.base == "BRA" and instruction.predicate:
+            target = int(instruction.operands.split(",")[0], 16) // INSTRUCTION_BYTES
+            if target <= index:
+                out.append(Loop(target, index))
+    return sorted(out, key=len)
+
+
+def loop_holding(code: list[Instruction], base: str) -> Loop | None:
+    """The innermost loop that holds an instruction with opcode `base` (HGMMA, UTMALDG)."""
+    return next((lp for lp in loops(code)
+                 if any(i.base == base for i in lp.body(code))), None)
+
+
+def per_iteration(code: list[Instruction], base: str, per_source_iteration: int) -> float | None:
+    """Instructions of the innermost loop holding `base`, per source iteration:
+    the loop's length divided by how many source iterations it holds (its
+    `base` instructions over `per_source_iteration`, in case ptxas unrolled it)."""
+    loop = loop_holding(code, base)
+    if loop is None:
+        return None
+    count = sum(i.base == base for i in loop.body(code))
+    return len(loop) * per_source_iteration / count
+
+
+def wait_to_mma(code: list[Instruction]) -> int | None:
+    """Instructions from the main loop's last WARPGROUP.DEPBAR to the first
+    HGMMA of the next iteration, around the back edge (both excluded)."""
+    loop = loop_holding(code, "HGMMA")
+    if loop is None:
+        return None
+    body = loop.body(code)
+    waits = [k for k, i in enumerate(body) if i.opcode.startswith("WARPGROUP.DEPBAR")]
+    mmas = [k for k, i in enumerate(body) if i.base == "HGMMA"]
+    if not waits:
+        return None
+    return (len(body) - waits[-1] - 1) + mmas[0]
+
+
+def epilogue_stores(code: list[Instruction]) -> dict[str, int]:
+    """Shared-memory store instructions after the last HGMMA, by opcode."""
+    last = max((k for k, i in enumerate(code) if i.base == "HGMMA"), default=-1)
+    counts: dict[str, int] = {}
+    for instruction in code[last + 1:]:
+        if instruction.base in ("STS", "STSM"):
+            counts[instruction.opcode] = counts.get(instruction.opcode, 0) + 1
+    return counts

@@ -60,12 +60,13 @@ def test_every_element_of_every_stage_is_where_tma_put_it(swizzle, rows):
     expression = loaded_address(built.cuda)
     mask = MASKS[swizzle]
     off_repeat = 0
+    (stage,) = set(re.findall(r"\bhk_reg_\w+_stage\b", expression))  # the carried counter
     for k in range(2):  # the ring's stage is k % 2
         start = offset + k * stage_bytes
         off_repeat += start % (8 * cols * 2) != 0
         for r in range(rows):
             for c in range(cols):
-                names = {"hk_smem_base": 0, "u_k": k, "hk_r": r, "hk_c": c,
+                names = {"hk_smem_base": 0, stage: k, "hk_r": r, "hk_c": c,
                          "hk_swizzle": swizzled}
                 got = eval(expression, {}, names)  # noqa: S307 - our own generated arithmetic
                 assert got == swizzled(start + (r * cols + c) * 2, mask), (k, r, c)

@@ -24,12 +24,16 @@ def _prelude() -> str:
 
 def test_descriptor_bits_match_the_ptx_isa_layout():
     """Bits 0-13 address >> 4, 16-29 LBO >> 4 (1: unused when swizzled), 32-45 SBO >> 4,
-    62-63 swizzle (1 = 128B). Address 0x400, SBO 1024 (8 rows of 128 bytes):
-    0x40 | 0x1 << 16 | 0x40 << 32 | 1 << 62, worked out by hand."""
+    62-63 swizzle (1 = 128B). Address 0x400 (0x40 in 16-byte units), SBO 1024 (8 rows
+    of 128 bytes): 0x40 | 0x1 << 16 | 0x40 << 32 | 1 << 62, worked out by hand. The
+    highest shared address, 0x3FFF0, fills the 14-bit field without touching LBO, so a
+    k-step's units add to the descriptor."""
     source = _prelude() + """
-static_assert(hk_wgmma_desc(0x400u, 1024u, 1ull) == 0x4000004000010040ull, "128B");
-static_assert(hk_wgmma_desc(0x10400u, 512u, 2ull) == 0x8000002000011040ull, "64B");
-static_assert(hk_wgmma_desc(0x40400u, 256u, 3ull) == 0xC000001000010040ull, "addr wraps at 256K");
+static_assert(hk_wgmma_desc(0x40u, 1024u, 1ull) == 0x4000004000010040ull, "128B");
+static_assert(hk_wgmma_desc(0x1040u, 512u, 2ull) == 0x8000002000011040ull, "64B");
+static_assert(hk_wgmma_desc(0x3FFFu, 256u, 3ull) == 0xC000001000013FFFull, "top of 256K");
+static_assert(hk_wgmma_desc(0x40u + 2u, 1024u, 1ull) == hk_wgmma_desc(0x40u, 1024u, 1ull) + 2u,
+              "a 32-byte k-step adds 2");
 extern "C" __global__ void k() {}
 """
     compile_cuda(source, "desc.cu")
@@ -68,7 +72,8 @@ def test_fragment_layout_covers_each_element_once_as_the_ptx_figure_says():
 
 def test_k_major_steps_advance_32_bytes_and_mn_major_steps_16_rows():
     k_major = driver.generate(SourceFile("t.hk", kernels.MMA_BIAS_RELU)).cuda
-    assert re.findall(r"hk_wgmma_desc\(hk_smem_base \+ 0u \+ (\d+)u", k_major) == ["32", "64", "96"]
+    # in 16-byte units: 32 bytes along the row per k-step
+    assert re.findall(r"hk_wgmma_desc\(\(hk_smem_base >> 4\) \+ 0u \+ (\d+)u", k_major) == ["2", "4", "6"]
     mn_major = kernels.WG_HEADER.replace("shared sb: bf16[BN, BK]", "shared sb: bf16[BK, BN]") + """
     tma sa <- A[tile.m, 0]
     tma sb <- Y[0, tile.n]
@@ -79,8 +84,9 @@ def test_k_major_steps_advance_32_bytes_and_mn_major_steps_16_rows():
 """
     built = driver.build(SourceFile("t.hk", mn_major))
     sb = built.generated.launch.buffer_offsets["sb"]
-    steps = re.findall(rf"hk_wgmma_desc\(hk_smem_base \+ {sb}u \+ (\d+)u", built.generated.cuda)
-    assert steps == ["2048", "4096", "6144"]  # 16 rows of 128 bytes per k-step
+    steps = re.findall(rf"hk_wgmma_desc\(\(hk_smem_base >> 4\) \+ {sb // 16}u \+ (\d+)u",
+                       built.generated.cuda)
+    assert steps == ["128", "256", "384"]  # 16 rows of 128 bytes per k-step, in 16-byte units
     assert "p, 1, 1, 0, 1;" in built.result.ptx  # imm-trans-b: B is N-major
 
 

@@ -107,16 +107,23 @@ class ExprRenderer:
         """Shared address of the view's first byte."""
         return f"hk_smem_base + {self.view_offset(view, role)}"
 
-    def view_offset(self, view: ir.BufferView, role: RoleContext) -> str:
-        """Offset of the view's first byte in the shared window."""
+    def view_offset(self, view: ir.BufferView, role: RoleContext, unit: int = 1) -> str:
+        """Offset of the view's first byte in the shared window, in bytes or in
+        units of `unit` bytes (every stage and part of the view is a whole number
+        of units)."""
         buf = self.kernel.buffer(view.buffer)
-        parts = [f"{self.launch.buffer_offsets[buf.name]}u"]
+        parts = [f"{self.launch.buffer_offsets[buf.name] // unit}u"]
         if view.stage is not None:
-            parts.append(f"({scalar(view.stage, role)}) * {buf.stage_bytes}u")
+            parts.append(f"({scalar(view.stage, role)}) * {buf.stage_bytes // unit}u")
         if view.part is not None:
             parts.append(f"({scalar(view.part.index, role)}) * "
-                         f"{buf.stage_bytes // view.part.count}u")
+                         f"{buf.stage_bytes // view.part.count // unit}u")
         return " + ".join(parts)
+
+    def view_base_16(self, view: ir.BufferView, role: RoleContext) -> str:
+        """Shared address of the view's first byte in 16-byte units (the window is
+        aligned to 16 bytes and more, and so are the stages and parts wgmma reads)."""
+        return f"(hk_smem_base >> 4) + {self.view_offset(view, role, 16)}"
 
     def element_address(self, view: ir.BufferView, role: RoleContext) -> str:
         """Address of element (hk_r, hk_c) of a 2-D view (row-major, then swizzled)."""

@@ -181,6 +181,11 @@ class _Context:
                              f"{scalar(stop, role)}; ++{var}) {{")
                 self._scoped(body, role, depth + 1, lines)
                 lines.append(f"{pad}}}")
+            case ir.IfThen(cond=cond, then=ir.Block(stmts=(ir.ElectLane() as elect,)),
+                           orelse=ir.Block(stmts=())) if _only_releases(elect):
+                # A conditional release is predicated on the condition too.
+                for release in elect.body.stmts:
+                    self._leaf(release, pad, lines, elected=True, when=scalar(cond, role))
             case ir.IfThen(cond=cond, then=then, orelse=orelse):
                 lines.append(f"{pad}if ({scalar(cond, role)}) {{")
                 self._scoped(then, role, depth + 1, lines)
@@ -193,6 +198,10 @@ class _Context:
                              "  // one elected thread issues")
                 self._scoped(body, role, depth + 1, lines)
                 lines.append(f"{pad}}}")
+            case ir.ElectLane(body=body) if _only_releases(stmt):
+                # elect.sync and a predicated arrive: no branch around the release
+                for release in body.stmts:
+                    self._leaf(release, pad, lines, elected=True)
             case ir.ElectLane(body=body):
                 lines.append(f"{pad}if (hk_elect_one()) {{")
                 self._scoped(body, role, depth + 1, lines)
@@ -207,9 +216,10 @@ class _Context:
             case _:
                 self._leaf(stmt, pad, lines)
 
-    def _leaf(self, stmt: ir.Stmt, pad: str, lines: list[str]) -> None:
+    def _leaf(self, stmt: ir.Stmt, pad: str, lines: list[str], elected: bool = False,
+              when: str | None = None) -> None:
         macro = getattr(self.macros, type(stmt).__name__)
-        text = str(macro(stmt, self))
+        text = str(macro(stmt, self, True, when) if elected else macro(stmt, self))
         span = getattr(stmt, "span", None)
         for i, line in enumerate(text.splitlines()):
             # NVRTC counts lines on from a directive: every line of the statement
@@ -310,7 +320,7 @@ class _Context:
         return wgmma_steps(mma, names.user(mma.acc), tile_registers(acc), a, a_dtype, b)
 
     def _shared_operand(self, view: ir.BufferView, k_major: bool) -> SharedOperand:
-        return SharedOperand(self.exprs.view_base(view, self.role),
+        return SharedOperand(self.exprs.view_base_16(view, self.role),
                              self.kernel.buffer(view.buffer), k_major)
 
     def pinned(self, stmt: ir.WgmmaFence | ir.WgmmaWait | ir.TileDef | ir.TileAssign
@@ -352,6 +362,10 @@ def _constraint(tile: ir.TileDef) -> str:
 def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:
     """A cast to the target's own dtype is the rounding the write does anyway."""
     return value.operand if isinstance(value, ir.Convert) and value.dtype is target else value
+
+
+def _only_releases(elect: ir.ElectLane) -> bool:
+    return all(isinstance(s, ir.StageRelease) for s in elect.body.stmts)
 
 
 def _view_shape(buf: ir.SharedBuffer, view: ir.BufferView) -> tuple[int, ...]:

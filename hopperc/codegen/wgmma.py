@@ -37,16 +37,18 @@ class WgmmaStep:
 
 @dataclass(frozen=True)
 class SharedOperand:
-    base: str  # C++ expression: shared address of the operand's first byte
+    base: str  # C++ expression: shared address of the operand's first byte, in 16-byte units
     buffer: ir.SharedBuffer
     k_major: bool
 
 
 def descriptor(op: SharedOperand, step: int, k: int) -> str:
-    """C++ expression of the 64-bit matrix descriptor for k-step `step`."""
+    """C++ expression of the 64-bit matrix descriptor for k-step `step`. The
+    address is summed in 16-byte units, the descriptor's own, so a k-step adds a
+    constant to the stage's descriptor (as CUTLASS's `+2`) instead of rebuilding it."""
     span = op.buffer.swizzle.span
     advance = step * k * op.buffer.dtype.nbytes if op.k_major else step * k * span
-    address = op.base if advance == 0 else f"{op.base} + {advance}u"
+    address = op.base if advance == 0 else f"{op.base} + {advance // 16}u"
     return (f"hk_wgmma_desc({address}, {8 * span}u, "
             f"{DESCRIPTOR_SWIZZLE[op.buffer.swizzle]}ull)")
 

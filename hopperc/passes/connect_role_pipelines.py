@@ -15,9 +15,10 @@ loads. The consumer waits full[s] before its first read; element-wise readers
 release the stage right after their last read; wgmma readers release the
 previous iteration's stage after this iteration's batch is issued (the wait
 pass completes the batch that read it first) and the last stage after the
-loop. Stage and parity are `i % S` and `(i // S) % 2` of a single loop's
-iteration, or registers carried by each role where the loop is nested or
-conditional.
+loop. Stage and parity (`i % S` and `(i // S) % 2` of iteration i) are
+registers each role carries and steps at the end of an iteration: counters
+instead of a division per iteration, and the same form in nested and
+conditional loops.
 
 Hardware rule: an mbarrier phase completes when its pending arrivals and
 transaction bytes reach zero; try_wait.parity(P) returns once the phase of
@@ -233,13 +234,6 @@ def _side(pipe: str, role: str, site: Path, controls: list, stages: int, taken: 
     if not controls:
         zero = ir.const(0)
         return _Side(role, site, zero, zero, None, None, None, None, None)
-    if len(controls) == 1 and loop is not None:
-        i = _op("-", ir.Scalar(ir.ScalarKind.LOOP, loop.var), loop.start)
-        count = _op("-", loop.stop, loop.start)
-        return _Side(role, site, _op("%", i, ir.const(stages)),
-                     _op("%", _op("//", i, ir.const(stages)), ir.const(2)),
-                     _op("%", _op("-", i, ir.const(1)), ir.const(stages)),
-                     _op("%", _op("-", count, ir.const(1)), ir.const(stages)), ran, later, None)
     stage = fresh_name(f"{pipe}_{role}_stage", taken)
     phase = fresh_name(f"{pipe}_{role}_phase", taken)
     reg = ir.Scalar(ir.ScalarKind.CARRIED, stage)

@@ -22,16 +22,19 @@ def test_pipeline_counts_and_bytes():
 
 
 def test_producer_waits_empty_with_flipped_parity_then_arms_and_loads(tmp_path):
-    """Iteration k uses stage k % 3; the producer waits parity 1 - (k // 3) % 2,
-    which a fresh barrier passes (its first pass over the ring never blocks)."""
+    """The producer carries its stage and phase in registers (counters, not k % 3 and
+    k // 3 % 2 recomputed each iteration) and waits parity 1 - phase, which a fresh
+    barrier passes (its first pass over the ring never blocks)."""
     filecheck(ir_after(WS_GEMM, PASS), """
+CHECK: carried load_math_load_stage
 CHECK: role load
 CHECK: for k in 0 .. K / 64:
 CHECK-NEXT: one_thread:
-CHECK-NEXT: mbarrier.wait load_math_empty[k % 3], parity 1 - k // 3 % 2
-CHECK-NEXT: mbarrier.arrive.expect_tx load_math_full[k % 3], 24576
-CHECK-NEXT: tma.load sa{stage k % 3} <- A[tile.m * 128, k * 64] (16384 B) on load_math_full[k % 3]
-CHECK-NEXT: tma.load sb{stage k % 3} <- B[tile.n * 64, k * 64] (8192 B) on load_math_full[k % 3]
+CHECK-NEXT: mbarrier.wait load_math_empty[load_math_load_stage], parity 1 - load_math_load_phase
+CHECK-NEXT: mbarrier.arrive.expect_tx load_math_full[load_math_load_stage], 24576
+CHECK-NEXT: tma.load sa{stage load_math_load_stage} <- A[tile.m * 128, k * 64] (16384 B) on load_math_full[load_math_load_stage]
+CHECK-NEXT: tma.load sb{stage load_math_load_stage} <- B[tile.n * 64, k * 64] (8192 B) on load_math_full[load_math_load_stage]
+CHECK-NEXT: advance load_math_load_stage mod 3 (flip load_math_load_phase on wrap)
 """, tmp_path)
 
 
@@ -39,14 +42,15 @@ def test_wgmma_consumer_releases_the_previous_stage_and_the_last_after_the_loop(
     filecheck(ir_after(WS_GEMM, PASS), """
 CHECK: role math
 CHECK: for k in 0 .. K / 64:
-CHECK-NEXT: mbarrier.wait load_math_full[k % 3], parity k // 3 % 2
-CHECK-NEXT: wgmma acc += sa{stage k % 3}[wg of 2] @ sb{stage k % 3}^T
+CHECK-NEXT: mbarrier.wait load_math_full[load_math_math_stage], parity load_math_math_phase
+CHECK-NEXT: wgmma acc += sa{stage load_math_math_stage}[wg of 2] @ sb{stage load_math_math_stage}^T
 CHECK-NEXT: if k > 0:
 CHECK-NEXT: elect:
-CHECK-NEXT: mbarrier.arrive load_math_empty[(k - 1) % 3]  (release stage, lag 1)
+CHECK-NEXT: mbarrier.arrive load_math_empty[(load_math_math_stage + 2) % 3]  (release stage, lag 1)
+CHECK-NEXT: advance load_math_math_stage mod 3 (flip load_math_math_phase on wrap)
 CHECK-NEXT: if K / 64 > 0:
 CHECK-NEXT: elect:
-CHECK-NEXT: mbarrier.arrive load_math_empty[(K / 64 - 1) % 3]  (release stage, lag 0)
+CHECK-NEXT: mbarrier.arrive load_math_empty[(load_math_math_stage + 2) % 3]  (release stage, lag 0)
 CHECK-NEXT: st.shared sc[wg of 2] = bf16(acc)
 """, tmp_path)
 
@@ -62,20 +66,20 @@ def test_two_producers_get_their_own_barriers(tmp_path):
     filecheck(out, """
 CHECK: role add
 CHECK-NEXT: for j in 0 .. N / 64:
-CHECK-NEXT: mbarrier.wait px_add_full[j % 2], parity j // 2 % 2
-CHECK-NEXT: mbarrier.wait py_add_full[j % 2], parity j // 2 % 2
-CHECK-NEXT: st.shared sz = bf16((f32(ld.shared(sx{stage j % 2})) + f32(ld.shared(sy{stage j % 2}))))
-CHECK-DAG: mbarrier.arrive px_add_empty[j % 2]  (release stage, lag 0)
-CHECK-DAG: mbarrier.arrive py_add_empty[j % 2]  (release stage, lag 0)
+CHECK-NEXT: mbarrier.wait px_add_full[px_add_add_stage], parity px_add_add_phase
+CHECK-NEXT: mbarrier.wait py_add_full[py_add_add_stage], parity py_add_add_phase
+CHECK-NEXT: st.shared sz = bf16((f32(ld.shared(sx{stage px_add_add_stage})) + f32(ld.shared(sy{stage py_add_add_stage}))))
+CHECK-DAG: mbarrier.arrive px_add_empty[px_add_add_stage]  (release stage, lag 0)
+CHECK-DAG: mbarrier.arrive py_add_empty[py_add_add_stage]  (release stage, lag 0)
 CHECK: role px
-CHECK: mbarrier.wait px_add_empty[j % 2], parity 1 - j // 2 % 2
+CHECK: mbarrier.wait px_add_empty[px_add_px_stage], parity 1 - px_add_px_phase
 CHECK-NEXT: fence.proxy.async.shared::cta
 CHECK-SAME: sx read by ld.shared in role 'add'
-CHECK-NEXT: mbarrier.arrive.expect_tx px_add_full[j % 2], 8192
+CHECK-NEXT: mbarrier.arrive.expect_tx px_add_full[px_add_px_stage], 8192
 CHECK: role py
-CHECK: mbarrier.wait py_add_empty[j % 2], parity 1 - j // 2 % 2
+CHECK: mbarrier.wait py_add_empty[py_add_py_stage], parity 1 - py_add_py_phase
 CHECK-NEXT: fence.proxy.async.shared::cta
-CHECK-NEXT: mbarrier.arrive.expect_tx py_add_full[j % 2], 8192
+CHECK-NEXT: mbarrier.arrive.expect_tx py_add_full[py_add_py_stage], 8192
 """, tmp_path)
 
 

@@ -40,9 +40,10 @@ CHECK: role load
 CHECK-NEXT: setmaxnreg.dec 40
 CHECK-NEXT: one_thread:
 CHECK-NEXT: for k in 0 .. K / 64:
-CHECK-NEXT: mbarrier.wait load_math_empty[k % 3]
+CHECK-NEXT: mbarrier.wait load_math_empty[load_math_load_stage]
 CHECK-NEXT: mbarrier.arrive.expect_tx
 CHECK-NEXT: tma.load sa
 CHECK-NEXT: tma.load sb
+CHECK-NEXT: advance load_math_load_stage
 CHECK-NOT: one_thread:
 """, tmp_path)

@@ -111,11 +111,12 @@ CHECK-NEXT: wgmma.wait_group 1
 CHECK-SAME: why: load_math stage read by wgmma (t.hk:10), released to the producer (t.hk:10)
 CHECK-NEXT: if k > 0:
 CHECK-NEXT: elect:
-CHECK-NEXT: mbarrier.arrive load_math_empty[(k - 1) % 3]
+CHECK-NEXT: mbarrier.arrive load_math_empty[(load_math_math_stage + 2) % 3]
+CHECK-NEXT: advance load_math_math_stage
 CHECK-NEXT: wgmma.wait_group 0
 CHECK-NEXT: if K / 64 > 0:
 CHECK-NEXT: elect:
-CHECK-NEXT: mbarrier.arrive load_math_empty[(K / 64 - 1) % 3]
+CHECK-NEXT: mbarrier.arrive load_math_empty[(load_math_math_stage + 2) % 3]
 CHECK-NEXT: st.shared sc[wg of 2] = bf16(acc)
 """, tmp_path)
 

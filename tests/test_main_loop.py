@@ -1,0 +1,80 @@
+"""The consumer main loop of every pipelined GEMM sample, read from its SASS and
+held to CUTLASS's cooperative 128x256x64 kernel (HOPPER_SYNC.md, "The CUTLASS
+reference"): 48 instructions per k-step, 21 from the wgmma wait to the next
+HGMMA, stage and phase as counters, descriptors advanced by constants, and the
+stage release predicated rather than branched around."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hopperc import driver
+from hopperc.backend import sass_metrics as sm
+from tests.conftest import ROOT
+
+# Per k-step (one iteration of the source loop, BK = 64: 4 HGMMA k16 per product).
+# CUTLASS's 48 is for one product; a second product adds its 4 HGMMA with two
+# descriptor adds and two high-word moves each (4 x 5 = 20 instructions at most).
+BUDGET = {"gemm_bf16": (1, 48), "gemm_bias_relu": (1, 48), "gemm_chain": (1, 48),
+          "mlp_two_mma": (2, 68)}
+
+
+@pytest.fixture(scope="module")
+def sass():
+    out = {}
+    for name in BUDGET:
+        built = driver.build(driver.read_source(ROOT / "samples" / f"{name}.hk"))
+        (code,) = sm.functions(built.result.cubin).values()
+        out[name] = (code, built.generated.cuda)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(BUDGET))
+def test_consumer_loop_within_cutlass_instruction_budget(sass, name):
+    products, budget = BUDGET[name]
+    code, _ = sass[name]
+    per_step = sm.per_iteration(code, "HGMMA", 4 * products)
+    assert per_step is not None and per_step <= budget, (name, per_step)
+
+
+@pytest.mark.parametrize("name", sorted(BUDGET))
+def test_consumer_loop_branches_only_to_retry_the_wait_and_to_loop(sass, name):
+    """The stage release is an elected, predicated arrive: one BRA per full-barrier
+    wait (its out-of-line retry) and the back edge, nothing around the release."""
+    code, _ = sass[name]
+    loop = sm.loop_holding(code, "HGMMA")
+    body = loop.body(code)
+    waits = sum(i.opcode.startswith("SYNCS.PHASECHK") for i in body)
+    assert sum(i.base == "BRA" for i in body) == waits + 1
+    assert [i.predicate for i in body if i.opcode.startswith("SYNCS.ARRIVE")] != []
+    assert all(i.predicate for i in body if i.opcode.startswith("SYNCS.ARRIVE"))
+
+
+def test_wait_to_next_hgmma_is_shorter_than_cutlass(sass):
+    code, _ = sass["gemm_bf16"]
+    assert sm.wait_to_mma(code) <= 21
+
+
+def test_descriptors_add_a_stage_and_a_k_step_in_16_byte_units(sass):
+    """sa's stage is 128 x 64 bf16 = 16384 B = 1024 units, a warpgroup's half 512
+    units, a k-step 32 B = 2 units; sb's stage 256 x 64 bf16 = 2048 units."""
+    _, cuda = sass["gemm_bf16"]
+    a = re.findall(r"hk_wgmma_desc\(\(hk_smem_base >> 4\) \+ 0u \+ \((\w+)\) \* 1024u "
+                   r"\+ \(\(hk_warp / 4\)\) \* 512u(?: \+ (\d+)u)?, 1024u, 1ull\)", cuda)
+    assert [step for _, step in a] == ["", "2", "4", "6"]
+    assert all(stage.endswith("_stage") for stage, _ in a)  # the carried counter
+    b = re.findall(r"hk_wgmma_desc\(\(hk_smem_base >> 4\) \+ 4096u \+ \(\w+_stage\) \* 2048u"
+                   r"(?: \+ (\d+)u)?, 1024u, 1ull\)", cuda)
+    assert b == ["", "2", "4", "6"]
+
+
+def test_in_loop_release_is_predicated_on_a_later_iteration(sass):
+    """Iteration k releases stage k - 1: the first iteration has none to release,
+    so the arrive's predicate is the elected lane and k > 0; after the loop, the
+    last stage is released if the loop ran."""
+    _, cuda = sass["gemm_bf16"]
+    code = "\n".join(line for line in cuda.splitlines() if not line.startswith("#line"))
+    conditions = re.findall(r'and\.pred p, p, q; ".*?"r"\(static_cast<int>\((.*?)\)\) : "memory"',
+                            code, re.DOTALL)
+    assert conditions == ["(u_k > 0)", "(hk_cdiv(u_K, 64) > 0)"]

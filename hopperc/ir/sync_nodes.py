@@ -209,9 +209,15 @@ class BulkCommit:
 
 @dataclass(frozen=True)
 class BulkWaitRead:
+    """cp.async.bulk.wait_group.read N: at most `pending` bulk groups still read
+    shared memory. With N > 0, `buffers` is the memory (named by the buffer that
+    owns it) whose store reads it completes: read by an older group and by no
+    younger one. N = 0 completes every store."""
+
     pending: int
     span: Span
     reason: Reason | None = None
+    buffers: tuple[str, ...] = ()
 
 
 SyncStmt = (ProxyFence | NamedBarrier | MBarrierInit | MBarrierInitFence | MBarrierArrive

@@ -4,25 +4,37 @@ Requires: async stores in automatic code (TMA or bulk), not yet committed.
 Establishes: each run of consecutive stores is closed by one
 cp.async.bulk.commit_group; before memory that a committed store may still
 be reading is written again (by any proxy, through any buffer placed in that
-memory), the issuing thread waits
-cp.async.bulk.wait_group.read 0; before the role (or kernel) ends with stores
-in flight, it waits too, so shared memory outlives every read of it.
+memory), the issuing thread waits `cp.async.bulk.wait_group.read N` with the
+largest N that completes that store's group: N = the groups committed after
+it, which may go on reading other memory (a double-buffered epilogue rewrites
+one buffer while the other's store is in flight). Before the role (or kernel)
+ends with stores in flight, it waits for all of them (N = 0), so shared memory
+outlives every read of it.
 
 Hardware rule: a bulk store reads its shared source asynchronously until
-`wait_group.read` reports its group done; rewriting the source or exiting the
-block before then corrupts the stored data (PTX ISA, cp.async.bulk.wait_group).
+`wait_group.read` reports its group done; `wait_group.read N` returns once at
+most the N most recent groups are still reading. Rewriting the source or
+exiting the block before then corrupts the stored data (PTX ISA,
+cp.async.bulk.wait_group).
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import Access, all_accesses, leaf_accesses, may_overlap, source_order
 from hopperc.ir.dataflow import ForwardRewrite
 from hopperc.ir.rewrite import close_runs
 
-# State: the shared-memory reads of committed stores still in flight.
-InFlight = frozenset[Access]
+MAX_TRACKED = 8  # older groups merge into the oldest tracked one (waits stay safe)
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    """The shared-memory reads of the stores still in flight, by bulk group."""
+
+    groups: tuple[frozenset[Access], ...] = ()  # committed, oldest first
+    open: frozenset[Access] = frozenset()  # issued, not yet committed
 
 
 def complete_bulk_stores(kernel: ir.Kernel) -> ir.Kernel:
@@ -37,42 +49,71 @@ def _commit(run: list[ir.Stmt]) -> ir.BulkCommit:
         last.span, "tracked as one bulk group", None))
 
 
-class _BulkStores(ForwardRewrite[InFlight]):
-    def initial(self) -> InFlight:
-        return frozenset()
+class _BulkStores(ForwardRewrite[_InFlight]):
+    def initial(self) -> _InFlight:
+        return _InFlight()
 
-    def join(self, a: InFlight, b: InFlight) -> InFlight:
-        return a | b
+    def join(self, a: _InFlight, b: _InFlight) -> _InFlight:
+        """Align from the youngest group: position p from the young end has p
+        groups after it on every path, so a wait computed from it is safe."""
+        n = max(len(a.groups), len(b.groups))
+        pa = (frozenset(),) * (n - len(a.groups)) + a.groups
+        pb = (frozenset(),) * (n - len(b.groups)) + b.groups
+        return _InFlight(_cap(tuple(x | y for x, y in zip(pa, pb))), a.open | b.open)
 
-    def before(self, stmt: ir.Stmt, state: InFlight):
+    def before(self, stmt: ir.Stmt, state: _InFlight):
         written = sorted((a for a in all_accesses(stmt) if a.write), key=source_order)
+        youngest = None  # groups younger than the youngest one the writes conflict with
+        hit = None
         for access in written:
-            hit = min((s for s in state if may_overlap(s, access)), key=source_order,
-                      default=None)
-            if hit is not None:
-                what = hit.what if hit.buffer == access.buffer else (
-                    f"{hit.what} as '{hit.buffer}'")
-                reason = ir.Reason(ir.Hazard.ASYNC_READ_WRITE, access.buffer,
-                                   what, hit.span, access.what, access.span)
-                return [ir.BulkWaitRead(0, access.span, reason)], frozenset()
-        return [], state
+            for age, group in enumerate(reversed(state.groups)):
+                conflicts = [s for s in group if may_overlap(s, access)]
+                if conflicts:
+                    if youngest is None or age < youngest:
+                        youngest = age
+                    first = min(conflicts, key=source_order)
+                    if hit is None or source_order(first) < source_order(hit[0]):
+                        hit = (first, access)
+                    break
+        if hit is None:
+            return [], state
+        store, access = hit
+        what = store.what if store.buffer == access.buffer else f"{store.what} as '{store.buffer}'"
+        reason = ir.Reason(ir.Hazard.ASYNC_READ_WRITE, access.buffer, what, store.span,
+                           access.what, access.span)
+        kept = state.groups[len(state.groups) - youngest:] if youngest else ()
+        still_read = {a.memory for group in kept for a in group}
+        done = {a.memory for group in state.groups[:len(state.groups) - youngest]
+                for a in group} - still_read
+        wait = ir.BulkWaitRead(youngest, access.span, reason, tuple(sorted(done)))
+        return [wait], self.transfer(wait, state)
 
-    def transfer(self, stmt: ir.Stmt, state: InFlight) -> InFlight:
+    def transfer(self, stmt: ir.Stmt, state: _InFlight) -> _InFlight:
         if isinstance(stmt, ir.AsyncStore):
-            return state | frozenset(leaf_accesses(stmt))
-        if isinstance(stmt, ir.BulkWaitRead) and stmt.pending == 0:
-            return frozenset()
+            return replace(state, open=state.open | frozenset(leaf_accesses(stmt)))
+        if isinstance(stmt, ir.BulkCommit):
+            return _InFlight(_cap(state.groups + (state.open,)), frozenset())
+        if isinstance(stmt, ir.BulkWaitRead):
+            kept = state.groups[len(state.groups) - stmt.pending:] if stmt.pending else ()
+            return replace(state, groups=kept)
         return state
 
-    def manual(self, region: ir.ManualRegion, state: InFlight) -> InFlight:
+    def manual(self, region: ir.ManualRegion, state: _InFlight) -> _InFlight:
         """Automatic stores are still in flight after hand-written code (which
         waits for its own bulk groups)."""
         return state
 
-    def at_exit(self, state: InFlight) -> list[ir.Stmt]:
-        if not state:
+    def at_exit(self, state: _InFlight) -> list[ir.Stmt]:
+        reads = [a for group in state.groups for a in group] + list(state.open)
+        if not reads:
             return []
-        last = sorted(state, key=source_order)[-1]
+        last = sorted(reads, key=source_order)[-1]
         return [ir.BulkWaitRead(0, last.span, ir.Reason(
             ir.Hazard.ASYNC_READ_WRITE, last.buffer, last.what, last.span,
             "shared memory released when the block exits", None))]
+
+
+def _cap(groups: tuple[frozenset[Access], ...]) -> tuple[frozenset[Access], ...]:
+    while len(groups) > MAX_TRACKED:
+        groups = (groups[0] | groups[1],) + groups[2:]
+    return groups

@@ -80,3 +80,89 @@ def test_negative_stores_and_writes_of_different_planes_do_not_wait():
 """
     out = ir_after(text, PASS)
     assert out.count("wait_group.read") == 1  # the one before exit
+
+
+DOUBLE_BUFFERED = HEADER + """    shared sa: bf16[BM, BN]
+    shared sb: bf16[BM, BN]
+    for i in 0 .. 2 {
+        sa = 1.0
+        tma Y[tile.m, tile.n * 4 + 2 * i] <- sa
+        sb = 2.0
+        tma Y[tile.m, tile.n * 4 + 2 * i + 1] <- sb
+    }
+}
+"""
+
+
+def test_rewrite_waits_only_for_its_own_older_store(tmp_path):
+    """At `sa = 1.0` of the next iteration the groups in flight are sa's (older) and
+    sb's (younger): wait_group.read 1 completes sa's and lets sb's go on reading;
+    likewise at `sb = 2.0`. Only the exit waits for all (0)."""
+    out = ir_after(DOUBLE_BUFFERED, PASS)
+    filecheck(out, """
+CHECK: for i in 0 .. 2:
+CHECK-NEXT: cp.async.bulk.wait_group.read 1
+CHECK-SAME: sa read by TMA store (t.hk:8), written by st.shared (t.hk:7)
+CHECK-NEXT: st.shared sa
+CHECK-NEXT: tma.store
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK-NEXT: cp.async.bulk.wait_group.read 1
+CHECK-SAME: sb read by TMA store (t.hk:10), written by st.shared (t.hk:9)
+CHECK-NEXT: st.shared sb
+CHECK-NEXT: tma.store
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK-NEXT: cp.async.bulk.wait_group.read 0
+CHECK-SAME: released when the block exits
+""", tmp_path)
+    assert out.count("wait_group.read 0") == 1
+
+
+def test_a_store_read_by_both_groups_waits_for_both(tmp_path):
+    """Both stores read sa: rewriting it must wait for the younger one too (0)."""
+    text = HEADER + """    shared sa: bf16[BM, BN]
+    sa = 1.0
+    tma Y[tile.m, tile.n] <- sa
+    tma X[tile.m, tile.n] <- sa
+    sa = 2.0
+    tma Y[tile.m, tile.n] <- sa
+    shared sb: bf16[BM, BN]
+    sb = 3.0
+    tma X[tile.m, tile.n] <- sb
+    sa = 4.0
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: cp.async.bulk.commit_group
+CHECK-NEXT: cp.async.bulk.wait_group.read 0
+CHECK-NEXT: st.shared sa = 2
+CHECK: st.shared sb = 3
+CHECK-NEXT: tma.store X
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK-NEXT: cp.async.bulk.wait_group.read 1
+CHECK-NEXT: st.shared sa = 4
+""", tmp_path)
+
+
+def test_a_wait_after_a_branch_counts_the_groups_every_path_leaves_younger(tmp_path):
+    """One path commits one more group than the other: sa's group then has 1 or 2
+    groups after it, and only N = 1 completes it on both paths."""
+    text = HEADER + """    shared sa: bf16[BM, BN]
+    shared sb: bf16[BM, BN]
+    shared sc: bf16[BM, BN]
+    sa = 1.0
+    tma Y[tile.m, tile.n] <- sa
+    sb = 2.0
+    tma Y[tile.m, tile.n] <- sb
+    if tile.m > 0 {
+        sc = 3.0
+        tma Y[tile.m, tile.n] <- sc
+    }
+    sa = 4.0
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: if tile.m > 0:
+CHECK: cp.async.bulk.commit_group
+CHECK-NEXT: cp.async.bulk.wait_group.read 1
+CHECK-NEXT: st.shared sa = 4
+""", tmp_path)

@@ -80,3 +80,18 @@ def test_removing_the_first_inserted_sync_is_caught(name, remove):
     front_end, kernel = lowered(name)
     broken = m.edit(kernel, m.remove(remove, lambda s: s.reason is not None))
     assert not run(front_end, broken).ok
+
+
+def test_waiting_for_too_few_store_groups_is_a_race():
+    """double_buffered_stores rewrites sa after `wait_group.read 1`; with 2 the
+    older store from sa may still be reading while the threads overwrite it."""
+    front_end, kernel = lowered("double_buffered_stores.hk")
+
+    def shallow(stmt: ir.Stmt):
+        if isinstance(stmt, ir.BulkWaitRead) and stmt.pending == 1:
+            return [ir.BulkWaitRead(2, stmt.span, stmt.reason, stmt.buffers)]
+        return None
+
+    broken = m.edit(kernel, shallow)
+    report = run(front_end, broken)
+    assert any(f.category is Category.RACE for f in report.findings), report.findings

@@ -107,9 +107,10 @@ class _BulkStores(ForwardRewrite[_InFlight]):
         reads = [a for group in state.groups for a in group] + list(state.open)
         if not reads:
             return []
-        last = sorted(reads, key=source_order)[-1]
+        first = min(reads, key=source_order)  # explanations name the earliest access
+        last = max(reads, key=source_order)
         return [ir.BulkWaitRead(0, last.span, ir.Reason(
-            ir.Hazard.ASYNC_READ_WRITE, last.buffer, last.what, last.span,
+            ir.Hazard.ASYNC_READ_WRITE, first.buffer, first.what, first.span,
             "shared memory released when the block exits", None))]
 
 

@@ -191,7 +191,10 @@ class _Context:
         self.all_lines: set[int] = set()
         self.named_lines: dict[int, set[int]] = {}
         loaded_on: dict[str, set[str]] = {}
+        stored: set[str] = set()
         for stmt in walk(kernel.body):
+            if isinstance(stmt, ir.AsyncStore):
+                stored.add(_memory(stmt.src, kernel))
             if isinstance(stmt, ir.NamedBarrier):
                 self.named_lines.setdefault(stmt.id, set()).add(stmt.span.line)
             ref = getattr(stmt, "barrier", None)
@@ -207,6 +210,9 @@ class _Context:
         for array, memories in loaded_on.items():
             for memory in memories:
                 self.barrier_lines[array] |= self.memory_lines.get(memory, set())
+        # `wait_group.read N` counts groups: a commit taken out merges two groups and
+        # shifts the count for every store, so the race shows at any store's memory.
+        self.store_lines = set().union(*(self.memory_lines.get(m, set()) for m in stored))
 
     def lines(self, stmt: ir.Stmt, block: ir.Block) -> frozenset[int]:
         """Its own line, the accesses it orders, and the users of what it touches."""
@@ -225,6 +231,8 @@ class _Context:
             lines |= self.barrier_lines.get(ref.array, set())
         if isinstance(stmt, ir.NamedBarrier):
             lines |= self.named_lines.get(stmt.id, set())
+        if isinstance(stmt, ir.BulkCommit):
+            lines |= self.store_lines
         for access in leaf_accesses(stmt):
             lines |= self.memory_lines.get(access.storage or access.buffer, set())
         return frozenset(lines)

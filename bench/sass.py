@@ -18,7 +18,7 @@ from hopperc import driver
 from hopperc.backend import sass_metrics as sm
 from hopperc.diagnostics import read_source
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import bodies
+from hopperc.ir.accesses import bodies, leaves
 from hopperc.ir.layout import wgmma_k
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,21 +35,11 @@ def innermost_loops(block: ir.Block):
             yield stmt
 
 
-def leaves(block: ir.Block):
-    for stmt in block.stmts:
-        children = bodies(stmt)
-        if children:
-            for b in children:
-                yield from leaves(b)
-        else:
-            yield stmt
-
-
 def per_source_iteration(kernel: ir.Kernel) -> tuple[int, int]:
     """(HGMMA, TMA loads) one iteration of the consumer and producer loops issues."""
     mmas = loads = 0
     for loop in innermost_loops(kernel.body):
-        stmts = list(leaves(loop.body))
+        stmts = list(leaves(loop))
         hgmma = sum(s.shape[2] // wgmma_k(_a_dtype(kernel, s)) for s in stmts
                     if isinstance(s, ir.Mma))
         tma = sum(isinstance(s, ir.AsyncLoad) for s in stmts)

@@ -21,13 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from hopperc.ir import async_groups
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import Access, all_accesses, leaf_accesses, may_overlap, source_order
 from hopperc.ir.dataflow import ForwardRewrite
 from hopperc.ir.rewrite import close_runs
-
-MAX_TRACKED = 8  # older groups merge into the oldest tracked one (waits stay safe)
-
 
 @dataclass(frozen=True)
 class _InFlight:
@@ -56,10 +54,7 @@ class _BulkStores(ForwardRewrite[_InFlight]):
     def join(self, a: _InFlight, b: _InFlight) -> _InFlight:
         """Align from the youngest group: position p from the young end has p
         groups after it on every path, so a wait computed from it is safe."""
-        n = max(len(a.groups), len(b.groups))
-        pa = (frozenset(),) * (n - len(a.groups)) + a.groups
-        pb = (frozenset(),) * (n - len(b.groups)) + b.groups
-        return _InFlight(_cap(tuple(x | y for x, y in zip(pa, pb))), a.open | b.open)
+        return _InFlight(async_groups.join(a.groups, b.groups), a.open | b.open)
 
     def before(self, stmt: ir.Stmt, state: _InFlight):
         written = sorted((a for a in all_accesses(stmt) if a.write), key=source_order)
@@ -81,10 +76,9 @@ class _BulkStores(ForwardRewrite[_InFlight]):
         what = store.what if store.buffer == access.buffer else f"{store.what} as '{store.buffer}'"
         reason = ir.Reason(ir.Hazard.ASYNC_READ_WRITE, access.buffer, what, store.span,
                            access.what, access.span)
-        kept = state.groups[len(state.groups) - youngest:] if youngest else ()
-        still_read = {a.memory for group in kept for a in group}
-        done = {a.memory for group in state.groups[:len(state.groups) - youngest]
-                for a in group} - still_read
+        completed, kept = async_groups.split(state.groups, youngest)
+        done = ({a.memory for group in completed for a in group}
+                - {a.memory for group in kept for a in group})
         wait = ir.BulkWaitRead(youngest, access.span, reason, tuple(sorted(done)))
         return [wait], self.transfer(wait, state)
 
@@ -92,10 +86,9 @@ class _BulkStores(ForwardRewrite[_InFlight]):
         if isinstance(stmt, ir.AsyncStore):
             return replace(state, open=state.open | frozenset(leaf_accesses(stmt)))
         if isinstance(stmt, ir.BulkCommit):
-            return _InFlight(_cap(state.groups + (state.open,)), frozenset())
+            return _InFlight(async_groups.append(state.groups, state.open), frozenset())
         if isinstance(stmt, ir.BulkWaitRead):
-            kept = state.groups[len(state.groups) - stmt.pending:] if stmt.pending else ()
-            return replace(state, groups=kept)
+            return replace(state, groups=async_groups.split(state.groups, stmt.pending)[1])
         return state
 
     def manual(self, region: ir.ManualRegion, state: _InFlight) -> _InFlight:
@@ -112,9 +105,3 @@ class _BulkStores(ForwardRewrite[_InFlight]):
         return [ir.BulkWaitRead(0, last.span, ir.Reason(
             ir.Hazard.ASYNC_READ_WRITE, first.buffer, first.what, first.span,
             "shared memory released when the block exits", None))]
-
-
-def _cap(groups: tuple[frozenset[Access], ...]) -> tuple[frozenset[Access], ...]:
-    while len(groups) > MAX_TRACKED:
-        groups = (groups[0] | groups[1],) + groups[2:]
-    return groups

@@ -25,11 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from hopperc.diagnostics import Span
+from hopperc.ir import async_groups
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import leaf_accesses, leaves, register_uses
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 
-MAX_TRACKED = 8  # older batches merge into the oldest tracked one (waits stay safe)
 UNKNOWN_LAG = 8  # a stage read this many iterations ago or more may be any stage
 
 
@@ -66,10 +66,7 @@ class _Waits(ForwardRewrite[_InFlight]):
     def join(self, a: _InFlight, b: _InFlight) -> _InFlight:
         """Align from the youngest batch: position p from the young end has p
         batches after it on every path, so a wait computed from it is safe."""
-        n = max(len(a.batches), len(b.batches))
-        pa = (frozenset(),) * (n - len(a.batches)) + a.batches
-        pb = (frozenset(),) * (n - len(b.batches)) + b.batches
-        return _InFlight(_cap(tuple(x | y for x, y in zip(pa, pb))), a.open | b.open)
+        return _InFlight(async_groups.join(a.batches, b.batches), a.open | b.open)
 
     def next_iteration(self, state: _InFlight) -> _InFlight:
         return _InFlight(tuple(frozenset(map(_older, batch)) for batch in state.batches),
@@ -90,7 +87,7 @@ class _Waits(ForwardRewrite[_InFlight]):
             case ir.Mma():
                 return _InFlight(state.batches, state.open | {self._product(stmt)})
             case ir.WgmmaCommit() if state.open:
-                return _InFlight(_cap(state.batches + (state.open,)), frozenset())
+                return _InFlight(async_groups.append(state.batches, state.open), frozenset())
             case ir.WgmmaWait(pending=n):
                 return _keep_youngest(state, n)
         return state
@@ -154,7 +151,7 @@ def _older(product: _Product) -> _Product:
 
 def _wait(state: _InFlight, pending: int, reason: ir.Reason) -> ir.WgmmaWait:
     """wait_group `pending`: completes every batch older than the youngest `pending`."""
-    done = state.batches[:max(0, len(state.batches) - pending)]
+    done, _ = async_groups.split(state.batches, pending)
     products = [p for batch in done for p in batch]
     tiles = tuple(sorted({p.acc for p in products}))
     memory = tuple(sorted({m for p in products for m in p.memory}))
@@ -164,11 +161,5 @@ def _wait(state: _InFlight, pending: int, reason: ir.Reason) -> ir.WgmmaWait:
 
 def _keep_youngest(state: _InFlight, n: int) -> _InFlight:
     """After wait_group n (uncommitted products belong to no batch: they stay)."""
-    kept = state.batches[max(0, len(state.batches) - n):] if n else ()
+    _, kept = async_groups.split(state.batches, n)
     return _InFlight(kept, state.open)
-
-
-def _cap(batches: tuple[frozenset[_Product], ...]) -> tuple[frozenset[_Product], ...]:
-    while len(batches) > MAX_TRACKED:
-        batches = (batches[0] | batches[1],) + batches[2:]
-    return batches

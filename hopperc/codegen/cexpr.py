@@ -12,7 +12,7 @@ from hopperc.codegen.launch import LaunchInfo
 from hopperc.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
-from hopperc.ir.layout import packs_pairs
+from hopperc.ir.layout import block_bytes, column_blocks, packs_pairs, part_bytes, row_pitch
 
 _SHARED_ACCESS = {1: "u8", 2: "u16"}
 
@@ -117,7 +117,7 @@ class ExprRenderer:
             parts.append(f"({scalar(view.stage, role)}) * {buf.stage_bytes // unit}u")
         if view.part is not None:
             parts.append(f"({scalar(view.part.index, role)}) * "
-                         f"{buf.stage_bytes // view.part.count // unit}u")
+                         f"{part_bytes(buf, view.part.count) // unit}u")
         return " + ".join(parts)
 
     def view_base_16(self, view: ir.BufferView, role: RoleContext) -> str:
@@ -128,9 +128,8 @@ class ExprRenderer:
     def element_address(self, view: ir.BufferView, role: RoleContext) -> str:
         """Address of element (hk_r, hk_c) of a 2-D view (row-major, then swizzled)."""
         buf = self.kernel.buffer(view.buffer)
-        cols = buf.shape[-1]
         r, c = ("hk_c", "hk_r") if view.transposed else ("hk_r", "hk_c")
-        offset = f"static_cast<unsigned>(({r}) * {cols} + ({c})) * {buf.dtype.nbytes}u"
+        offset = f"static_cast<unsigned>({_element_offset(buf, r, c)})"
         mask = buf.swizzle.row_mask
         if not mask:
             return f"{self.view_base(view, role)} + {offset}"
@@ -138,7 +137,7 @@ class ExprRenderer:
         # repeat in use, so a view that starts on its buffer's repeat swizzles its
         # own offsets (ptxas folds the base); any other swizzles the window offset.
         steps = ([buf.stage_bytes] if view.stage is not None else []) + (
-            [buf.stage_bytes // view.part.count] if view.part is not None else [])
+            [part_bytes(buf, view.part.count)] if view.part is not None else [])
         if all(step % buf.swizzle.alignment == 0 for step in steps):
             return f"{self.view_base(view, role)} + hk_swizzle({offset}, {mask}u)"
         return f"hk_smem_base + hk_swizzle({self.view_offset(view, role)} + {offset}, {mask}u)"
@@ -170,6 +169,21 @@ class ExprRenderer:
                 vals = [self.value(a, role, plane_row) for a in args]
                 return _elementwise(op, vals)
         raise TypeError(expr)
+
+
+def _element_offset(buf: ir.SharedBuffer, r: str, c: str) -> str:
+    """C++ byte offset of element (r, c) of a view of `buf` from its first byte (rows
+    of a rank-3+ buffer's planes stacked), as `layout.element_offset`."""
+    nbytes = buf.dtype.nbytes
+    blocks = column_blocks(buf)
+    if blocks == 1:
+        return f"(({r}) * {buf.shape[-1]} + ({c})) * {nbytes}"
+    pitch, width, rows = row_pitch(buf), row_pitch(buf) // nbytes, buf.shape[-2]
+    text = (f"(({c}) / {width}) * {block_bytes(buf)} + (({r}) % {rows}) * {pitch} + "
+            f"(({c}) % {width}) * {nbytes}")
+    if len(buf.shape) >= 3:
+        text = f"(({r}) / {rows}) * {blocks * block_bytes(buf)} + {text}"
+    return text
 
 
 def _elementwise(op: str, vals: list[str]) -> str:

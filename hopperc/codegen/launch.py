@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
-from hopperc.ir.layout import MBARRIER_BYTES, shared_layout
+from hopperc.ir.layout import MBARRIER_BYTES, copy_box, shared_layout
 
 # The dynamic shared memory window is only 16-byte aligned; the kernel rounds
 # its base up to the strictest buffer alignment, so that much slack is asked for.
@@ -20,7 +20,7 @@ class TensorMap:
     param: str  # its label in the metadata; names.tensor_map gives the C++ name
     tensor: str
     dtype: ir.DType
-    box: tuple[int, ...]  # in tensor order (outermost first)
+    box: tuple[int, ...]  # of one instruction (`layout.copy_box`), outermost first
     swizzle: ir.Swizzle
 
 
@@ -61,12 +61,11 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
                 pointers.add(stmt.tensor)
                 continue
             buf = kernel.buffer(view.buffer)
-            key = (stmt.tensor, stmt.box, buf.swizzle)
-            if all((m.tensor, m.box, m.swizzle) != key for m in maps):
+            box = copy_box(buf, stmt.box)
+            if all((m.tensor, m.box, m.swizzle) != (stmt.tensor, box, buf.swizzle) for m in maps):
                 ordinal = sum(m.tensor == stmt.tensor for m in maps) + 1
                 maps.append(TensorMap(tensor_map_label(stmt.tensor, ordinal), stmt.tensor,
-                                      kernel.tensor(stmt.tensor).dtype,
-                                      stmt.box, buf.swizzle))
+                                      kernel.tensor(stmt.tensor).dtype, box, buf.swizzle))
         pointers |= _vector_tensors(stmt)
     params: list[Param] = []
     for t in kernel.tensors:

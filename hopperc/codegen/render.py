@@ -21,8 +21,9 @@ from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.printer import explain, statement
-from hopperc.ir.layout import (element_grid, element_threads, packs_pairs, plane_rows,
-                               register_layout, tile_registers, view_shape)
+from hopperc.ir.layout import (block_bytes, column_blocks, copy_box, element_grid,
+                               element_threads, packs_pairs, plane_rows, register_layout,
+                               tile_registers, view_shape)
 from hopperc.toolchain import cache_root
 
 GRID_REGISTERS = ("x", "y", "z")
@@ -254,22 +255,26 @@ class _Context:
         index = scalar(ref.index, self.role)
         return base if index == "0" else f"{base} + ({index}) * 8u"
 
-    def copy(self, stmt: ir.AsyncLoad | ir.AsyncStore) -> CopyOperands:
+    def copies(self, stmt: ir.AsyncLoad | ir.AsyncStore) -> list[CopyOperands]:
+        """The instructions of one copy: one per column block of the view (one
+        bulk group or one mbarrier transaction count covers them all)."""
         view = stmt.dst if isinstance(stmt, ir.AsyncLoad) else stmt.src
         buf = self.kernel.buffer(view.buffer)
         coords = tuple(scalar(c, self.role) for c in reversed(stmt.coords))  # innermost first
         barrier = self.barrier(stmt.barrier) if isinstance(stmt, ir.AsyncLoad) else ""
         offset = 2 if isinstance(stmt, ir.AsyncStore) else 3
         slots = ", ".join(f"%{i + offset}" for i in range(len(coords)))
-        if stmt.engine is ir.Engine.TMA:
-            label = self.launch.tensor_map(stmt.tensor, stmt.box, buf.swizzle).param
-            tmap = names.tensor_map(label)
-            return CopyOperands(len(coords), self.exprs.view_base(view, self.role), tmap,
-                                coords, slots, barrier, "", 0)
-        nbytes = stmt.box[0] * buf.dtype.nbytes
-        address = f"{names.user(stmt.tensor)} + ({coords[0]})"
-        return CopyOperands(1, self.exprs.view_base(view, self.role), None, (), "", barrier,
-                            address, nbytes)
+        base = self.exprs.view_base(view, self.role)
+        if stmt.engine is ir.Engine.BULK:
+            address = f"{names.user(stmt.tensor)} + ({coords[0]})"
+            return [CopyOperands(1, base, None, (), "", barrier, address,
+                                 stmt.box[0] * buf.dtype.nbytes)]
+        box = copy_box(buf, stmt.box)
+        tmap = names.tensor_map(self.launch.tensor_map(stmt.tensor, box, buf.swizzle).param)
+        return [CopyOperands(len(coords), f"{base} + {j * block_bytes(buf)}u" if j else base, tmap,
+                             (f"({coords[0]}) + {j * box[-1]}" if j else coords[0],) + coords[1:],
+                             slots, barrier, "", 0)
+                for j in range(column_blocks(buf))]
 
     def per_element(self, stmt: ir.TileDef | ir.TileAssign | ir.SharedStore) -> PerElement:
         """Operands of the loop over this thread's elements (see `per_element` macro).

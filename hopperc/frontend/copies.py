@@ -7,6 +7,7 @@ from hopperc.frontend.bounds import check_index
 from hopperc.frontend.scope import Scope, scalar_expr
 from hopperc.frontend.tiles import ViewInfo, buffer_view
 from hopperc.ir import nodes as ir
+from hopperc.ir.layout import column_blocks, copy_box
 
 
 def lower_copy(stmt: ast.Copy, scope: Scope, warpgroups: int, manual: bool):
@@ -71,7 +72,15 @@ def _box(stmt: ast.Copy, view: ViewInfo, tensor: ir.TensorParam, engine: ir.Engi
             raise CompileError(stmt.span, f"shape mismatch: the box {_dims(box)} is larger than "
                                           f"'{tensor.name}' {_dims(tensor.dims)}")
     if engine is ir.Engine.TMA:
-        limits.check_tma_box(box, tensor.dtype, view.buffer.swizzle, stmt.span)
+        blocks = column_blocks(view.buffer)
+        if blocks > 1 and len(view.buffer.shape) > 2:
+            raise CompileError(stmt.span, f"'{view.buffer.name}' is laid out in {blocks} column "
+                                          f"blocks (its rows are wider than the "
+                                          f"{view.buffer.swizzle} swizzle span), which TMA copies "
+                                          "only for rank-2 buffers; split its planes into "
+                                          "separate buffers or narrow its rows")
+        limits.check_tma_box(copy_box(view.buffer, box), tensor.dtype, view.buffer.swizzle,
+                             stmt.span)
     else:
         if len(tensor.dims) != 1 or len(shape) != 1:
             raise CompileError(stmt.span, "a bulk copy moves a contiguous 1-D slice; use tma "

@@ -9,7 +9,8 @@ from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType, Swizzle
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies
-from hopperc.ir.layout import REGISTER_FILE, WGMMA_M, launch_registers, tile_registers, wgmma_k
+from hopperc.ir.layout import (REGISTER_FILE, WGMMA_M, launch_registers, part_bytes,
+                               tile_registers, wgmma_k)
 
 SHARED_MEMORY_LIMIT = 227 * 1024  # bytes of dynamic shared memory per block on sm_90
 TMA_MAX_BOX = 256
@@ -40,6 +41,19 @@ def check_tma_box(box: tuple[int, ...], dtype: DType, swizzle: Swizzle, span: Sp
                                  f"{swizzle.span // dtype.nbytes} {dtype} elements")
 
 
+def check_swizzled_rows(buf: ir.SharedBuffer) -> None:
+    """Rows wider than the swizzle span are laid out in column blocks one span wide
+    (`layout.column_blocks`), so they must be a whole number of spans."""
+    row_bytes = buf.shape[-1] * buf.dtype.nbytes
+    span = buf.swizzle.span
+    if len(buf.shape) >= 2 and span and row_bytes > span and row_bytes % span:
+        raise ResourceLimitError(buf.span, f"'{buf.name}' has rows of {row_bytes} bytes "
+                                 f"({buf.shape[-1]} x {buf.dtype}), wider than the {buf.swizzle} "
+                                 f"swizzle span but not a multiple of it: such rows are laid out "
+                                 f"in blocks of {span} bytes; make the last dimension a multiple "
+                                 f"of {span // buf.dtype.nbytes}")
+
+
 def check_bulk_copy(nbytes: int, span: Span) -> None:
     """cp.async.bulk moves a multiple of 16 bytes between 16-byte aligned addresses."""
     if nbytes % 16:
@@ -57,7 +71,7 @@ def check_copy_alignment(buf: ir.SharedBuffer, part_count: int | None, engine: s
     need = COPY_ALIGNMENT[engine]
     steps = [("stage", buf.stage_bytes)] if buf.stages > 1 else []
     if part_count is not None:
-        steps.append(("part", buf.stage_bytes // part_count))
+        steps.append(("part", part_bytes(buf, part_count)))
     for what, size in steps:
         if size % need:
             raise ResourceLimitError(span, f"a {engine} copy needs a shared address aligned to {need} "

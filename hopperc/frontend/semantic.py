@@ -97,6 +97,7 @@ class _Analyzer:
             raise CompileError(d.stages.span, f"'stages' must be at least 1, not {stages}")
         buf = ir.SharedBuffer(d.name, DType.parse(d.dtype), shape, stages,
                               Swizzle.parse(d.swizzle), d.span)
+        limits.check_swizzled_rows(buf)
         if d.reuses is not None:
             target = self.scope.lookup(d.reuses.id, d.reuses.span)
             if not isinstance(target, ir.SharedBuffer):

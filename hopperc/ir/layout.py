@@ -3,7 +3,7 @@ elements map to their registers. Shared by the front end (which assigns a
 layout) and code generation (which indexes by it)."""
 from __future__ import annotations
 
-from hopperc.dtypes import DType
+from hopperc.dtypes import DType, Swizzle
 from hopperc.ir import nodes as ir
 
 WGMMA_M = 64  # rows of a wgmma product per warpgroup
@@ -78,6 +78,65 @@ def shared_layout(buffers: tuple[ir.SharedBuffer, ...], barrier_count: int) -> t
         cursor += buf.stage_bytes * buf.stages
     cursor = -(-cursor // MBARRIER_BYTES) * MBARRIER_BYTES
     return offsets, cursor + barrier_count * MBARRIER_BYTES
+
+
+def column_blocks(buf: ir.SharedBuffer) -> int:
+    """A swizzled buffer whose rows are wider than its swizzle span is laid out in
+    column blocks one span wide, each holding every row of its plane (CuTe's
+    tile_to_shape of the 8-row swizzle atom, atoms stacked down the rows first):
+    a block is what one TMA box with that swizzle moves, and 8 consecutive rows
+    of a 16-byte column fall in 8 different bank groups. Other buffers are one
+    block, row-major."""
+    row_bytes = buf.shape[-1] * buf.dtype.nbytes
+    if len(buf.shape) < 2 or buf.swizzle is Swizzle.NONE or row_bytes <= buf.swizzle.span:
+        return 1
+    return row_bytes // buf.swizzle.span
+
+
+def row_pitch(buf: ir.SharedBuffer) -> int:
+    """Bytes from one row of a column block to the next."""
+    row_bytes = buf.shape[-1] * buf.dtype.nbytes
+    return row_bytes // column_blocks(buf)
+
+
+def block_bytes(buf: ir.SharedBuffer) -> int:
+    """Bytes of one column block of a plane."""
+    return buf.shape[-2] * row_pitch(buf) if len(buf.shape) >= 2 else row_pitch(buf)
+
+
+def part_bytes(buf: ir.SharedBuffer, count: int) -> int:
+    """Offset from one of `count` parts of a stage to the next: a whole plane of a
+    rank-3+ buffer, else a block of rows (inside each column block)."""
+    if len(buf.shape) >= 3 or column_blocks(buf) == 1:
+        return buf.stage_bytes // count
+    return buf.shape[0] // count * row_pitch(buf)
+
+
+def element_offset(buf: ir.SharedBuffer, row, col):
+    """Byte offset, before the swizzle, of element (row, col) of a view's element
+    grid (rows of a rank-3+ buffer's planes stacked) from the view's first byte
+    (ints or integer arrays)."""
+    pitch = row_pitch(buf)
+    width = pitch // buf.dtype.nbytes
+    offset = (col // width) * block_bytes(buf) + row * pitch + (col % width) * buf.dtype.nbytes
+    if len(buf.shape) >= 3 and column_blocks(buf) > 1:
+        rows = buf.shape[-2]
+        offset += (row // rows) * (buf.stage_bytes // _planes(buf) - rows * pitch)
+    return offset
+
+
+def _planes(buf: ir.SharedBuffer) -> int:
+    planes = 1
+    for extent in buf.shape[:-2]:
+        planes *= extent
+    return planes
+
+
+def copy_box(buf: ir.SharedBuffer, box: tuple[int, ...]) -> tuple[int, ...]:
+    """The box of each TMA instruction copying `box` (a rank-2 view of `buf`): one
+    column block wide, the rest as `box`."""
+    blocks = column_blocks(buf)
+    return box[:-1] + (box[-1] // blocks,)
 
 
 def view_shape(buf: ir.SharedBuffer, parts: int | None) -> tuple[int, ...]:

@@ -15,7 +15,8 @@ from functools import lru_cache
 import numpy as np
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import element_grid, register_layout, shared_layout, view_shape
+from hopperc.ir.layout import (element_grid, element_offset, part_bytes, register_layout,
+                               shared_layout, view_shape)
 
 CHUNK = 16
 
@@ -125,14 +126,19 @@ class SharedSpace:
 def _index(buf: ir.SharedBuffer, offset: int, place: Place) -> tuple[np.ndarray, np.ndarray]:
     stage_elems = int(np.prod(buf.shape))
     base = place.stage * stage_elems
+    start = offset + place.stage * buf.stage_bytes
     if place.part is not None:
         base += place.part * (stage_elems // place.parts)
+        start += place.part * part_bytes(buf, place.parts)
     shape = view_shape(buf, place.parts if place.part is not None else None)
     local = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
     flat = base + local
-    # Swizzle is a function of the address: of the offset in the window, which
-    # the kernel aligns to every swizzle repeat in use.
-    chunk = buf.swizzle.of_address(offset + (base + local) * buf.dtype.nbytes) // CHUNK
+    # Data is indexed logically; chunks by address, laid out as the generated code
+    # lays the view out. Swizzle is a function of the address: of the offset in
+    # the window, which the kernel aligns to every swizzle repeat in use.
+    _, cols = element_grid(shape)
+    address = start + element_offset(buf, local // cols, local % cols)
+    chunk = buf.swizzle.of_address(address) // CHUNK
     if place.transposed:
         flat, chunk = flat.T, chunk.T
     flat.setflags(write=False)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.oracle import gmma_cases, tma_cases
+from tests.oracle import gmma_cases, layout_cases, tma_cases
 from tests.oracle.hopperc_side import Generated, generate
 from tests.oracle.toolchain import HERE, Build, toolchain
 
@@ -24,16 +24,19 @@ BUILDS = pytest.StashKey[dict]()
 class GmmaOracle:
     output: gmma_cases.GmmaOutput
     generated: dict[str, Generated]  # hopperc's code for each product
+    tiled: list[layout_cases.TiledCase]  # swizzled buffers wider than their span
 
 
-def _start_gmma(out) -> tuple[Build | str, dict[str, Generated]]:
+def _start_gmma(out) -> tuple[Build | str, tuple[dict[str, Generated], list]]:
     tools = toolchain("g++")
     if tools.missing:
-        return f"CuTe oracle (g++ host program): {tools.missing}", {}
+        return f"CuTe oracle (g++ host program): {tools.missing}", ({}, [])
     generated = {p.name: generate(p) for p in gmma_cases.FRAGMENT_PRODUCTS}
+    tiled = layout_cases.generate()
     (out / "hopperc_prelude.h").write_text(gmma_cases.prelude_header())
-    (out / "hopperc_cases.h").write_text(gmma_cases.cases_header(generated))
-    return Build(tools, HERE / "gmma_oracle.cpp", out, ("-std=c++17", "-w")), generated
+    (out / "hopperc_cases.h").write_text(gmma_cases.cases_header(generated)
+                                         + layout_cases.cases_header(tiled))
+    return Build(tools, HERE / "gmma_oracle.cpp", out, ("-std=c++17", "-w")), (generated, tiled)
 
 
 def _start_tma(out) -> tuple[Build | str, None]:
@@ -89,8 +92,8 @@ def _output(builds: dict, name: str) -> tuple[str, object]:
 
 @pytest.fixture(scope="session")
 def gmma(oracle_builds) -> GmmaOracle:
-    stdout, generated = _output(oracle_builds, "gmma")
-    return GmmaOracle(gmma_cases.parse(stdout), generated)
+    stdout, (generated, tiled) = _output(oracle_builds, "gmma")
+    return GmmaOracle(gmma_cases.parse(stdout), generated, tiled)
 
 
 @pytest.fixture(scope="session")

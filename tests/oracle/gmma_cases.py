@@ -120,6 +120,8 @@ class GmmaOutput:
         default_factory=lambda: defaultdict(list))  # (product, "C"|"A") -> by thread
     slots: dict[str, list[list[tuple[int, int]]]] = field(
         default_factory=lambda: defaultdict(list))  # product -> by thread
+    tiled: dict[str, dict[str, list[int]]] = field(
+        default_factory=lambda: defaultdict(dict))  # buffer -> {"cute"|"hopperc": addresses}
 
 
 def parse(stdout: str) -> GmmaOutput:
@@ -140,6 +142,8 @@ def parse(stdout: str) -> GmmaOutput:
             name, thread, *pairs = rest
             assert int(thread) == len(out.slots[name])
             out.slots[name].append(_pairs(pairs))
+        elif tag == "tiled":
+            out.tiled[rest[0]][rest[1]] = [int(x) for x in rest[2:]]
         # anything else is CuTe's own host warning (no shared window on the host)
     return out
 

@@ -1,13 +1,14 @@
 // CuTe's side of the oracle for the SM90 encodings hopperc computes itself:
-// wgmma shared-memory matrix descriptors, the 32B/64B/128B swizzle, and the
-// wgmma register fragments (accumulator D and register A).
+// wgmma shared-memory matrix descriptors, the 32B/64B/128B swizzle, the wgmma
+// register fragments (accumulator D and register A), and the layout of
+// swizzled buffers wider than their swizzle span.
 //
 // The two headers it includes are written by the test from hopperc's own
 // output: `hopperc_prelude.h` holds device helpers cut from the rendered
 // prelude (plain bit arithmetic), `hopperc_cases.h` the cases, with
 // expressions cut from generated kernels, calling the templates below with
 // the matching CuTe types. Every line printed starts with a tag (desc,
-// swizzle, frag, slot); the test parses and compares them.
+// swizzle, frag, slot, tiled); the test parses and compares them.
 #include <cstdint>
 #include <cstdio>
 
@@ -91,6 +92,26 @@ void slots(const char* name, int count, Row row, Col col) {
   }
 }
 
+// A swizzled [ROWS, COLS] buffer at byte address `base`, as CuTe lays out a tile
+// of its K-major swizzle atoms (tile_to_shape: atoms down the rows first), and
+// hopperc's element address: one line each, the byte address of every element
+// in row-major order.
+template <class T, int bits, int ROWS, int COLS, class Address>
+void tiled_layout(const char* name, uint32_t base, Address hopperc) {
+  auto layout = tile_to_shape(gmma_atom<T, Major::K, bits>(), Shape<Int<ROWS>, Int<COLS>>{});
+  // The atom swizzles the pointer's bits: a null base gives offsets, which the
+  // swizzle maps as it maps the address when the base is on the pattern's repeat.
+  Tensor smem = make_tensor(make_smem_ptr(static_cast<T*>(nullptr)), layout);
+  std::printf("tiled %s cute", name);
+  for (int r = 0; r < ROWS; ++r)
+    for (int c = 0; c < COLS; ++c)
+      std::printf(" %u", base + uint32_t(reinterpret_cast<uintptr_t>(raw_pointer_cast(&smem(r, c)))));
+  std::printf("\ntiled %s hopperc", name);
+  for (int r = 0; r < ROWS; ++r)
+    for (int c = 0; c < COLS; ++c) std::printf(" %u", hopperc(r, c));
+  std::printf("\n");
+}
+
 template <class Op>
 void accumulator(const char* name) {
   fragment(name, "C", typename MMA_Traits<Op>::CLayout{});
@@ -109,5 +130,6 @@ int main() {
   swizzle<2>(HK_SWIZZLE_BYTES);
   swizzle<3>(HK_SWIZZLE_BYTES);
   hk_fragment_cases();
+  hk_layout_cases();
   return 0;
 }

@@ -9,6 +9,7 @@ from hopperc import driver
 from hopperc.dtypes import Swizzle
 from hopperc.sim.views import CHUNK, Place, SharedSpace
 from tests.conftest import source
+from tests.oracle import layout_cases as tiled_layouts
 from tests.oracle.gmma_cases import SWIZZLE_BYTES
 from tests.oracle.hopperc_side import SWIZZLE_BITS
 
@@ -86,3 +87,18 @@ def test_simulator_chunks_match_cute_over_absolute_addresses(gmma, text, misalig
                         address = start + (r * cols + c) * buf.dtype.nbytes
                         assert chunks[r, c] == cute[address] // CHUNK, (buf.name, stage, plane)
     assert off_repeat == misaligned
+
+
+def test_wide_buffers_are_cutes_tile_of_swizzle_atoms(gmma):
+    """A swizzled buffer wider than its span: the generated code's address of
+    every element, and the simulator's chunk of it, are where CuTe's
+    tile_to_shape of the K-major swizzle atom puts the element."""
+    assert len(gmma.tiled) == 3
+    space = SharedSpace(driver.check(source(tiled_layouts.WIDE)))
+    for case in gmma.tiled:
+        found = gmma.output.tiled[case.buffer]
+        rows, cols = case.shape
+        assert len(found["cute"]) == rows * cols
+        assert found["hopperc"] == found["cute"], case.buffer
+        _, chunks = space.index(Place(case.buffer, 0, None, 1, False))
+        assert chunks.reshape(-1).tolist() == [a // CHUNK for a in found["cute"]], case.buffer

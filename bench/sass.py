@@ -1,7 +1,9 @@
 """The SASS figures of every sample beside CUTLASS's cooperative 128x256x64
 kernel: instructions per k-step of the consumer (HGMMA) and producer (TMA load)
-main loops, instructions from the wgmma wait to the next HGMMA, and the
-epilogue's shared-memory stores per thread.
+main loops, instructions from the wgmma wait to the next HGMMA, the
+epilogue's shared-memory stores per thread, its instructions per output
+element a thread holds, and the shared-memory wavefronts one warp's stores of
+the epilogue tile take (replayed from the layout's addresses, ir/banks.py).
 
 "Per k-step" is per iteration of the source loop: the SASS loop's length times
 the HGMMA (or TMA loads) one source iteration issues, over those in the SASS
@@ -18,11 +20,14 @@ from hopperc import driver
 from hopperc.backend import sass_metrics as sm
 from hopperc.diagnostics import read_source
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import bodies, leaves
+from hopperc.ir.accesses import bodies, leaves, walk
+from hopperc.ir.banks import tile_store_wavefronts
 from hopperc.ir.layout import wgmma_k
 
 ROOT = Path(__file__).resolve().parent.parent
-CUTLASS = {"consumer": 48, "producer": None, "wait_to_mma": 21, "stores": "16 STSM.16.M88.4"}
+CUTLASS = {"consumer": 48, "producer": None, "wait_to_mma": 21, "stores": "16 STSM.16.M88.4",
+           "wavefronts": 64}
+COLUMNS = ("consumer", "producer", "wait_to_mma", "stores", "per_element", "wavefronts")
 
 
 def innermost_loops(block: ir.Block):
@@ -61,20 +66,38 @@ def figures(path: Path) -> dict[str, object]:
     consumer = sm.per_iteration(code, "HGMMA", hgmma) if hgmma else None
     producer = sm.per_iteration(code, "UTMALDG", loads) if loads else None
     stores = sm.epilogue_stores(code) if hgmma else {}
+    tile = epilogue_tile(built.generated.kernel)
+    per_element = wavefronts = None
+    if hgmma and tile is not None:
+        buf, columns = tile
+        # each consumer thread holds 64 * columns / 128 elements of its warpgroup's rows
+        per_element = round(sm.epilogue_length(code) / (columns // 2), 2)
+        wavefronts = tile_store_wavefronts(buf, 0, columns, any(op.startswith("STSM")
+                                                                for op in stores))
     return {"consumer": consumer, "producer": producer,
             "wait_to_mma": sm.wait_to_mma(code) if hgmma else None,
-            "stores": ", ".join(f"{n} {op}" for op, n in sorted(stores.items())) or None}
+            "stores": ", ".join(f"{n} {op}" for op, n in sorted(stores.items())) or None,
+            "per_element": per_element, "wavefronts": wavefronts}
+
+
+def epilogue_tile(kernel: ir.Kernel) -> tuple[ir.SharedBuffer, int] | None:
+    """The buffer and columns of the last warpgroup-tile store (`buf[wg] = ...`)."""
+    found = None
+    for stmt in walk(kernel.body):
+        if isinstance(stmt, ir.SharedStore) and stmt.dst.part is not None:
+            buf = kernel.buffer(stmt.dst.buffer)
+            found = buf, buf.shape[-1]
+    return found
 
 
 def main(argv: list[str]) -> None:
     paths = [Path(a) for a in argv] or sorted((ROOT / "samples").glob("*.hk"))
-    rows = [("sample", "consumer/k-step", "producer/k-step", "wait->HGMMA", "epilogue stores")]
+    rows = [("sample", "consumer/k-step", "producer/k-step", "wait->HGMMA", "epilogue stores",
+             "epilogue instr/element", "store wavefronts/warp")]
     for path in paths:
         f = figures(path)
-        rows.append((path.stem, *(_cell(f[k]) for k in ("consumer", "producer", "wait_to_mma",
-                                                         "stores"))))
-    rows.append(("CUTLASS coop 128x256x64", *(_cell(CUTLASS[k]) for k in
-                                              ("consumer", "producer", "wait_to_mma", "stores"))))
+        rows.append((path.stem, *(_cell(f[k]) for k in COLUMNS)))
+    rows.append(("CUTLASS coop 128x256x64", *(_cell(CUTLASS.get(k)) for k in COLUMNS)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print(" | ".join(c.ljust(w) for c, w in zip(row, widths)))

@@ -76,8 +76,10 @@ def test_two_warpgroups_each_cover_their_own_rows():
 """
     built = driver.build(SourceFile("wg.hk", text))
     cu = built.generated.cuda
-    # 64 x 64 elements of one warpgroup's rows over its 128 threads: 32 each
-    assert "for (int hk_k = 0; hk_k < 32; ++hk_k)" in cu
+    # 64 x 64 elements of one warpgroup's rows, in the wgmma layout over its 128
+    # threads: each warp stores its 16 rows with 64 / 16 = 4 stmatrix.x4
+    assert "for (int hk_i = 0; hk_i < 4; ++hk_i)" in cu
+    assert "stmatrix.sync.aligned.m8n8.x4.shared.b16" in built.result.ptx
     assert "(static_cast<int>(threadIdx.x) % 128)" in cu
     assert "bar.sync 1, 256" in built.result.ptx
 

@@ -78,7 +78,9 @@ def test_error_in_any_line_of_a_statement_maps_to_its_line(monkeypatch) -> None:
     def render(kernel, name):
         cuda, launch = real(kernel, name)
         body = cuda.split("\n")
-        store = max(i for i, x in enumerate(body) if x.lstrip().startswith("hk_st_shared"))
+        # the last line of the store: an st.shared, or the last operand of a stmatrix
+        store = max(i for i, x in enumerate(body)
+                    if x.lstrip().startswith(("hk_st_shared", "hk_pack_")))
         body[store] += " undefined_thing;"
         return "\n".join(body), launch
 

@@ -98,3 +98,11 @@ def epilogue_stores(code: list[Instruction]) -> dict[str, int]:
         if instruction.base in ("STS", "STSM"):
             counts[instruction.opcode] = counts.get(instruction.opcode, 0) + 1
     return counts
+
+
+def epilogue_length(code: list[Instruction]) -> int:
+    """Instructions from the last HGMMA to the first EXIT after it: the consumer's
+    epilogue as one thread runs it (straight-line code once the main loop is done)."""
+    last = max((k for k, i in enumerate(code) if i.base == "HGMMA"), default=-1)
+    end = next((k for k in range(last + 1, len(code)) if code[k].base == "EXIT"), len(code))
+    return end - last - 1

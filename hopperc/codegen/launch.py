@@ -66,7 +66,7 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
                 ordinal = sum(m.tensor == stmt.tensor for m in maps) + 1
                 maps.append(TensorMap(tensor_map_label(stmt.tensor, ordinal), stmt.tensor,
                                       kernel.tensor(stmt.tensor).dtype, box, buf.swizzle))
-        pointers |= _vector_tensors(stmt)
+        pointers |= vector_tensors(stmt)
     params: list[Param] = []
     for t in kernel.tensors:
         params.extend(Param(m.param, "tensor_map", "hk_tensor_map", t.name)
@@ -94,7 +94,8 @@ def tensor_map_label(tensor: str, ordinal: int) -> str:
     return f"tmap{ordinal if ordinal > 1 else ''}_{tensor}"
 
 
-def _vector_tensors(stmt: ir.Stmt) -> set[str]:
+def vector_tensors(stmt: ir.Stmt) -> set[str]:
+    """The 1-D global tensors a statement's value reads (bias and scale vectors)."""
     values = []
     if isinstance(stmt, (ir.TileDef,)):
         values.append(stmt.init)

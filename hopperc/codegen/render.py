@@ -15,18 +15,21 @@ from hopperc import __version__
 from hopperc.codegen import names
 from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, scalar, shared_store,
                                    tile_store)
-from hopperc.codegen.launch import LaunchInfo, launch_info
+from hopperc.codegen.launch import LaunchInfo, launch_info, vector_tensors
 from hopperc.codegen.wgmma import SharedOperand, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.printer import explain, statement
-from hopperc.ir.layout import (block_bytes, column_blocks, copy_box, element_grid,
-                               element_threads, packs_pairs, plane_rows, register_layout,
-                               tile_registers, view_shape)
+from hopperc.ir.layout import (STMATRIX_COLS, block_bytes, column_blocks, copy_box,
+                               element_grid, element_threads, packs_pairs, plane_rows,
+                               register_layout, stores_by_matrix, tile_registers, view_shape)
 from hopperc.toolchain import cache_root
 
 GRID_REGISTERS = ("x", "y", "z")
+# Element (row, col) of slot hk_k of thread hk_t in the wgmma layout (ir.Layout.WGMMA).
+WGMMA_ROW = "16 * (hk_t / 32) + (hk_t % 32) / 4 + 8 * ((hk_k / 2) % 2)"
+WGMMA_COL = "8 * (hk_k / 4) + 2 * (hk_t % 4) + (hk_k % 2)"
 INDENT = "  "
 
 
@@ -67,6 +70,20 @@ class PinnedTile:
     name: str
     slots: int
     constraint: str
+
+
+@dataclass(frozen=True)
+class MatrixStore:
+    """Operands of a warpgroup tile's stmatrix stores (see `SharedStore` macro):
+    the value at slot hk_k (element (row, col)) and the address of row (hk_r, hk_c)."""
+
+    instructions: int
+    thread: str
+    row: str
+    col: str
+    value: str
+    pack: str
+    address: str
 
 
 @dataclass(frozen=True)
@@ -130,6 +147,7 @@ class _Context:
         self.exprs = ExprRenderer(kernel, launch)
         self.macros = _environment().get_template("nodes.cu.j2").make_module({"cx": self})
         self.role = RoleContext(0, kernel.threads)
+        self.divergent = 0  # depth of bodies only some lanes of a warp may run
         self.declared: list[set[str]] = [set()]
         self.tiles = self.exprs.tiles
         self.wgmma_operands = {t for s in walk(kernel.body) if isinstance(s, ir.Mma)
@@ -189,15 +207,16 @@ class _Context:
                     self._leaf(release, pad, lines, elected=True, when=scalar(cond, role))
             case ir.IfThen(cond=cond, then=then, orelse=orelse):
                 lines.append(f"{pad}if ({scalar(cond, role)}) {{")
-                self._scoped(then, role, depth + 1, lines)
+                divergent = _lane_dependent(cond)
+                self._scoped(then, role, depth + 1, lines, divergent)
                 if orelse.stmts:
                     lines.append(f"{pad}}} else {{")
-                    self._scoped(orelse, role, depth + 1, lines)
+                    self._scoped(orelse, role, depth + 1, lines, divergent)
                 lines.append(f"{pad}}}")
             case ir.OneThread(body=body):
                 lines.append(f"{pad}if (hk_warp == {role.first_warp} && hk_elect_one()) {{"
                              "  // one elected thread issues")
-                self._scoped(body, role, depth + 1, lines)
+                self._scoped(body, role, depth + 1, lines, divergent=True)
                 lines.append(f"{pad}}}")
             case ir.ElectLane(body=body) if _only_releases(stmt):
                 # elect.sync and a predicated arrive: no branch around the release
@@ -205,11 +224,12 @@ class _Context:
                     self._leaf(release, pad, lines, elected=True)
             case ir.ElectLane(body=body):
                 lines.append(f"{pad}if (hk_elect_one()) {{")
-                self._scoped(body, role, depth + 1, lines)
+                self._scoped(body, role, depth + 1, lines, divergent=True)
                 lines.append(f"{pad}}}")
             case ir.ManualRegion(body=body):
+                # Hand-written code may branch on anything: no warp-collective stores.
                 lines.append(f"{pad}{{  // manual synchronization: written by hand")
-                self._scoped(body, role, depth + 1, lines)
+                self._scoped(body, role, depth + 1, lines, divergent=True)
                 lines.append(f"{pad}}}")
             case ir.TileDef(name=name):
                 self.declared[-1].add(name)
@@ -235,10 +255,14 @@ class _Context:
                 lines.append(_line_directive(span.line, self.source_name))
             lines.append(pad + line)
 
-    def _scoped(self, body: ir.Block, role: RoleContext, depth: int, lines: list[str]) -> None:
-        """A C++ block: tiles declared in it are out of scope after it."""
+    def _scoped(self, body: ir.Block, role: RoleContext, depth: int, lines: list[str],
+                divergent: bool = False) -> None:
+        """A C++ block: tiles declared in it are out of scope after it. `divergent`:
+        only some lanes of a warp may run it."""
         self.declared.append(set())
+        self.divergent += divergent
         self.block(body, role, depth, lines)
+        self.divergent -= divergent
         self.declared.pop()
 
     # ---- operands for the macros
@@ -276,6 +300,31 @@ class _Context:
                              slots, barrier, "", 0)
                 for j in range(column_blocks(buf))]
 
+    def matrix_store(self, stmt: ir.SharedStore) -> MatrixStore | None:
+        """stmatrix operands where every lane of the warpgroup stores (not under a
+        lane-dependent branch: stmatrix is .sync.aligned) and the layout allows it."""
+        buf = self.kernel.buffer(stmt.dst.buffer)
+        threads = element_threads(self.role.threads)
+        if self.divergent or not stores_by_matrix(buf, stmt.dst, threads):
+            return None
+        if vector_tensors(stmt):
+            # ptxas hoists every vector load of the unrolled stores above the first
+            # stmatrix; beside a 128-register accumulator under the launch's
+            # register limit, that spills. Element-wise stores keep them apart.
+            return None
+        columns = _view_shape(buf, stmt.dst)[1]
+        value = self.exprs.value(_unrounded(stmt.value, buf.dtype), self.role)
+        return MatrixStore(columns // STMATRIX_COLS, self._thread(threads), WGMMA_ROW, WGMMA_COL,
+                           value, f"hk_pack_{buf.dtype.text}x2",
+                           self.exprs.element_address(stmt.dst, self.role))
+
+    def _thread(self, threads: int) -> str:
+        """This thread's index among the `threads` that share a tile."""
+        local = "static_cast<int>(threadIdx.x)"
+        if self.role.first_warp:
+            local = f"(static_cast<int>(threadIdx.x) - {self.role.first_warp * 32})"
+        return local if threads == self.role.threads else f"({local} % {threads})"
+
     def per_element(self, stmt: ir.TileDef | ir.TileAssign | ir.SharedStore) -> PerElement:
         """Operands of the loop over this thread's elements (see `per_element` macro).
 
@@ -299,14 +348,10 @@ class _Context:
             assign = shared_store(dtype, self.exprs.element_address(stmt.dst, role), text) + ";"
         else:
             assign = tile_store(definition, text)
-        local = "static_cast<int>(threadIdx.x)"
-        if role.first_warp:
-            local = f"(static_cast<int>(threadIdx.x) - {role.first_warp * 32})"
-        thread = local if threads == role.threads else f"({local} % {threads})"
+        thread = self._thread(threads)
         elements = rows * cols
         if register_layout((rows, cols), threads) is ir.Layout.WGMMA:
-            row = "16 * (hk_t / 32) + (hk_t % 32) / 4 + 8 * ((hk_k / 2) % 2)"
-            col = "8 * (hk_k / 4) + 2 * (hk_t % 4) + (hk_k % 2)"
+            row, col = WGMMA_ROW, WGMMA_COL
         else:
             row = f"(hk_k * {threads} + hk_t) / {cols}"
             col = f"(hk_k * {threads} + hk_t) % {cols}"
@@ -367,6 +412,17 @@ def _constraint(tile: ir.TileDef) -> str:
 def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:
     """A cast to the target's own dtype is the rounding the write does anyway."""
     return value.operand if isinstance(value, ir.Convert) and value.dtype is target else value
+
+
+def _lane_dependent(cond: ir.ScalarExpr) -> bool:
+    """Whether a condition may differ between the lanes of a warp (it names the
+    lane or the thread)."""
+    match cond:
+        case ir.Scalar(kind=ir.ScalarKind.BUILTIN, name=name):
+            return name in ("lane", "thread")
+        case ir.ScalarOp(left=left, right=right):
+            return _lane_dependent(left) or (right is not None and _lane_dependent(right))
+    return False
 
 
 def _only_releases(elect: ir.ElectLane) -> bool:

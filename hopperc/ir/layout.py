@@ -139,6 +139,29 @@ def copy_box(buf: ir.SharedBuffer, box: tuple[int, ...]) -> tuple[int, ...]:
     return box[:-1] + (box[-1] // blocks,)
 
 
+STMATRIX_COLS = 16  # columns of a warpgroup tile one stmatrix.x4 stores per warp
+
+
+def stores_by_matrix(buf: ir.SharedBuffer, view: ir.BufferView, threads: int) -> bool:
+    """Whether a warpgroup's [64, N] tile in the wgmma layout is stored to `view`
+    with stmatrix.x4: each warp's 16 rows, 16 columns at a time, as four 8x8
+    matrices of 16-bit elements whose rows the lanes address. The fragment of an
+    8x8 matrix (lane l: row l/4, columns 2(l%4), +1) is the wgmma layout's, and
+    every matrix row must be 16 contiguous, 16-byte aligned bytes: a rank-2
+    buffer of 16-bit elements, rows a multiple of 8 elements, not transposed."""
+    shape = view_shape(buf, view.part.count if view.part else None)
+    return (buf.dtype.nbytes == 2 and len(buf.shape) == 2 and not view.transposed
+            and shape[1] % STMATRIX_COLS == 0 and row_pitch(buf) % 16 == 0
+            and register_layout(shape, threads) is ir.Layout.WGMMA)
+
+
+def matrix_store_lane(row, col):
+    """The lane of a warp that supplies the address of element (row, col) of its
+    16-row slab in stmatrix.x4 (lane 8m + i addresses row i of matrix m; the four
+    matrices are rows 0-7 and 8-15 of two 8-column halves)."""
+    return row % 8 + 8 * ((row % 16) // 8) + 16 * ((col % 16) // 8)
+
+
 def view_shape(buf: ir.SharedBuffer, parts: int | None) -> tuple[int, ...]:
     """Shape of one stage of `buf`, or of one of its `parts`: a plane of a rank-3+
     buffer, a block of rows of a rank-2 one (before any transposition)."""

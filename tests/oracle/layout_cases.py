@@ -1,7 +1,8 @@
 """The cases of gmma_oracle.cpp's `tiled_layout`: swizzled buffers wider than
 their swizzle span, whose element addresses hopperc's generated code computes
-(cut from a kernel that writes every element) and CuTe lays out as a tile of
-its K-major swizzle atoms."""
+(cut from a kernel that writes every element: `v`, a warpgroup's [64, N] tile,
+with stmatrix, whose row addresses use the same expression) and CuTe lays out
+as a tile of its K-major swizzle atoms."""
 from __future__ import annotations
 
 import re
@@ -40,7 +41,8 @@ def generate() -> list[TiledCase]:
     built = driver.build(SourceFile("wide.hk", WIDE))
     cuda = built.generated.cuda
     stores = [call_arguments(cuda, m.end() - 1)[0]
-              for m in re.finditer(r"hk_st_shared_u(?:16|8)\((?=hk_smem_base)", cuda)]
+              for m in re.finditer(r"(?:hk_st_shared_u(?:16|8)|hk_stmatrix_x4)\((?=hk_smem_base)",
+                                   cuda)]
     cases = []
     for buf, store in zip(built.generated.kernel.buffers[1:], stores, strict=True):
         address = _first_argument(store)

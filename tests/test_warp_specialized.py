@@ -57,6 +57,8 @@ def test_gemm_bf16_sass(built):
     assert ops.count("HGMMA.64x256x16.F32.BF16") == 4
     # C's 128 x 256 tile is four 128B-swizzled column blocks: one store each.
     assert ops.count("UTMALDG.2D") == 2 and ops.count("UTMASTG.2D") == 4
+    # 64 x 256 bf16 per warpgroup: 16 stmatrix.x4 per thread, as CUTLASS's epilogue
+    assert ops.count("STSM.16.M88.4") == 16 and not any(op.startswith("STS.") for op in ops)
     assert any(re.fullmatch(r"USETMAXREG\.DEALLOC\.CTAPOOL 0x28", i) for i in sass)
     assert any(re.fullmatch(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL UP\d,0xe8", i) for i in sass)
     assert b.generated.launch.dynamic_shared_bytes > 0 and b.generated.kernel.threads == 384

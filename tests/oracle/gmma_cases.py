@@ -122,6 +122,8 @@ class GmmaOutput:
         default_factory=lambda: defaultdict(list))  # product -> by thread
     tiled: dict[str, dict[str, list[int]]] = field(
         default_factory=lambda: defaultdict(dict))  # buffer -> {"cute"|"hopperc": addresses}
+    stsm_src: list[list[int]] = field(default_factory=list)  # lane -> bit of each register bit
+    stsm_dst: list[tuple[int, int]] = field(default_factory=list)  # lane -> (row's bit, bits)
 
 
 def parse(stdout: str) -> GmmaOutput:
@@ -142,6 +144,12 @@ def parse(stdout: str) -> GmmaOutput:
             name, thread, *pairs = rest
             assert int(thread) == len(out.slots[name])
             out.slots[name].append(_pairs(pairs))
+        elif tag == "stsm" and rest[0] == "src":
+            assert int(rest[1]) == len(out.stsm_src)
+            out.stsm_src.append([int(x) for x in rest[2:]])
+        elif tag == "stsm":
+            assert int(rest[1]) == len(out.stsm_dst)
+            out.stsm_dst.append((int(rest[2]), int(rest[3])))
         elif tag == "tiled":
             out.tiled[rest[0]][rest[1]] = [int(x) for x in rest[2:]]
         # anything else is CuTe's own host warning (no shared window on the host)

@@ -1,17 +1,19 @@
 // CuTe's side of the oracle for the SM90 encodings hopperc computes itself:
 // wgmma shared-memory matrix descriptors, the 32B/64B/128B swizzle, the wgmma
-// register fragments (accumulator D and register A), and the layout of
-// swizzled buffers wider than their swizzle span.
+// register fragments (accumulator D and register A), the layout of swizzled
+// buffers wider than their swizzle span, and stmatrix's register and address
+// mapping.
 //
 // The two headers it includes are written by the test from hopperc's own
 // output: `hopperc_prelude.h` holds device helpers cut from the rendered
 // prelude (plain bit arithmetic), `hopperc_cases.h` the cases, with
 // expressions cut from generated kernels, calling the templates below with
 // the matching CuTe types. Every line printed starts with a tag (desc,
-// swizzle, frag, slot, tiled); the test parses and compares them.
+// swizzle, frag, slot, tiled, stsm); the test parses and compares them.
 #include <cstdint>
 #include <cstdio>
 
+#include <cute/atom/copy_traits_sm90.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cute/swizzle.hpp>
 
@@ -112,6 +114,21 @@ void tiled_layout(const char* name, uint32_t base, Address hopperc) {
   std::printf("\n");
 }
 
+// stmatrix.x4 (SM90_U32x4_STSM_N): for each lane, the bit of the four 8x8
+// 16-bit matrices (stacked, 128 bits a row) each bit of its registers goes to
+// (SrcLayout: one line per lane, 128 values), and the first bit of the row its
+// address names (DstLayout).
+void stmatrix_x4() {
+  using Traits = Copy_Traits<SM90_U32x4_STSM_N>;
+  typename Traits::SrcLayout src;
+  typename Traits::DstLayout dst;
+  for (int t = 0; t < 32; ++t) {
+    std::printf("stsm src %d", t);
+    for (int v = 0; v < int(size<1>(src)); ++v) std::printf(" %d", int(src(t, v)));
+    std::printf("\nstsm dst %d %d %d\n", t, int(dst(t, 0)), int(size<1>(dst)));
+  }
+}
+
 template <class Op>
 void accumulator(const char* name) {
   fragment(name, "C", typename MMA_Traits<Op>::CLayout{});
@@ -131,5 +148,6 @@ int main() {
   swizzle<3>(HK_SWIZZLE_BYTES);
   hk_fragment_cases();
   hk_layout_cases();
+  stmatrix_x4();
   return 0;
 }

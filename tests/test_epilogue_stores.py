@@ -1,0 +1,83 @@
+"""How a warpgroup's wgmma-layout tile reaches shared memory: stmatrix.x4 where
+every lane stores, into layouts whose 8x8 matrices take one wavefront each
+when swizzled; shared-memory wavefronts replayed from the layout's addresses
+(ir/banks.py). The mapping itself is checked against CuTe in
+tests/oracle/test_stmatrix.py."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hopperc import driver
+from hopperc.diagnostics import SourceFile, read_source
+from hopperc.dtypes import Swizzle
+from hopperc.ir.banks import tile_store_wavefronts, wavefronts
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_wavefronts_count_distinct_words_per_bank():
+    assert wavefronts([(4 * lane, 4) for lane in range(32)]) == 1  # one word per bank
+    assert wavefronts([(4 * (lane // 2), 4) for lane in range(32)]) == 1  # shared words broadcast
+    assert wavefronts([(128 * lane, 4) for lane in range(32)]) == 32  # all in bank 0
+    assert wavefronts([(16 * i, 16) for i in range(8)]) == 1  # 8 rows of 16 B side by side
+    assert wavefronts([(512 * i, 16) for i in range(8)]) == 8  # 8 rows 512 B apart
+
+
+def epilogue_buffer(sample: str):
+    kernel = driver.check(read_source(ROOT / "samples" / f"{sample}.hk"))
+    return next(b for b in kernel.buffers if b.name == "sc")
+
+
+def test_gemm_bf16_epilogue_takes_one_wavefront_per_matrix():
+    """A warp stores 16 rows x 256 columns: 16 stmatrix.x4, 64 matrices of 8 rows x
+    16 B. 128B-swizzled, the 8 rows of a matrix sit in 8 different 16-byte bank
+    groups: 64 wavefronts, CUTLASS's figure. Unswizzled, its 512-byte rows all
+    start in bank 0: 8 wavefronts per matrix. Element-wise 16-bit stores into the
+    swizzled tile take one wavefront each (a slot's 8 rows lie in 8 different
+    bank groups), but there are 128 of them, one per element slot."""
+    buf = epilogue_buffer("gemm_bf16")
+    assert buf.swizzle is Swizzle.B128
+    assert tile_store_wavefronts(buf, 0, 256, by_matrix=True) == 64
+    assert tile_store_wavefronts(replace(buf, swizzle=Swizzle.NONE), 0, 256, by_matrix=True) == 512
+    assert tile_store_wavefronts(buf, 0, 256, by_matrix=False) == 128
+
+
+def stores(cuda: str) -> tuple[int, int]:
+    return cuda.count("hk_stmatrix_x4(hk_smem_base"), cuda.count("hk_st_shared_u16(hk_smem_base")
+
+
+@pytest.mark.parametrize("sample", ["gemm_bf16", "gemm_chain", "gemm_relu", "mlp_two_mma"])
+def test_gemm_epilogues_store_with_stmatrix(sample):
+    cuda = driver.generate(read_source(ROOT / "samples" / f"{sample}.hk")).cuda
+    matrix, element = stores(cuda)
+    assert matrix >= 1 and element == 0
+
+
+def test_tiles_reading_vectors_store_element_wise():
+    """A bias row read in the stored value: ptxas would hoist all its loads above
+    the unrolled stmatrix stores and spill (measured on gemm_bias_relu)."""
+    cuda = driver.generate(read_source(ROOT / "samples" / "gemm_bias_relu.hk")).cuda
+    assert stores(cuda) == (0, 1)
+
+
+def test_hand_synchronized_code_stores_element_wise():
+    """In manual code each thread's fences cover the elements it stores itself, as
+    the user reasoned; a warp-collective store would change whose writes they are."""
+    path = ROOT / "tests" / "sim" / "manual" / "manual_pipe.hk"
+    manual = driver.generate(read_source(path)).cuda
+    assert stores(manual) == (0, 1)
+    text = """kernel k(X: bf16[M, N], Y: bf16[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM, n: N / BN) threads 128
+{
+    shared sx: bf16[BM, BN] swizzle 128B
+    shared sy: bf16[BM, BN] swizzle 128B
+    tma sx <- X[tile.m, tile.n]
+    x: f32[BM, BN] = f32(sx)
+    sy = bf16(x * 2.0)
+    tma Y[tile.m, tile.n] <- sy
+}
+"""
+    assert stores(driver.generate(SourceFile("k.hk", text)).cuda) == (1, 0)

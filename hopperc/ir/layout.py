@@ -155,13 +155,6 @@ def stores_by_matrix(buf: ir.SharedBuffer, view: ir.BufferView, threads: int) ->
             and register_layout(shape, threads) is ir.Layout.WGMMA)
 
 
-def matrix_store_lane(row, col):
-    """The lane of a warp that supplies the address of element (row, col) of its
-    16-row slab in stmatrix.x4 (lane 8m + i addresses row i of matrix m; the four
-    matrices are rows 0-7 and 8-15 of two 8-column halves)."""
-    return row % 8 + 8 * ((row % 16) // 8) + 16 * ((col % 16) // 8)
-
-
 def view_shape(buf: ir.SharedBuffer, parts: int | None) -> tuple[int, ...]:
     """Shape of one stage of `buf`, or of one of its `parts`: a plane of a rank-3+
     buffer, a block of rows of a rank-2 one (before any transposition)."""

@@ -22,7 +22,7 @@ from hopperc.diagnostics import read_source
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies, leaves, walk
 from hopperc.ir.banks import tile_store_wavefronts
-from hopperc.ir.layout import wgmma_k
+from hopperc.ir.layout import column_blocks, wgmma_k
 
 ROOT = Path(__file__).resolve().parent.parent
 CUTLASS = {"consumer": 48, "producer": None, "wait_to_mma": 21, "stores": "16 STSM.16.M88.4",
@@ -47,7 +47,8 @@ def per_source_iteration(kernel: ir.Kernel) -> tuple[int, int]:
         stmts = list(leaves(loop))
         hgmma = sum(s.shape[2] // wgmma_k(_a_dtype(kernel, s)) for s in stmts
                     if isinstance(s, ir.Mma))
-        tma = sum(isinstance(s, ir.AsyncLoad) for s in stmts)
+        tma = sum(column_blocks(kernel.buffer(s.dst.buffer)) for s in stmts
+                  if isinstance(s, ir.AsyncLoad))  # one instruction per column block
         mmas = mmas or hgmma
         loads = loads or (tma if not hgmma else 0)
     return mmas, loads

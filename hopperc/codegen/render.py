@@ -13,23 +13,18 @@ import jinja2
 
 from hopperc import __version__
 from hopperc.codegen import names
-from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, scalar, shared_store,
-                                   tile_store)
-from hopperc.codegen.launch import LaunchInfo, launch_info, vector_tensors
+from hopperc.codegen.cexpr import ExprRenderer, RoleContext, scalar
+from hopperc.codegen.elements import MatrixStore, PerElement, matrix_store, per_element
+from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.wgmma import SharedOperand, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.printer import explain, statement
-from hopperc.ir.layout import (STMATRIX_COLS, block_bytes, column_blocks, copy_box,
-                               element_grid, element_threads, packs_pairs, plane_rows,
-                               register_layout, stores_by_matrix, tile_registers, view_shape)
+from hopperc.ir.layout import block_bytes, column_blocks, copy_box, packs_pairs, tile_registers
 from hopperc.toolchain import cache_root
 
 GRID_REGISTERS = ("x", "y", "z")
-# Element (row, col) of slot hk_k of thread hk_t in the wgmma layout (ir.Layout.WGMMA).
-WGMMA_ROW = "16 * (hk_t / 32) + (hk_t % 32) / 4 + 8 * ((hk_k / 2) % 2)"
-WGMMA_COL = "8 * (hk_k / 4) + 2 * (hk_t % 4) + (hk_k % 2)"
 INDENT = "  "
 
 
@@ -53,37 +48,12 @@ def _compiled_templates() -> jinja2.FileSystemBytecodeCache | None:
 
 
 @dataclass(frozen=True)
-class PerElement:
-    """Operands of the per-element loop macro: slot k of this thread is element (row, col)."""
-
-    slots: int
-    thread: str
-    row: str
-    col: str
-    assign: str
-
-
-@dataclass(frozen=True)
 class PinnedTile:
     """A register tile pinned in place next to a wgmma fence or wait."""
 
     name: str
     slots: int
     constraint: str
-
-
-@dataclass(frozen=True)
-class MatrixStore:
-    """Operands of a warpgroup tile's stmatrix stores (see `SharedStore` macro):
-    the value at slot hk_k (element (row, col)) and the address of row (hk_r, hk_c)."""
-
-    instructions: int
-    thread: str
-    row: str
-    col: str
-    value: str
-    pack: str
-    address: str
 
 
 @dataclass(frozen=True)
@@ -301,63 +271,12 @@ class _Context:
                 for j in range(column_blocks(buf))]
 
     def matrix_store(self, stmt: ir.SharedStore) -> MatrixStore | None:
-        """stmatrix operands where every lane of the warpgroup stores (not under a
-        lane-dependent branch: stmatrix is .sync.aligned) and the layout allows it."""
-        buf = self.kernel.buffer(stmt.dst.buffer)
-        threads = element_threads(self.role.threads)
-        if self.divergent or not stores_by_matrix(buf, stmt.dst, threads):
+        if self.divergent:  # stmatrix is .sync.aligned: every lane of the warp stores
             return None
-        if vector_tensors(stmt):
-            # ptxas hoists every vector load of the unrolled stores above the first
-            # stmatrix; beside a 128-register accumulator under the launch's
-            # register limit, that spills. Element-wise stores keep them apart.
-            return None
-        columns = _view_shape(buf, stmt.dst)[1]
-        value = self.exprs.value(_unrounded(stmt.value, buf.dtype), self.role)
-        return MatrixStore(columns // STMATRIX_COLS, self._thread(threads), WGMMA_ROW, WGMMA_COL,
-                           value, f"hk_pack_{buf.dtype.text}x2",
-                           self.exprs.element_address(stmt.dst, self.role))
-
-    def _thread(self, threads: int) -> str:
-        """This thread's index among the `threads` that share a tile."""
-        local = "static_cast<int>(threadIdx.x)"
-        if self.role.first_warp:
-            local = f"(static_cast<int>(threadIdx.x) - {self.role.first_warp * 32})"
-        return local if threads == self.role.threads else f"({local} % {threads})"
+        return matrix_store(stmt, self.kernel, self.exprs, self.role)
 
     def per_element(self, stmt: ir.TileDef | ir.TileAssign | ir.SharedStore) -> PerElement:
-        """Operands of the loop over this thread's elements (see `per_element` macro).
-
-        Element (hk_r, hk_c) is a position in the statement's element grid: a view of
-        rank 3 or more is its 2-D planes stacked along the rows, as they lie in
-        memory, so the row-major address of (hk_r, hk_c) is the element's."""
-        role = self.role
-        if isinstance(stmt, ir.SharedStore):
-            buf = self.kernel.buffer(stmt.dst.buffer)
-            shape, dtype, value = _view_shape(buf, stmt.dst), buf.dtype, stmt.value
-            threads = element_threads(role.threads)
-        else:
-            definition = stmt if isinstance(stmt, ir.TileDef) else self.tiles[stmt.name]
-            shape, dtype, threads = definition.shape, definition.dtype, definition.threads
-            value = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
-        rows, cols = element_grid(shape)
-        in_plane = plane_rows(shape)
-        plane_row = "hk_r" if in_plane == rows else f"(hk_r % {in_plane})"
-        text = from_float(dtype, self.exprs.value(_unrounded(value, dtype), role, plane_row))
-        if isinstance(stmt, ir.SharedStore):
-            assign = shared_store(dtype, self.exprs.element_address(stmt.dst, role), text) + ";"
-        else:
-            assign = tile_store(definition, text)
-        thread = self._thread(threads)
-        elements = rows * cols
-        if register_layout((rows, cols), threads) is ir.Layout.WGMMA:
-            row, col = WGMMA_ROW, WGMMA_COL
-        else:
-            row = f"(hk_k * {threads} + hk_t) / {cols}"
-            col = f"(hk_k * {threads} + hk_t) % {cols}"
-            if elements % threads:  # the last slot holds elements for some threads only
-                assign = f"if (hk_k * {threads} + hk_t < {elements}) {{ {assign} }}"
-        return PerElement(-(-elements // threads), thread, row, col, assign)
+        return per_element(stmt, self.kernel, self.exprs, self.role)
 
     def wgmma_steps(self, mma: ir.Mma) -> list[WgmmaStep]:
         acc = self.tiles[mma.acc]
@@ -409,11 +328,6 @@ def _constraint(tile: ir.TileDef) -> str:
     return "+f" if tile.dtype is ir.DType.F32 else "+h"
 
 
-def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:
-    """A cast to the target's own dtype is the rounding the write does anyway."""
-    return value.operand if isinstance(value, ir.Convert) and value.dtype is target else value
-
-
 def _lane_dependent(cond: ir.ScalarExpr) -> bool:
     """Whether a condition may differ between the lanes of a warp (it names the
     lane or the thread)."""
@@ -427,7 +341,3 @@ def _lane_dependent(cond: ir.ScalarExpr) -> bool:
 
 def _only_releases(elect: ir.ElectLane) -> bool:
     return all(isinstance(s, ir.StageRelease) for s in elect.body.stmts)
-
-
-def _view_shape(buf: ir.SharedBuffer, view: ir.BufferView) -> tuple[int, ...]:
-    return view_shape(buf, view.part.count if view.part else None)

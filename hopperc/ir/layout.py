@@ -118,18 +118,10 @@ def element_offset(buf: ir.SharedBuffer, row, col):
     (ints or integer arrays)."""
     pitch = row_pitch(buf)
     width = pitch // buf.dtype.nbytes
-    offset = (col // width) * block_bytes(buf) + row * pitch + (col % width) * buf.dtype.nbytes
-    if len(buf.shape) >= 3 and column_blocks(buf) > 1:
-        rows = buf.shape[-2]
-        offset += (row // rows) * (buf.stage_bytes // _planes(buf) - rows * pitch)
-    return offset
-
-
-def _planes(buf: ir.SharedBuffer) -> int:
-    planes = 1
-    for extent in buf.shape[:-2]:
-        planes *= extent
-    return planes
+    rows = buf.shape[-2] if len(buf.shape) >= 2 else 1
+    plane_bytes = column_blocks(buf) * block_bytes(buf)
+    return ((row // rows) * plane_bytes + (col // width) * block_bytes(buf)
+            + (row % rows) * pitch + (col % width) * buf.dtype.nbytes)
 
 
 def copy_box(buf: ir.SharedBuffer, box: tuple[int, ...]) -> tuple[int, ...]:

@@ -1,0 +1,113 @@
+"""Operands of the statements that run per element of a tile: the loop over a
+thread's slots (`per_element` macro) and a warpgroup tile's stmatrix stores
+(`SharedStore` macro), as C++ text."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, shared_store,
+                                   tile_store)
+from hopperc.codegen.launch import vector_tensors
+from hopperc.ir import nodes as ir
+from hopperc.ir.layout import (STMATRIX_COLS, element_grid, element_threads, plane_rows,
+                               register_layout, stores_by_matrix, view_shape)
+
+# Element (row, col) of slot hk_k of thread hk_t in the wgmma layout (ir.Layout.WGMMA).
+WGMMA_ROW = "16 * (hk_t / 32) + (hk_t % 32) / 4 + 8 * ((hk_k / 2) % 2)"
+WGMMA_COL = "8 * (hk_k / 4) + 2 * (hk_t % 4) + (hk_k % 2)"
+
+
+@dataclass(frozen=True)
+class PerElement:
+    """Operands of the per-element loop macro: slot k of this thread is element (row, col)."""
+
+    slots: int
+    thread: str
+    row: str
+    col: str
+    assign: str
+
+
+@dataclass(frozen=True)
+class MatrixStore:
+    """Operands of a warpgroup tile's stmatrix stores (see `SharedStore` macro):
+    the value at slot hk_k (element (row, col)) and the address of row (hk_r, hk_c)."""
+
+    instructions: int
+    thread: str
+    row: str
+    col: str
+    value: str
+    pack: str
+    address: str
+
+
+def matrix_store(stmt: ir.SharedStore, kernel: ir.Kernel, exprs: ExprRenderer,
+                 role: RoleContext) -> MatrixStore | None:
+    """stmatrix operands for a store every lane of each warp runs (the caller
+    knows), where the layout allows it."""
+    buf = kernel.buffer(stmt.dst.buffer)
+    threads = element_threads(role.threads)
+    if not stores_by_matrix(buf, stmt.dst, threads):
+        return None
+    if vector_tensors(stmt):
+        # ptxas hoists every vector load of the unrolled stores above the first
+        # stmatrix; beside a 128-register accumulator under the launch's
+        # register limit, that spills. Element-wise stores keep them apart.
+        return None
+    columns = _view_shape(buf, stmt.dst)[1]
+    value = exprs.value(_unrounded(stmt.value, buf.dtype), role)
+    return MatrixStore(columns // STMATRIX_COLS, _thread(role, threads), WGMMA_ROW, WGMMA_COL,
+                       value, f"hk_pack_{buf.dtype.text}x2", exprs.element_address(stmt.dst, role))
+
+
+def _thread(role: RoleContext, threads: int) -> str:
+    """This thread's index among the `threads` that share a tile."""
+    local = "static_cast<int>(threadIdx.x)"
+    if role.first_warp:
+        local = f"(static_cast<int>(threadIdx.x) - {role.first_warp * 32})"
+    return local if threads == role.threads else f"({local} % {threads})"
+
+
+def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Kernel,
+                exprs: ExprRenderer, role: RoleContext) -> PerElement:
+    """Operands of the loop over this thread's elements (see `per_element` macro).
+
+    Element (hk_r, hk_c) is a position in the statement's element grid: a view of
+    rank 3 or more is its 2-D planes stacked along the rows, as they lie in
+    memory, so the row-major address of (hk_r, hk_c) is the element's."""
+    if isinstance(stmt, ir.SharedStore):
+        buf = kernel.buffer(stmt.dst.buffer)
+        shape, dtype, value = _view_shape(buf, stmt.dst), buf.dtype, stmt.value
+        threads = element_threads(role.threads)
+    else:
+        definition = stmt if isinstance(stmt, ir.TileDef) else exprs.tiles[stmt.name]
+        shape, dtype, threads = definition.shape, definition.dtype, definition.threads
+        value = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
+    rows, cols = element_grid(shape)
+    in_plane = plane_rows(shape)
+    plane_row = "hk_r" if in_plane == rows else f"(hk_r % {in_plane})"
+    text = from_float(dtype, exprs.value(_unrounded(value, dtype), role, plane_row))
+    if isinstance(stmt, ir.SharedStore):
+        assign = shared_store(dtype, exprs.element_address(stmt.dst, role), text) + ";"
+    else:
+        assign = tile_store(definition, text)
+    thread = _thread(role, threads)
+    elements = rows * cols
+    if register_layout((rows, cols), threads) is ir.Layout.WGMMA:
+        row, col = WGMMA_ROW, WGMMA_COL
+    else:
+        row = f"(hk_k * {threads} + hk_t) / {cols}"
+        col = f"(hk_k * {threads} + hk_t) % {cols}"
+        if elements % threads:  # the last slot holds elements for some threads only
+            assign = f"if (hk_k * {threads} + hk_t < {elements}) {{ {assign} }}"
+    return PerElement(-(-elements // threads), thread, row, col, assign)
+
+
+def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:
+    """A cast to the target's own dtype is the rounding the write does anyway."""
+    return value.operand if isinstance(value, ir.Convert) and value.dtype is target else value
+
+
+def _view_shape(buf: ir.SharedBuffer, view: ir.BufferView) -> tuple[int, ...]:
+    return view_shape(buf, view.part.count if view.part else None)

@@ -4,7 +4,8 @@ Requires: mbarrier waits placed for loads (complete_async_loads),
 wait_group.read for stores (complete_bulk_stores) and wgmma waits
 (wait_wgmma_batches).
 Establishes: whenever a thread may access shared memory another thread of the
-same role accessed before (at least one of them writing), a named barrier
+same role accessed before (at least one of them writing; slices or stages known
+to differ are different memory), a named barrier
 `bar.sync id, n` over exactly the role's n threads orders them; ids are 1 + the
 role's index, so concurrent roles never share one and id 0 stays block-wide.
 The same holds for an mbarrier's phase: the issuer arms it again
@@ -24,8 +25,8 @@ from dataclasses import replace
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import (Access, Proxy, all_accesses, bodies, leaf_accesses,
-                                 manual_accesses, mbarrier_arms, mbarrier_waits, source_order,
-                                 walk)
+                                 manual_accesses, may_overlap, mbarrier_arms, mbarrier_waits,
+                                 source_order, walk)
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 
 Pending = frozenset[Access]
@@ -159,7 +160,7 @@ def _completed(read: Access) -> Access:
 
 
 def _needs_barrier(prior: Access, access: Access) -> bool:
-    if prior.memory != access.memory or not (prior.write or access.write):
+    if not may_overlap(prior, access) or not (prior.write or access.write):
         return False
     if prior.proxy is Proxy.ASYNC:
         return False  # ordered by an mbarrier wait or wait_group, placed by earlier passes

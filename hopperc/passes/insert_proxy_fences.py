@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import (Access, Proxy, all_accesses, leaf_accesses, manual_accesses,
-                                 source_order)
+                                 may_overlap, source_order)
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 
 Unfenced = frozenset[Access]
@@ -40,7 +40,7 @@ class _Fences(ForwardRewrite[Unfenced]):
             if access.proxy is not Proxy.ASYNC:
                 continue
             for prior in sorted(state, key=source_order):
-                if prior.memory == access.memory and (prior.write or access.write):
+                if may_overlap(prior, access) and (prior.write or access.write):
                     hazard = (ir.Hazard.GENERIC_WRITE_ASYNC_READ if prior.write
                               else ir.Hazard.GENERIC_READ_ASYNC_WRITE)
                     reason = ir.Reason(hazard, access.buffer, prior.what, prior.span,

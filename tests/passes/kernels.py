@@ -218,3 +218,11 @@ TWO_PRODUCERS = """kernel two(X: bf16[M, N], Y: bf16[M, N], Z: bf16[M, N])
     }
 }
 """
+
+# st.shared into slice 0 while a TMA load fills slice 1, then slice 0 is stored.
+SLICE_WRITE_BESIDE_LOAD = HEADER + """    shared two: bf16[2, BM, BN]
+    two[0] = 1.0
+    tma two[1] <- X[tile.m, tile.n]
+    tma Y[tile.m, tile.n] <- two[0]
+}
+"""

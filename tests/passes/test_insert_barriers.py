@@ -1,7 +1,8 @@
 """insert_barriers: named barriers scoped to the role, only at real hand-offs."""
 from tests.conftest import filecheck, ir_after
 from tests.passes.kernels import (COPY, HEADER, LOAD_THEN_READ, MMA_FUSED_LOOP, READ_THEN_REFILL,
-                                  REWRITE_EACH_ITERATION, STORE_LOOP, WRITE_THEN_STORE)
+                                  REWRITE_EACH_ITERATION, SLICE_WRITE_BESIDE_LOAD, STORE_LOOP,
+                                  WRITE_THEN_STORE)
 
 PASS = "insert_barriers"
 
@@ -131,3 +132,16 @@ def test_negative_issuer_alone_waits_so_rearming_needs_no_barrier():
     out = ir_after(text, PASS)
     assert "bar.sync 1" not in out
     assert "one_thread:  # t.hk:6\n      mbarrier.wait sx_full[0]" in out
+
+
+def test_slices_of_one_buffer_are_tracked_apart(tmp_path):
+    """Writing slice 0 does not order the load into slice 1: the barrier waits for
+    the store of slice 0, after the load is issued."""
+    filecheck(ir_after(SLICE_WRITE_BESIDE_LOAD, PASS), """
+CHECK: st.shared two[0 of 2]
+CHECK-NOT: bar.sync
+CHECK: tma.load two[1 of 2]
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: why: two written by st.shared (t.hk:5), read by TMA store (t.hk:7)
+CHECK-NEXT: tma.store Y
+""", tmp_path)

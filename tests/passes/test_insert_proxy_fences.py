@@ -2,7 +2,8 @@
 from tests.conftest import filecheck, ir_after
 from tests.passes.kernels import (BRANCH_WRITE_THEN_STORE, COPY, HEADER, LOAD_THEN_READ,
                                   MMA_CHAIN, MMA_GENERIC_OPERAND, READ_THEN_REFILL,
-                                  REWRITE_EACH_ITERATION, STORE_LOOP, WRITE_THEN_STORE)
+                                  REWRITE_EACH_ITERATION, SLICE_WRITE_BESIDE_LOAD, STORE_LOOP,
+                                  WRITE_THEN_STORE)
 
 PASS = "insert_proxy_fences"
 
@@ -124,4 +125,18 @@ CHECK: st.shared sx = 1
 CHECK-NEXT: fence.proxy.async.shared::cta
 CHECK-NEXT: bar.sync 1, 128
 CHECK-NEXT: manual:
+""", tmp_path)
+
+
+def test_slices_of_one_buffer_are_fenced_apart(tmp_path):
+    """The load into slice 1 needs no fence after st.shared into slice 0; the
+    store of slice 0 does."""
+    filecheck(ir_after(SLICE_WRITE_BESIDE_LOAD, PASS), """
+CHECK: st.shared two[0 of 2]
+CHECK-NOT: fence.proxy
+CHECK: tma.load two[1 of 2]
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-SAME: why: two written by st.shared (t.hk:5), read by TMA store (t.hk:7)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: tma.store Y
 """, tmp_path)

@@ -124,17 +124,20 @@ class Block:
     """One block of the grid, its warps created by the caller."""
 
     def __init__(self, program: Program, env: dict[str, int],
-                 tensors: dict[str, np.ndarray] | None):
+                 tensors: dict[str, np.ndarray] | None,
+                 writers: dict[str, np.ndarray] | None = None):
         """`tensors` None: a run without data (the exhaustive search), which makes
         every synchronization and shared-memory access with its checks but moves
         and computes no values. Nothing it reports depends on them: indices,
         loop bounds and conditions are scalars, and the data is compared only
-        after the seeded schedules."""
+        after the seeded schedules. `writers`: per output tensor, the span of
+        the TMA store that last wrote each element, so a wrong result names it."""
         kernel = program.kernel
         self.program = program
         self.kernel = kernel
         self.env = env
         self.tensors = tensors
+        self.writers = writers if writers is not None else {}
         self.space = SharedSpace(kernel, program.layout, data=tensors is not None)
         self.agents = Agents()
         self.memory = ShadowMemory(self.space.chunks, self.agents)
@@ -181,6 +184,9 @@ class Block:
         if self.tensors is not None:
             values = self.space.read(store.place)
             write_box(self.tensors[store.tensor], store.origin, values.reshape(store.box))
+        if store.tensor in self.writers:
+            write_box(self.writers[store.tensor], store.origin,
+                      np.full(store.box, store.site.span, dtype=object))
         store.done = True
 
     def exit_checks(self, span: Span | None) -> None:

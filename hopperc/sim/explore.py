@@ -105,18 +105,21 @@ def _search(prog: Program, problem: Problem, budget: int, report: Report,
 
 def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Report) -> None:
     tensors = problem.fresh_tensors()
+    writers = {name: np.full(tensors[name].shape, None, dtype=object) for name in want or ()}
     try:
         for index, block in enumerate(problem.grid):
-            run_block(prog, problem.env(block), tensors, chooser, index)
+            run_block(prog, problem.env(block), tensors, chooser, index, writers)
     except SimFailure as failure:
         report.add(replace(failure.finding, trace=getattr(failure, "trace", ()), schedule=name))
         return
     if want is not None:
-        _compare(prog.kernel, tensors, want, name, report)
+        _compare(prog.kernel, tensors, want, writers, name, report)
 
 
 def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.ndarray],
-             name: str, report: Report) -> None:
+             writers: dict[str, np.ndarray], name: str, report: Report) -> None:
+    """A wrong element is blamed on the TMA store that wrote it, else (never
+    written) on the kernel's first store to that tensor."""
     for tensor, expect in want.items():
         dtype = kernel.tensor(tensor).dtype
         error = np.abs(got[tensor] - expect)
@@ -125,8 +128,9 @@ def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.n
         bad = error > tolerance(dtype, expect)
         if bad.any():
             where = tuple(int(i) for i in np.argwhere(bad)[0])
-            store = next((s.span for s in walk(kernel.body)
-                          if isinstance(s, ir.AsyncStore) and s.tensor == tensor), kernel.span)
+            store = writers[tensor][where] or next(
+                (s.span for s in walk(kernel.body)
+                 if isinstance(s, ir.AsyncStore) and s.tensor == tensor), kernel.span)
             report.add(Finding(
                 Category.WRONG_RESULT,
                 f"{tensor} differs from the numpy reference at {int(bad.sum())} of {bad.size} "

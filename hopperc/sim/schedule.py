@@ -98,10 +98,11 @@ def _state(block: Block) -> tuple:
     return warps, mbarriers, named, loads
 
 
-def run_block(program: Program, env: dict[str, int], tensors, chooser, block_index: int) -> None:
+def run_block(program: Program, env: dict[str, int], tensors, chooser, block_index: int,
+              writers=None) -> None:
     """Run one block to its end; raises SimFailure at the first finding.
-    `tensors` None: without data (see `Block`)."""
-    block = Block(program, env, tensors)
+    `tensors` None: without data (see `Block`); `writers`: see `Block`."""
+    block = Block(program, env, tensors, writers)
     warps = [Warp(block, i) for i in range(program.kernel.threads // 32)]
     block.warps = warps
     runs = {w: w.run() for w in warps}

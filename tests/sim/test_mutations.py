@@ -83,6 +83,23 @@ def test_stale_tile_is_a_wrong_result():
     assert "C differs from the numpy reference" in report.findings[0].message
 
 
+def test_wrong_result_names_the_store_that_wrote_the_element():
+    """Y is written by two TMA stores (lines 10 and 12); only the second one's
+    source is wrong, so the finding points at line 12, not at Y's first store."""
+    path = Path(__file__).parent / "hazards" / "slice_write_beside_load.hk"
+    front_end = driver.check(driver.read_source(path))
+    lowered = driver.lower(front_end)
+
+    def second_store_from_plane_0(s):
+        if isinstance(s, ir.AsyncStore) and s.span.line == 12:
+            return [replace(s, src=replace(s.src, part=replace(s.src.part, index=ir.const(0))))]
+        return None
+    kernel = m.edit(lowered, second_store_from_plane_0, limit=1)
+    report = simulate(kernel, front_end, make_problem(kernel, default_dims(kernel)), 2, 0)
+    assert [f.category for f in report.findings] == [Category.WRONG_RESULT]
+    assert report.findings[0].span.line == 12
+
+
 def test_exhaustive_search_alone_catches_a_race():
     report = run("gemm_bf16.hk", m.drop_wait_before_release, seeds=0, search=50)
     assert report.findings and report.findings[0].category is Category.RACE

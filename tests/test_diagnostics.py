@@ -288,6 +288,18 @@ SEMANTIC = [
          "pending group count 8 is out of range (0 to 7)", nth=-1),
     case("arrival_count_out_of_range", MANUAL, [("bar[0], 1\n", "bar[0], 0\n")], "0\n",
          "arrival count 0 is out of range"),
+    case("copy_index_per_lane", COPY, [("X[tile.m, tile.n]", "X[tile.m + lane, tile.n]")],
+         "tma buf", "issued by one thread of its role", "cannot use 'lane'"),
+    case("copy_index_per_thread", COPY, [("Y[tile.m, tile.n]", "Y[tile.m, thread]")],
+         "tma Y", "cannot use 'thread'"),
+    case("load_per_warpgroup", COPY, [("threads 128", "threads 256"),
+                                      ("X[tile.m, tile.n]", "X[2 * tile.m + wg, tile.n]")],
+         "tma buf", "load the whole tile and read buf[wg]"),
+    case("stores_per_warpgroup_and_whole", COPY, [
+        ("threads 128", "threads 256"), ("tile(BM = 64", "tile(BM = 128"),
+        ("    tma Y[tile.m, tile.n] <- buf\n",
+         "    tma Y[2 * tile.m + wg, tile.n] <- buf[wg]\n    tma Y[tile.m, tile.n] <- buf\n")],
+         "tma Y[tile.m", "stores per warpgroup (line 6 names 'wg') and as a whole (line 7)"),
 ]
 
 

@@ -85,9 +85,10 @@ def test_hand_synchronized_code_stores_element_wise():
 
 def test_wide_swizzled_round_trip_checks_clean():
     """Column-block TMA copies and a stmatrix store into reused memory: no race,
-    no missing fence, Y exact. (Not a mutation kernel: removing its barrier
-    between a warpgroup's read of its rows and its rewrite of them is not a
-    hazard, a needless sync issue 16 item 3 names.)"""
+    no missing fence, Y exact. (Not a mutation kernel: its barrier between a
+    warpgroup's read of its rows and its rewrite of them, now the warpgroup's
+    own bar.sync, could go entirely: each warp reads and rewrites only its own
+    16 rows, in one layout. Removing it is no hazard.)"""
     report = driver.simulate(read_source(ROOT / "tests" / "sim" / "layouts"
                                          / "wide_swizzled_round_trip.hk"), seeds=8, search=300)
     assert report.ok, "\n".join(line for f in report.findings for line in f.lines())

@@ -183,6 +183,12 @@ class _Context:
                     lines.append(f"{pad}}} else {{")
                     self._scoped(orelse, role, depth + 1, lines, divergent)
                 lines.append(f"{pad}}}")
+            case ir.OneThread(body=body, per_warpgroup=True):
+                warp = scalar(ir.Scalar(ir.ScalarKind.BUILTIN, "warp"), role)
+                lines.append(f"{pad}if ({warp} % 4 == 0 && hk_elect_one()) "
+                             "{  // one elected thread of each warpgroup issues")
+                self._scoped(body, role, depth + 1, lines, divergent=True)
+                lines.append(f"{pad}}}")
             case ir.OneThread(body=body):
                 lines.append(f"{pad}if (hk_warp == {role.first_warp} && hk_elect_one()) {{"
                              "  // one elected thread issues")
@@ -240,6 +246,10 @@ class _Context:
         """`fence.proxy.async.shared::cta: sc written by st.shared (k.hk:31), ...`."""
         text = f"{statement(stmt).split()[0]}: {explain(stmt.reason)}"
         return " ".join(text.splitlines())  # a file name cannot end the comment
+
+    def warpgroup(self) -> str:
+        """The running thread's warpgroup within its role."""
+        return scalar(ir.Scalar(ir.ScalarKind.BUILTIN, "wg"), self.role)
 
     def scalar(self, expr: ir.ScalarExpr) -> str:
         return scalar(expr, self.role)

@@ -7,6 +7,7 @@ from hopperc.frontend.bounds import check_index
 from hopperc.frontend.scope import Scope, scalar_expr
 from hopperc.frontend.tiles import ViewInfo, buffer_view
 from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import builtins_in, copy_indices
 from hopperc.ir.layout import column_blocks, copy_box
 
 
@@ -32,6 +33,8 @@ def lower_copy(stmt: ast.Copy, scope: Scope, warpgroups: int, manual: bool):
                                 stmt.span)
     coords = tuple(ir.ScalarOp("*", scalar_expr(i, scope), ir.const(b)) if b != 1
                    else scalar_expr(i, scope) for i, b in zip(indices, box))
+    if not manual:
+        _check_issuer(stmt, view.view, coords, load)
     barrier = _via(stmt, scope, manual, load)
     if load:
         nbytes = view.buffer.dtype.nbytes
@@ -39,6 +42,21 @@ def lower_copy(stmt: ast.Copy, scope: Scope, warpgroups: int, manual: bool):
             nbytes *= extent
         return ir.AsyncLoad(engine, view.view, tensor.name, coords, box, nbytes, barrier, stmt.span)
     return ir.AsyncStore(engine, tensor.name, coords, box, view.view, stmt.span)
+
+
+def _check_issuer(stmt: ast.Copy, view: ir.BufferView, coords, load: bool) -> None:
+    """One thread issues each copy of automatic code (one per warpgroup for a
+    store that names `wg`), so no index may differ between the threads that
+    would have issued it."""
+    named = {name for e in copy_indices(coords, view) for name in builtins_in(e)}
+    per_thread = sorted(named - {"wg"})
+    if per_thread:
+        raise CompileError(stmt.span, f"a copy is issued by one thread of its role, so its "
+                                      f"indices cannot use '{per_thread[0]}'; index by tile, "
+                                      "loop or warpgroup ('wg', stores only)")
+    if load and "wg" in named:
+        raise CompileError(stmt.span, "a load is issued once for its role and fills the buffer "
+                                      "for every warpgroup: load the whole tile and read buf[wg]")
 
 
 def _tensor_ref(expr: ast.Expr, scope: Scope) -> tuple[ir.TensorParam, tuple[ast.Expr, ...]]:

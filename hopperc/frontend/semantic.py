@@ -17,6 +17,7 @@ from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, Vecto
                                     const_value, scalar_expr, uses)
 from hopperc.frontend.tiles import buffer_view, lower_tile_expr, require_warpgroup_view
 from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import issued_per_warpgroup
 from hopperc.ir.layout import element_threads, register_layout, shared_layout
 
 DEFAULT_THREADS = 128
@@ -38,6 +39,7 @@ class _Analyzer:
         self.role: ir.RoleInfo | None = None
         self.threads = DEFAULT_THREADS
         self.manual = kernel.manual
+        self.stores: dict[str | None, ir.AsyncStore] = {}  # a role's first automatic store
 
     # ---------------------------------------------------------------- kernel
     def run(self) -> ir.Kernel:
@@ -85,6 +87,19 @@ class _Analyzer:
             else:
                 out.extend(self._stmt(stmt))
         return ir.Block(tuple(out))
+
+    def _check_store_issuers(self, store: ir.AsyncStore) -> None:
+        """A role's automatic stores are all issued per warpgroup (they name `wg`)
+        or all by its one thread: bulk groups are counted per thread, and a wait
+        computed for one issuer would be wrong for the other."""
+        key = self.role.name if self.role is not None else None
+        first = self.stores.setdefault(key, store)
+        if issued_per_warpgroup(first) != issued_per_warpgroup(store):
+            per, whole = (first, store) if issued_per_warpgroup(first) else (store, first)
+            raise CompileError(store.span, f"this {_where(self.role)} stores per warpgroup "
+                                           f"(line {per.span.line} names 'wg') and as a whole "
+                                           f"(line {whole.span.line}); name 'wg' in every store, "
+                                           "or in none")
 
     # ---------------------------------------------------------------- declarations
     def _shared(self, d: ast.SharedDecl) -> None:
@@ -139,7 +154,10 @@ class _Analyzer:
             case ast.If():
                 return [self._if(stmt)]
             case ast.Copy():
-                return [lower_copy(stmt, self.scope, self._warpgroups, self.manual)]
+                copy = lower_copy(stmt, self.scope, self._warpgroups, self.manual)
+                if isinstance(copy, ir.AsyncStore) and not self.manual:
+                    self._check_store_issuers(copy)
+                return [copy]
             case ast.TileDecl():
                 return self._tile_decl(stmt)
             case ast.Assign():
@@ -300,3 +318,7 @@ def _accumulator_names(block: ast.Block) -> set[str]:
 
     visit(block.stmts)
     return names
+
+
+def _where(role: ir.RoleInfo | None) -> str:
+    return f"role '{role.name}'" if role is not None else "kernel"

@@ -29,6 +29,8 @@ class Access:
     span: Span
     storage: str | None = None  # the buffer whose memory `buffer` reuses, if any
     view: ir.BufferView | None = None  # the part of the buffer, where known
+    per_warpgroup: bool = False  # single_thread: one elected thread of each warpgroup
+    warpgroup_ordered: bool = False  # ordered for its own warpgroup by a warpgroup barrier
 
     @property
     def memory(self) -> str:
@@ -48,6 +50,45 @@ def may_overlap(a: Access, b: Access) -> bool:
         return False
     return not (x.part and y.part and x.part.count == y.part.count
                 and _differ(x.part.index, y.part.index))
+
+
+def own_rows(access: Access) -> bool:
+    """Whether each warpgroup makes the access on its own rows only (`buf[wg]`, by
+    the running threads, a warpgroup's wgmma, or each warpgroup's issuing thread)."""
+    part = access.view.part if access.view is not None else None
+    return (part is not None and _is_wg(part.index)
+            and (access.per_warpgroup or not access.single_thread))
+
+
+def same_rows(a: Access, b: Access) -> bool:
+    """Two accesses of one buffer that each warpgroup makes on its own rows: only
+    threads of one warpgroup can meet on their bytes."""
+    return (a.buffer == b.buffer and own_rows(a) and own_rows(b)
+            and a.view.part.count == b.view.part.count)
+
+
+def issued_per_warpgroup(stmt: ir.Stmt) -> bool:
+    """A store whose source or coordinates name `wg`: each warpgroup's thread
+    issues its own."""
+    return isinstance(stmt, ir.AsyncStore) and any(
+        "wg" in builtins_in(e) for e in copy_indices(stmt.coords, stmt.src))
+
+
+def copy_indices(coords: tuple[ir.ScalarExpr, ...], view: ir.BufferView
+                 ) -> list[ir.ScalarExpr]:
+    """Every index a copy evaluates: its tensor coordinates, stage and part."""
+    return [*coords, *(e for e in (view.stage, view.part and view.part.index) if e is not None)]
+
+
+def builtins_in(expr: ir.ScalarExpr) -> set[str]:
+    """The per-thread builtins (`lane`, `wg`, ...) an index uses."""
+    if isinstance(expr, ir.Scalar):
+        return {expr.name} if expr.kind is ir.ScalarKind.BUILTIN else set()
+    return builtins_in(expr.left) | (builtins_in(expr.right) if expr.right is not None else set())
+
+
+def _is_wg(expr: ir.ScalarExpr) -> bool:
+    return isinstance(expr, ir.Scalar) and expr.kind is ir.ScalarKind.BUILTIN and expr.name == "wg"
 
 
 def _differ(x: ir.ScalarExpr | None, y: ir.ScalarExpr | None) -> bool:
@@ -120,7 +161,8 @@ def leaf_accesses(stmt: ir.Stmt) -> list[Access]:
         case ir.AsyncLoad(dst=dst, engine=engine, span=span):
             return [_access(dst, Proxy.ASYNC, True, True, f"written by {engine.label} load", span)]
         case ir.AsyncStore(src=src, engine=engine, span=span):
-            return [_access(src, Proxy.ASYNC, False, True, f"read by {engine.label} store", span)]
+            read = _access(src, Proxy.ASYNC, False, True, f"read by {engine.label} store", span)
+            return [replace(read, per_warpgroup=issued_per_warpgroup(stmt))]
         case ir.SharedStore(dst=dst, value=value, span=span):
             reads = [_access(v, Proxy.GENERIC, False, False, "read by ld.shared", span)
                      for v in tile_reads(value)]

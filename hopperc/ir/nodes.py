@@ -341,10 +341,13 @@ class ElectLane:
 
 @dataclass(frozen=True)
 class OneThread:
-    """One thread of the running role (first warp, elected lane) executes the body."""
+    """One thread of the running role (first warp, elected lane) executes the body;
+    with `per_warpgroup`, one thread of each of the role's warpgroups (its first
+    warp's elected lane: the role's thread for warpgroup 0)."""
 
     body: Block
     span: Span
+    per_warpgroup: bool = False
 
 
 @dataclass(frozen=True)

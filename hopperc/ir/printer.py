@@ -84,6 +84,8 @@ def statement(stmt: ir.Stmt) -> str:
             return f"for {var} in {scalar(start)} .. {scalar(stop)}:"
         case ir.IfThen(cond=cond):
             return f"if {scalar(cond)}:"
+        case ir.OneThread(per_warpgroup=True):
+            return "one_thread per warpgroup:"
         case ir.OneThread():
             return "one_thread:"
         case ir.ElectLane():
@@ -114,6 +116,8 @@ def statement(stmt: ir.Stmt) -> str:
             return f"setmaxnreg.{'inc' if inc else 'dec'} {regs}"
         case ir.ProxyFence():
             return "fence.proxy.async.shared::cta"
+        case ir.NamedBarrier(id=i, threads=t, per_warpgroup=True):
+            return f"bar.sync {i} + wg, {t}"
         case ir.NamedBarrier(id=i, threads=t):
             return f"bar.sync {i}, {t}"
         case ir.MBarrierInit(barrier=b, count=c):

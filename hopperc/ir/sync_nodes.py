@@ -53,12 +53,15 @@ class ProxyFence:
 
 @dataclass(frozen=True)
 class NamedBarrier:
-    """bar.sync id, threads (id 0 with all threads is the block-wide barrier)."""
+    """bar.sync id, threads (id 0 with all threads is the block-wide barrier).
+    `per_warpgroup`: each warpgroup of the role meets alone, on barrier `id + wg`
+    with its 128 threads."""
 
     id: int
     threads: int
     span: Span
     reason: Reason | None = None
+    per_warpgroup: bool = False
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hopperc.diagnostics import ToolchainError
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import bodies
+from hopperc.ir.accesses import bodies, issued_per_warpgroup
 
 ISSUE_ONLY = (ir.AsyncLoad, ir.AsyncStore, ir.MBarrierExpectTx, ir.BulkCommit, ir.BulkWaitRead,
               ir.MBarrierInit, ir.MBarrierInval)
@@ -23,7 +23,8 @@ def verify(kernel: ir.Kernel, stage: str, *, loads_bound: bool = False,
     """Raise VerifyError naming `stage` if the IR is malformed.
 
     With `loads_bound`, every async load outside manual code names its mbarrier;
-    with `elected`, async issue outside manual code must sit in a OneThread.
+    with `elected`, async issue outside manual code must sit in a OneThread,
+    per warpgroup exactly for the stores that name `wg`.
     """
     buffers = {b.name for b in kernel.buffers}
     barriers = {b.name: b.count for b in kernel.barriers}
@@ -36,7 +37,7 @@ def verify(kernel: ir.Kernel, stage: str, *, loads_bound: bool = False,
                 0 <= ref.index.value < barriers[ref.array]):
             problems.append(f"mbarrier index {ref.index.value} out of range for '{ref.array}'")
 
-    def visit(block: ir.Block, in_one: bool, manual: bool) -> None:
+    def visit(block: ir.Block, issuer: ir.OneThread | None, manual: bool) -> None:
         for stmt in block.stmts:
             for field in ("dst", "src", "a", "b"):
                 view = getattr(stmt, field, None)
@@ -53,14 +54,22 @@ def verify(kernel: ir.Kernel, stage: str, *, loads_bound: bool = False,
                 if register not in kernel.carried:
                     problems.append(f"carried register '{register}' is not declared")
             if isinstance(stmt, ir.NamedBarrier) and not (
-                    0 <= stmt.id < 16 and stmt.threads % 32 == 0 and stmt.threads <= kernel.threads):
+                    0 <= stmt.id < 16 and stmt.threads % 32 == 0 and stmt.threads <= kernel.threads
+                    and (not stmt.per_warpgroup or stmt.threads == 128)):
                 problems.append(f"bad named barrier {stmt.id}, {stmt.threads}")
-            if elected and not manual and not in_one and isinstance(stmt, ISSUE_ONLY):
-                problems.append(f"{type(stmt).__name__} at {stmt.span} is not elected")
+            if elected and not manual and isinstance(stmt, ISSUE_ONLY):
+                if issuer is None:
+                    problems.append(f"{type(stmt).__name__} at {stmt.span} is not elected")
+                elif isinstance(stmt, ir.AsyncStore) and \
+                        issued_per_warpgroup(stmt) != issuer.per_warpgroup:
+                    problems.append(f"store at {stmt.span} names 'wg' but one thread of its role "
+                                    "issues it" if not issuer.per_warpgroup else
+                                    f"store at {stmt.span} names no 'wg' but is issued once per "
+                                    "warpgroup")
             for body in bodies(stmt):
-                visit(body, in_one or isinstance(stmt, ir.OneThread),
+                visit(body, stmt if isinstance(stmt, ir.OneThread) and issuer is None else issuer,
                       manual or isinstance(stmt, ir.ManualRegion))
 
-    visit(kernel.body, False, False)
+    visit(kernel.body, None, False)
     if problems:
         raise VerifyError(f"internal error: IR invalid after {stage}: " + "; ".join(problems))

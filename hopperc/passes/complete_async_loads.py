@@ -42,7 +42,8 @@ def complete_async_loads(kernel: ir.Kernel) -> ir.Kernel:
 
 def _issuer_waits(kernel: ir.Kernel, piped: frozenset[str]) -> frozenset[str]:
     """Barriers whose loaded memory only the issuing thread accesses otherwise:
-    its own TMA/bulk stores and loads (manual code counts as any thread's)."""
+    its own TMA/bulk stores and loads (manual code counts as any thread's; a
+    store issued per warpgroup, as another warpgroup's thread's)."""
     loads = [s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad)
              and s.barrier is not None and s.barrier.array not in piped]
     memory: dict[str, set[str]] = {}
@@ -50,7 +51,8 @@ def _issuer_waits(kernel: ir.Kernel, piped: frozenset[str]) -> frozenset[str]:
         memory.setdefault(load.barrier.array, set()).add(load.dst.storage or load.dst.buffer)
     accesses = [a for stmt in kernel.body.stmts for a in all_accesses(stmt)]
     return frozenset(array for array, guarded in memory.items()
-                     if all(a.single_thread for a in accesses if a.memory in guarded))
+                     if all(a.single_thread and not a.per_warpgroup
+                            for a in accesses if a.memory in guarded))
 
 
 @dataclass

@@ -8,6 +8,10 @@ same role accessed before (at least one of them writing; slices or stages known
 to differ are different memory), a named barrier
 `bar.sync id, n` over exactly the role's n threads orders them; ids are 1 + the
 role's index, so concurrent roles never share one and id 0 stays block-wide.
+Where every such pair is a warpgroup's own rows (`buf[wg]`, accessed by that
+warpgroup's threads, its wgmma or its store issuer), each warpgroup meets
+alone: `bar.sync id + wg, 128` on ids past the roles' (see
+`warpgroup_barrier`).
 The same holds for an mbarrier's phase: the issuer arms it again
 (arrive.expect_tx) only after every other thread that waited on the previous
 phase has passed its wait. A barrier a loop (or if) needs as a whole is placed
@@ -26,10 +30,11 @@ from dataclasses import replace
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import (Access, Proxy, all_accesses, bodies, leaf_accesses,
                                  manual_accesses, may_overlap, mbarrier_arms, mbarrier_waits,
-                                 source_order, walk)
+                                 own_rows, same_rows, source_order, walk)
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 
 Pending = frozenset[Access]
+NAMED_BARRIERS = 16  # bar.sync ids 0..15
 
 
 def insert_barriers(kernel: ir.Kernel) -> ir.Kernel:
@@ -43,6 +48,19 @@ def role_barrier(kernel: ir.Kernel, role: ir.RoleInfo | None) -> tuple[int, int]
     return 1 + kernel.roles.index(role), role.active_warps * 32
 
 
+def warpgroup_barrier(kernel: ir.Kernel, role: ir.RoleInfo | None) -> int | None:
+    """The id of warpgroup 0's barrier of `role` (warpgroup w uses id + w), after
+    the roles' ids and the earlier roles' warpgroups; None where the role has
+    one warpgroup (its own barrier is as narrow) or the 16 ids run out."""
+    roles = kernel.roles
+    warpgroups = [r.active_warps // 4 if r.active_warps % 4 == 0 else 0 for r in roles] \
+        or [kernel.threads // 128]
+    index = roles.index(role) if role is not None else 0
+    first = 1 + max(1, len(roles)) + sum(warpgroups[:index])
+    count = warpgroups[index]
+    return first if count > 1 and first + count <= NAMED_BARRIERS else None
+
+
 class _Barriers(ForwardRewrite[Pending]):
     def __init__(self, kernel: ir.Kernel):
         self.kernel = kernel
@@ -54,6 +72,10 @@ class _Barriers(ForwardRewrite[Pending]):
                 self.guards.setdefault(stmt.barrier.array, set()).add(
                     stmt.dst.storage or stmt.dst.buffer)
         self.armed = _armed_loads(kernel.body)
+        # Buffers in one memory with one layout: a warpgroup's rows of one are its
+        # rows of the other.
+        self.layout = {b.name: (b.reuses or b.name, b.shape, b.dtype, b.swizzle, b.stages)
+                       for b in kernel.buffers}
 
     def initial(self) -> Pending:
         return frozenset()
@@ -77,17 +99,42 @@ class _Barriers(ForwardRewrite[Pending]):
         loads = [a for load in self.armed.get(stmt, ()) for a in all_accesses(load)]
         # A wait after an arm needs no barrier: the waiters of a phase wait on
         # every phase in order (complete_async_loads), so only the arm is checked.
-        for access in loads + all_accesses(stmt) + mbarrier_arms(stmt):
-            for prior in sorted(state, key=source_order):
-                if _needs_barrier(prior, access):
-                    bar_id, threads = role_barrier(self.kernel, self.role)
-                    what = prior.what if prior.buffer == access.buffer else (
-                        f"{prior.what} as '{prior.buffer}'")
-                    reason = ir.Reason(ir.Hazard.THREAD_HANDOFF, access.buffer, what,
-                                       prior.span, access.what, access.span)
-                    barrier = ir.NamedBarrier(bar_id, threads, access.span, reason)
-                    return [barrier], self.transfer(barrier, state)
-        return [], state
+        conflicts = [(prior, access)
+                     for access in loads + all_accesses(stmt) + mbarrier_arms(stmt)
+                     for prior in sorted(state, key=source_order)
+                     if self.needs_barrier(prior, access)]
+        if not conflicts:
+            return [], state
+        prior, access = conflicts[0]
+        what = prior.what if prior.buffer == access.buffer else f"{prior.what} as '{prior.buffer}'"
+        reason = ir.Reason(ir.Hazard.THREAD_HANDOFF, access.buffer, what, prior.span,
+                           access.what, access.span)
+        own = warpgroup_barrier(self.kernel, self.role)
+        if own is not None and all(self.same_rows(p, a) for p, a in conflicts):
+            barrier = ir.NamedBarrier(own, 128, access.span, reason, per_warpgroup=True)
+        else:
+            barrier = ir.NamedBarrier(*role_barrier(self.kernel, self.role), access.span, reason)
+        return [barrier], self.transfer(barrier, state)
+
+    def same_rows(self, a: Access, b: Access) -> bool:
+        return self.layout[a.buffer] == self.layout[b.buffer] and same_rows(
+            a, replace(b, buffer=a.buffer))
+
+    def needs_barrier(self, prior: Access, access: Access) -> bool:
+        if not may_overlap(prior, access) or not (prior.write or access.write):
+            return False
+        if prior.proxy is Proxy.ASYNC:
+            return False  # ordered by an mbarrier wait or wait_group, placed by earlier passes
+        if prior.warpgroup_ordered and self.same_rows(prior, access):
+            return False
+        return not self.same_thread(prior, access)
+
+    def same_thread(self, a: Access, b: Access) -> bool:
+        """Both made by the role's one issuing thread, or by one warpgroup's issuing
+        thread on that warpgroup's own rows."""
+        if a.per_warpgroup or b.per_warpgroup:
+            return a.per_warpgroup and b.per_warpgroup and self.same_rows(a, b)
+        return a.single_thread and b.single_thread
 
     def manual(self, region: ir.ManualRegion, state: Pending) -> Pending:
         """Hand-written accesses stay unordered for the automatic code after them
@@ -100,6 +147,11 @@ class _Barriers(ForwardRewrite[Pending]):
 
     def transfer(self, stmt: ir.Stmt, state: Pending) -> Pending:
         match stmt:
+            case ir.NamedBarrier(per_warpgroup=True):
+                # Ordered for the warpgroup's own rows only; still unordered for
+                # whatever another warpgroup or the role's issuer does.
+                return frozenset(replace(a, warpgroup_ordered=True)
+                                 if own_rows(a) and not _in_flight(a) else a for a in state)
             case ir.NamedBarrier():
                 return frozenset(a for a in state if _in_flight(a))
             case ir.MBarrierWait(barrier=bar):
@@ -157,11 +209,3 @@ def _completed(read: Access) -> Access:
     """An async read known complete by the threads that waited for it (the store's
     issuer; each warpgroup for its own wgmma): still unordered for the others."""
     return replace(read, proxy=Proxy.GENERIC)
-
-
-def _needs_barrier(prior: Access, access: Access) -> bool:
-    if not may_overlap(prior, access) or not (prior.write or access.write):
-        return False
-    if prior.proxy is Proxy.ASYNC:
-        return False  # ordered by an mbarrier wait or wait_group, placed by earlier passes
-    return not (prior.single_thread and access.single_thread)

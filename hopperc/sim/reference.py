@@ -16,7 +16,7 @@ from typing import Mapping
 import numpy as np
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import leaf_accesses, walk
+from hopperc.ir.accesses import issued_per_warpgroup, leaf_accesses, walk
 from hopperc.ir.layout import element_threads
 from hopperc.sim.problem import Problem
 from hopperc.sim.values import (PER_THREAD, elementwise, matrix_product, per_lane, read_box, scalar,
@@ -154,8 +154,11 @@ class _Block:
                 data = read_box(self.tensors[tensor], origin, box)
                 self.write(place, data.reshape(self.shape(place)))
             case ir.AsyncStore(src=src, tensor=tensor, coords=coords, box=box):
-                origin = tuple(self.scalar(c) for c in coords)
-                write_box(self.tensors[tensor], origin, self.read(self.place(src, 0)).reshape(box))
+                # A store that names `wg` is issued by each warpgroup.
+                for instance in range(self.instances if issued_per_warpgroup(stmt) else 1):
+                    origin = tuple(self.scalar(c, instance) for c in coords)
+                    write_box(self.tensors[tensor], origin,
+                              self.read(self.place(src, instance)).reshape(box))
             case ir.TileDef() | ir.TileAssign() | ir.SharedStore() | ir.Mma():
                 for instance in range(self.instances):
                     self.per_warpgroup(stmt, instance)

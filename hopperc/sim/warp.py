@@ -141,6 +141,9 @@ class Warp:
                 if rest:
                     yield from self.block_(orelse, rest)
                 self.divergent -= code.per_thread
+            case ir.OneThread(body=body, per_warpgroup=True):
+                if self.local % 4 == 0:
+                    yield from self.block_(body, (min(lanes),))
             case ir.OneThread(body=body):
                 if self.local == 0:
                     yield from self.block_(body, (min(lanes),))
@@ -248,11 +251,13 @@ class Warp:
                 block.event(self.name, span, f"wait {barrier.name} parity {p}: passes "
                                              f"(phase {barrier.phase - 1} complete)")
             case ir.NamedBarrier(id=ident, threads=threads):
+                if stmt.per_warpgroup:  # each warpgroup meets alone
+                    ident += self.local // 4
                 if len(lanes) != 32:
                     raise fail(Category.BARRIER_MISUSE, f"bar.sync {ident} is reached by "
                                                         f"{len(lanes)} lanes of {self.name}: the "
                                                         "warp diverged before a barrier", span)
-                if not self.divergent and threads < self.running_threads:
+                if not self.divergent and not stmt.per_warpgroup and threads < self.running_threads:
                     where = f"role '{self.role.name}'" if self.role else "the block"
                     raise fail(Category.BARRIER_MISUSE,
                                f"bar.sync {ident}, {threads} is reached by all "

@@ -29,6 +29,7 @@ from typing import Iterator
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies, leaf_accesses, walk
+from hopperc.ir.printer import statement
 from hopperc.sim.findings import Category, Finding
 
 Path = tuple[tuple[int, str | None], ...]  # (index in a block, child block to enter) per level
@@ -110,7 +111,7 @@ def _operators(stmt: ir.Stmt, kernel: ir.Kernel) -> Iterator[tuple]:
             for delta in (-32, 32):
                 if 32 <= threads + delta <= kernel.threads:
                     yield (f"threads{delta:+d}", (replace(stmt, threads=threads + delta),),
-                           SYNC, f"bar.sync {stmt.id}, {threads} -> {threads + delta}")
+                           SYNC, f"{statement(stmt)} -> {threads + delta}")
         case ir.MBarrierWait(parity=parity):
             yield ("parity", (replace(stmt, parity=ir.ScalarOp("-", ir.const(1), parity)),),
                    SYNC, "waits for the other parity")

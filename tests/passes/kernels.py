@@ -226,3 +226,39 @@ SLICE_WRITE_BESIDE_LOAD = HEADER + """    shared two: bf16[2, BM, BN]
     tma Y[tile.m, tile.n] <- two[0]
 }
 """
+
+# ---------------------------------------------------------------- a warpgroup's own rows
+TWO_WG_HEADER = """kernel k(A: bf16[M, K], B: bf16[N, K], Y: bf16[M, N])
+    tile(BM = 128, BN = 64, BK = 64) grid(m: M / BM, n: N / BN) threads 256
+{
+    shared sa: bf16[BM, BK] swizzle 128B
+    shared sb: bf16[BN, BK] swizzle 128B
+    shared sy: bf16[BM, BN] swizzle 128B
+"""
+
+# Each warpgroup scales its own rows and stores them itself.
+OWN_ROWS_STORE = TWO_WG_HEADER + """    tma sa <- A[tile.m, 0]
+    sa[wg] = bf16(f32(sa[wg]) * 2.0)
+    tma Y[2 * tile.m + wg, tile.n] <- sa[wg]
+}
+"""
+
+# The same rows, stored as one tile: warpgroup 0's thread reads both halves.
+OWN_ROWS_WHOLE_STORE = TWO_WG_HEADER + """    tma sa <- A[tile.m, 0]
+    sa[wg] = bf16(f32(sa[wg]) * 2.0)
+    tma Y[tile.m, tile.n] <- sa
+}
+"""
+
+# Own rows handed to the warpgroup's wgmma, the product stored per warpgroup into
+# the same rows again: every hand-off stays inside one warpgroup.
+OWN_ROWS_THROUGH_WGMMA = TWO_WG_HEADER + """    tma sa <- A[tile.m, 0]
+    tma sb <- B[tile.n, 0]
+    sa[wg] = bf16(f32(sa[wg]) * 2.0)
+    acc: f32[64, BN] = sa[wg] @ sb^T
+    sy[wg] = bf16(acc)
+    tma Y[2 * tile.m + wg, tile.n] <- sy[wg]
+    sy[wg] = bf16(acc * 2.0)
+    tma Y[2 * tile.m + wg, tile.n + 1] <- sy[wg]
+}
+"""

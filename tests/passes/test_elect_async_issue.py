@@ -1,6 +1,6 @@
 """elect_async_issue: one elected thread issues copies, arms and waits for bulk groups."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import COPY, HEADER, WS_GEMM
+from tests.passes.kernels import COPY, HEADER, OWN_ROWS_THROUGH_WGMMA, WS_GEMM
 
 PASS = "elect_async_issue"
 
@@ -46,4 +46,23 @@ CHECK-NEXT: tma.load sa
 CHECK-NEXT: tma.load sb
 CHECK-NEXT: advance load_math_load_stage
 CHECK-NOT: one_thread:
+""", tmp_path)
+
+
+def test_stores_that_name_wg_are_issued_by_each_warpgroup(tmp_path):
+    """The loads stay with the role's one thread; each warpgroup's thread issues,
+    commits and waits for its own rows' stores (bulk groups are per thread)."""
+    filecheck(ir_after(OWN_ROWS_THROUGH_WGMMA, PASS), """
+CHECK: one_thread:  # t.hk:7
+CHECK-NEXT: mbarrier.arrive.expect_tx sa_full
+CHECK: one_thread per warpgroup:
+CHECK-NEXT: tma.store Y[(2 * tile.m + wg) * 64, tile.n * 64] <- sy[wg of 2]
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK-NEXT: cp.async.bulk.wait_group.read 0
+CHECK-NEXT: bar.sync 2 + wg, 128
+CHECK: one_thread per warpgroup:
+CHECK-NEXT: tma.store Y[(2 * tile.m + wg) * 64, (tile.n + 1) * 64]
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK-NEXT: cp.async.bulk.wait_group.read 0
+CHECK-NOT: one_thread
 """, tmp_path)

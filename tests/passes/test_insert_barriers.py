@@ -1,8 +1,9 @@
 """insert_barriers: named barriers scoped to the role, only at real hand-offs."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import (COPY, HEADER, LOAD_THEN_READ, MMA_FUSED_LOOP, READ_THEN_REFILL,
-                                  REWRITE_EACH_ITERATION, SLICE_WRITE_BESIDE_LOAD, STORE_LOOP,
-                                  WRITE_THEN_STORE)
+from tests.passes.kernels import (COPY, HEADER, LOAD_THEN_READ, MMA_FUSED_LOOP,
+                                  OWN_ROWS_STORE, OWN_ROWS_THROUGH_WGMMA, OWN_ROWS_WHOLE_STORE,
+                                  READ_THEN_REFILL, REWRITE_EACH_ITERATION,
+                                  SLICE_WRITE_BESIDE_LOAD, STORE_LOOP, WRITE_THEN_STORE)
 
 PASS = "insert_barriers"
 
@@ -145,3 +146,56 @@ CHECK-NEXT: bar.sync 1, 128
 CHECK-SAME: why: two written by st.shared (t.hk:5), read by TMA store (t.hk:7)
 CHECK-NEXT: tma.store Y
 """, tmp_path)
+
+
+def test_own_rows_stored_per_warpgroup_meet_128_threads_at_a_time(tmp_path):
+    """sa[wg] written by a warpgroup's threads, stored by that warpgroup's thread:
+    bar.sync 2 + wg (ids 0 and 1 are the block's and the kernel's), 128 threads."""
+    filecheck(ir_after(OWN_ROWS_STORE, PASS), """
+CHECK: st.shared sa[wg of 2]
+CHECK-NEXT: bar.sync 2 + wg, 128
+CHECK-SAME: why: sa written by st.shared (t.hk:8), read by TMA store (t.hk:9)
+CHECK-NEXT: tma.store Y[(2 * tile.m + wg) * 64, tile.n * 64] <- sa[wg of 2]
+""", tmp_path)
+
+
+def test_negative_a_whole_tile_store_meets_every_thread(tmp_path):
+    """One thread stores both warpgroups' rows: all 256 threads must have written."""
+    filecheck(ir_after(OWN_ROWS_WHOLE_STORE, PASS), """
+CHECK: st.shared sa[wg of 2]
+CHECK-NEXT: bar.sync 1, 256
+CHECK-NEXT: tma.store Y[tile.m * 128, tile.n * 64] <- sa
+""", tmp_path)
+
+
+def test_own_rows_through_the_warpgroups_wgmma_and_store_stay_per_warpgroup(tmp_path):
+    """Item 3e: rows a warpgroup wrote go to its own wgmma, its product to its own
+    store, whose completion its issuer hands back before the rows are rewritten:
+    every barrier is the warpgroup's."""
+    out = ir_after(OWN_ROWS_THROUGH_WGMMA, PASS)
+    assert "bar.sync 1," not in out
+    filecheck(out, """
+CHECK: st.shared sa[wg of 2]
+CHECK: bar.sync 2 + wg, 128
+CHECK-SAME: why: sa written by st.shared (t.hk:9), read by wgmma (t.hk:10)
+CHECK: wgmma acc = sa[wg of 2]
+CHECK: st.shared sy[wg of 2] = bf16(acc)
+CHECK-NEXT: bar.sync 2 + wg, 128
+CHECK-NEXT: tma.store
+CHECK: cp.async.bulk.wait_group.read 0
+CHECK-NEXT: bar.sync 2 + wg, 128
+CHECK-SAME: why: sy read by TMA store (t.hk:12), written by st.shared (t.hk:13)
+CHECK-NEXT: st.shared sy[wg of 2] = bf16((acc * 2))
+""", tmp_path)
+
+
+def test_warpgroup_barrier_ids_follow_the_roles():
+    """gemm_bf16: roles math (2 warpgroups) and load take ids 1 and 2; math's
+    warpgroups take 3 and 4; the one-warp producer gets none."""
+    from hopperc import driver
+    from hopperc.passes.insert_barriers import warpgroup_barrier
+    from tests.conftest import ROOT
+    kernel = driver.check(driver.read_source(ROOT / "samples" / "gemm_bf16.hk"))
+    math, load = kernel.roles
+    assert warpgroup_barrier(kernel, math) == 3
+    assert warpgroup_barrier(kernel, load) is None

@@ -30,14 +30,15 @@ def test_gemm_operand_a():
         oob_fill="CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE")
 
 
-def test_gemm_output_c_box_is_one_column_block_of_the_tile():
-    # C: bf16[M, N] stored from a 128B-swizzled BM x BN = 128 x 256 tile, whose
-    # 512-byte rows lie in four 128-byte column blocks: each store moves one
-    # block through a 64 x 128 box (innermost first) with the same swizzle.
+def test_gemm_output_c_box_is_one_column_block_of_a_warpgroups_rows():
+    # C: bf16[M, N] stored by each warpgroup from its 64 rows of a 128B-swizzled
+    # BM x BN = 128 x 256 tile (sc[wg]), whose 512-byte rows lie in four 128-byte
+    # column blocks: each store moves one block through a 64 x 64 box (innermost
+    # first) with the same swizzle.
     spec = sample_spec("gemm_bf16").tensor_map("tmap_C")
     args = tensor_map_args(spec, tensor((1000, 312)))
     assert (args.global_dim, args.global_strides, args.box_dim, args.swizzle) == (
-        (312, 1000), (624,), (64, 128), "CU_TENSOR_MAP_SWIZZLE_128B")
+        (312, 1000), (624,), (64, 64), "CU_TENSOR_MAP_SWIZZLE_128B")
 
 
 def test_a_view_of_a_wider_matrix_keeps_its_row_stride():

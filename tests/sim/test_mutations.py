@@ -100,6 +100,30 @@ def test_wrong_result_names_the_store_that_wrote_the_element():
     assert report.findings[0].span.line == 12
 
 
+def test_per_warpgroup_store_issued_once_loses_rows():
+    """gemm_relu stores each warpgroup's rows from that warpgroup's thread; issued
+    by the role's one thread, warpgroup 1's rows of C are never written."""
+    def issued_once(s):
+        if isinstance(s, ir.OneThread) and s.per_warpgroup:
+            return [replace(s, per_warpgroup=False)]
+        return None
+    report = run("gemm_relu.hk", lambda k: m.edit(k, issued_once, limit=1), seeds=2)
+    assert [f.category for f in report.findings] == [Category.WRONG_RESULT]
+    assert report.findings[0].span.line == 22  # the store of C
+
+
+def test_a_warpgroup_barrier_where_warpgroups_share_memory_races():
+    """gemm_relu refills sa after both warpgroups' wgmma read it: a barrier per
+    warpgroup lets warpgroup 0's thread load over rows warpgroup 1 still reads."""
+    def per_warpgroup(s):
+        if isinstance(s, ir.NamedBarrier) and s.id == 1:
+            return [replace(s, id=2, threads=128, per_warpgroup=True)]
+        return None
+    report = run("gemm_relu.hk", lambda k: m.edit(k, per_warpgroup, limit=1), search=50)
+    assert report.findings and report.findings[0].category is Category.RACE, \
+        [f.headline() for f in report.findings]
+
+
 def test_exhaustive_search_alone_catches_a_race():
     report = run("gemm_bf16.hk", m.drop_wait_before_release, seeds=0, search=50)
     assert report.findings and report.findings[0].category is Category.RACE

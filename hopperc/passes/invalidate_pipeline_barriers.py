@@ -3,14 +3,18 @@
 Requires: pipelines connected and role barriers placed (insert_barriers).
 Establishes: each pipeline's mbarriers are invalidated (mbarrier.inval) by one
 thread of its consumer role once every consumer thread is past its last wait
-and release: right after the role's first barrier that follows them (an
-epilogue's hand-off barrier, at no extra cost), else after a new barrier at
-the end of the role. By then the producer is done too: each of its arrivals
-and loads completed a phase some consumer waited for.
+and release: right after the role's first barrier of all its threads that
+follows them (an epilogue's hand-off barrier, at no extra cost; a warpgroup's
+own barrier proves nothing about the other warpgroups). Without such a
+barrier they stay valid to the block's end: no barrier is added for them. By
+then the producer is done too: each of its arrivals and loads completed a
+phase some consumer waited for.
 
-Hardware rule: an mbarrier's memory may be reused only after mbarrier.inval,
-and inval must not race with any other operation on the barrier (PTX ISA,
-mbarrier.inval).
+Hardware rule: an mbarrier's memory may be reused for anything else only
+after mbarrier.inval, and inval must not race with any other operation on the
+barrier (PTX ISA, mbarrier.inval). The mbarriers have memory of their own
+(no buffer reuses it), so the block's exit is the only reuse: inval is kept
+where it is free, never bought with a barrier.
 """
 from __future__ import annotations
 
@@ -45,12 +49,13 @@ def _invalidate(kernel: ir.Kernel, role: ir.RoleBlock, pipelines: list[ir.Pipeli
                        "invalidated once every consumer thread is past them", None)
     invals = [ir.MBarrierInval(ir.BarrierRef(p_array, ir.const(i)), span, reason)
               for p in pipelines for p_array in (p.full, p.empty) for i in range(p.stages)]
+    threads = role_barrier(kernel, role.role)[1]
+    # Only a barrier of every consumer thread (not one warpgroup's) proves them past.
     after = next((i for i in range(last_use + 1, len(stmts))
-                  if isinstance(stmts[i], ir.NamedBarrier)), None)
+                  if isinstance(stmts[i], ir.NamedBarrier) and not stmts[i].per_warpgroup
+                  and stmts[i].threads == threads), None)
     if after is None:
-        bar_id, threads = role_barrier(kernel, role.role)
-        stmts.append(ir.NamedBarrier(bar_id, threads, span, reason))
-        after = len(stmts) - 1
+        return role.body
     stmts[after + 1:after + 1] = invals
     return ir.Block(tuple(stmts))
 

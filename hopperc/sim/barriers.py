@@ -43,6 +43,7 @@ class MBarrier:
     collecting: Clock = field(default_factory=dict)
     released: Clock = field(default_factory=dict)  # clocks of the last completed phase
     arrived: set = field(default_factory=set)  # (warp, lane) in the phase in progress
+    last_arrival: Span | None = None  # the latest arrival of the phase in progress
 
     def describe(self) -> str:
         if not self.initialized:
@@ -106,6 +107,7 @@ class MBarrier:
                        f"extra arrival: warp {who[0]} lane {who[1]} arrives on {self.name} "
                        f"twice in phase {self.phase}", span, state=(self.describe(),))
         self.arrived.add(who)
+        self.last_arrival = span
         self.pending -= 1
         join(self.collecting, clock)
         self._maybe_complete(span)
@@ -155,13 +157,16 @@ class MBarrier:
         self.invalidated = True
 
     def leftover(self, span: Span | None, when: str) -> None:
+        """A phase some arrivals started and none completed; the finding points at
+        the latest of those arrivals (else at `span`) and at the init."""
         if self.initialized and not self.invalidated and (
                 self.pending != self.count or self.tx or self.in_flight):
             raise fail(Category.BARRIER_MISUSE,
                        f"{self.name} is {when} with phase {self.phase} half done "
                        f"({self.count - self.pending} of {self.count} arrivals, {self.tx} "
-                       "bytes): an arrival or transaction has no matching wait", span,
-                       state=(self.describe(),))
+                       "bytes): an arrival or transaction has no matching wait",
+                       self.last_arrival if self.pending != self.count else span,
+                       self.init_span, state=(self.describe(),))
 
 
 @dataclass

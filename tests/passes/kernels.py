@@ -262,3 +262,25 @@ OWN_ROWS_THROUGH_WGMMA = TWO_WG_HEADER + """    tma sa <- A[tile.m, 0]
     tma Y[2 * tile.m + wg, tile.n + 1] <- sy[wg]
 }
 """
+
+# sy takes sx's memory with the same layout: a warpgroup's rows of one are its
+# rows of the other.
+OWN_ROWS_REUSED = TWO_WG_HEADER + """    shared sx: bf16[BM, BN] swizzle 128B reuses sy
+    tma sy <- Y[tile.m, tile.n]
+    x: f32[64, BN] = f32(sy[wg]) * 2.0
+    sx[wg] = bf16(x)
+    tma Y[2 * tile.m + wg, tile.n] <- sx[wg]
+}
+"""
+
+# A tile of wide swizzled rows (two column blocks: each holds half of every row)
+# and the same shape row-major in its memory: a warpgroup's rows of one are not
+# its rows of the other.
+OWN_ROWS_REUSED_OTHER_LAYOUT = TWO_WG_HEADER + """    shared sw: bf16[BM, 2 * BN] swizzle 128B
+    shared sz: bf16[BM, 2 * BN] reuses sw
+    tma sw <- Y[tile.m, tile.n]
+    x: f32[64, 2 * BN] = f32(sw[wg]) * 2.0
+    sz[wg] = bf16(x)
+    tma Y[2 * tile.m + wg, tile.n] <- sz[wg]
+}
+"""

@@ -1,7 +1,8 @@
 """insert_barriers: named barriers scoped to the role, only at real hand-offs."""
 from tests.conftest import filecheck, ir_after
 from tests.passes.kernels import (COPY, HEADER, LOAD_THEN_READ, MMA_FUSED_LOOP,
-                                  OWN_ROWS_STORE, OWN_ROWS_THROUGH_WGMMA, OWN_ROWS_WHOLE_STORE,
+                                  OWN_ROWS_REUSED, OWN_ROWS_REUSED_OTHER_LAYOUT, OWN_ROWS_STORE,
+                                  OWN_ROWS_THROUGH_WGMMA, OWN_ROWS_WHOLE_STORE,
                                   READ_THEN_REFILL, REWRITE_EACH_ITERATION,
                                   SLICE_WRITE_BESIDE_LOAD, STORE_LOOP, WRITE_THEN_STORE)
 
@@ -186,6 +187,26 @@ CHECK: cp.async.bulk.wait_group.read 0
 CHECK-NEXT: bar.sync 2 + wg, 128
 CHECK-SAME: why: sy read by TMA store (t.hk:12), written by st.shared (t.hk:13)
 CHECK-NEXT: st.shared sy[wg of 2] = bf16((acc * 2))
+""", tmp_path)
+
+
+def test_own_rows_of_a_buffer_in_the_same_memory_and_layout(tmp_path):
+    """sx reuses sy with sy's shape and swizzle: sx[wg] is sy[wg]'s bytes."""
+    filecheck(ir_after(OWN_ROWS_REUSED, PASS), """
+CHECK: bar.sync 2 + wg, 128
+CHECK-SAME: why: sx read by ld.shared as 'sy' (t.hk:9), written by st.shared (t.hk:10)
+CHECK-NEXT: st.shared sx(in sy)[wg of 2]
+""", tmp_path)
+
+
+def test_negative_own_rows_of_a_buffer_laid_out_otherwise(tmp_path):
+    """sz row-major over sw's two column blocks: warpgroup 0's rows of sz hold
+    warpgroup 1's rows of sw (the simulator finds the race if this barrier is
+    narrowed), so every thread meets."""
+    filecheck(ir_after(OWN_ROWS_REUSED_OTHER_LAYOUT, PASS), """
+CHECK: bar.sync 1, 256
+CHECK-SAME: why: sz read by ld.shared as 'sw' (t.hk:10), written by st.shared (t.hk:11)
+CHECK-NEXT: st.shared sz(in sw)[wg of 2]
 """, tmp_path)
 
 

@@ -22,16 +22,27 @@ CHECK-NEXT: tma.store C
 """, tmp_path)
 
 
-def test_without_a_later_barrier_one_is_added_at_the_role_end(tmp_path):
+def test_negative_without_a_later_barrier_none_is_added(tmp_path):
+    """No buffer reuses mbarrier memory: invalidating at the block's end would
+    buy a barrier for nothing, so the role ends after its last store wait."""
     out = ir_after(TWO_PRODUCERS, PASS)
     add = out.split("role add")[1].split("role px")[0]
-    assert add.count("mbarrier.inval") == 8  # 2 producers x (full, empty) x 2 stages
+    assert "mbarrier.inval" not in add
     filecheck(add, """
 CHECK: wait_group.read 0  # why: sz read by TMA store (t.hk:10), shared memory released when
-CHECK-NEXT: bar.sync 1, 128
-CHECK-SAME: invalidated once every consumer thread is past them
-CHECK-NEXT: mbarrier.inval px_add_full[0]
+CHECK-NOT: bar.sync
+CHECK-NOT: mbarrier
 """, tmp_path)
+
+
+def test_negative_a_warpgroups_own_barrier_does_not_carry_the_invals():
+    """Per-warpgroup epilogue barriers only order one warpgroup: the other may
+    still wait on the ring, so nothing is invalidated after them."""
+    out = ir_after(WS_GEMM.replace("tma C[tile.m, tile.n] <- sc",
+                                   "tma C[2 * tile.m + wg, tile.n] <- sc[wg]"), PASS)
+    math = out.split("role math")[1].split("role load")[0]
+    assert "bar.sync 3 + wg, 128" in math
+    assert "mbarrier.inval" not in math.split("bar.sync 3 + wg")[1]
 
 
 def test_negative_barriers_of_a_single_role_are_left_alone():

@@ -6,12 +6,16 @@ sees the accesses of everything nested in it, so a sync needed by a loop as a
 whole lands before the loop, not in every iteration) and the state after them;
 `transfer(stmt, state)` steps over a leaf statement. Loops iterate to a
 fixpoint; an if joins its branches; a role starts from the initial state.
+A sync `before` puts ahead of a loop is kept only where it saves syncs: when
+the loop entered without it gets the same syncs in its body and leaves the
+same state (its body already orders that hazard before the access, on every
+iteration), the sync ahead of it would only be paid once more.
 Manual code gets no sync inside it, but `before` sees its accesses (as any
 thread's), and `manual` gives the state after it.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Generic, TypeVar
 
 from hopperc.ir import nodes as ir
@@ -62,7 +66,10 @@ class ForwardRewrite(Generic[S]):
     def block(self, block: ir.Block, state: S) -> tuple[ir.Block, S]:
         out: list[ir.Stmt] = []
         for stmt in block.stmts:
-            inserted, state = self.before(stmt, state)
+            inserted, synced = self.before(stmt, state)
+            if inserted and isinstance(stmt, ir.ForLoop) and self._needless(stmt, state, synced):
+                inserted, synced = [], state
+            state = synced
             self.place(out, inserted)
             if isinstance(stmt, ir.ManualRegion):
                 state = self.manual(stmt, state)
@@ -88,6 +95,14 @@ class ForwardRewrite(Generic[S]):
                 return replace(stmt, body=body), state
         return stmt, self.transfer(stmt, state)
 
+    def _needless(self, stmt: ir.ForLoop, state: S, synced: S) -> bool:
+        """Whether the loop entered in `state` gets the syncs it gets entered in
+        `synced` (the state after the syncs `before` would put ahead of it), at
+        the same places, and ends in the same state."""
+        raw, raw_end = self.loop(stmt, state)
+        kept, kept_end = self.loop(stmt, synced)
+        return raw_end == kept_end and _skeleton(raw) == _skeleton(kept)
+
     def loop(self, stmt: ir.ForLoop, state: S) -> tuple[ir.ForLoop, S]:
         key = (id(stmt), state)
         if key not in self.loops:
@@ -99,8 +114,25 @@ class ForwardRewrite(Generic[S]):
                     break
                 entry = widened
             # The loop runs zero times (the state before it) or ends after a last iteration.
-            self.loops[key] = replace(stmt, body=body), self.join(state, end)
+            after = end if _runs(stmt) else self.join(state, end)
+            self.loops[key] = replace(stmt, body=body), after
         return self.loops[key]
+
+
+def _runs(loop: ir.ForLoop) -> bool:
+    """Whether the loop runs at least once: constant bounds, start below stop."""
+    start, stop = loop.start, loop.stop
+    return all(isinstance(e, ir.Scalar) and e.kind is ir.ScalarKind.CONST for e in (start, stop)) \
+        and start.value < stop.value
+
+
+def _skeleton(node) -> tuple:
+    """A statement or block without the reasons of its syncs: what runs, where."""
+    if isinstance(node, ir.Block):
+        return tuple(_skeleton(s) for s in node.stmts)
+    return (type(node), *(_skeleton(v) if isinstance(v, ir.Block) else v
+                          for f in fields(node) if f.name != "reason"
+                          for v in (getattr(node, f.name),)))
 
 
 def insert_before_trailing(out: list[ir.Stmt], inserted: list[ir.Stmt],

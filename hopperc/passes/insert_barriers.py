@@ -15,7 +15,8 @@ alone: `bar.sync id + wg, 128` on ids past the roles' (see
 The same holds for an mbarrier's phase: the issuer arms it again
 (arrive.expect_tx) only after every other thread that waited on the previous
 phase has passed its wait. A barrier a loop (or if) needs as a whole is placed
-before it, once.
+before it, once, unless the loop's body already places it before the access
+(ir/dataflow.py).
 
 Hardware rule: ordinary shared-memory accesses of different threads are
 ordered only by a barrier (or an mbarrier); the TMA issuer reads what other
@@ -53,6 +54,8 @@ def warpgroup_barrier(kernel: ir.Kernel, role: ir.RoleInfo | None) -> int | None
     the roles' ids and the earlier roles' warpgroups; None where the role has
     one warpgroup (its own barrier is as narrow) or the 16 ids run out."""
     roles = kernel.roles
+    if role is None and roles:
+        return None  # code outside the roles: the block's setup
     warpgroups = [r.active_warps // 4 if r.active_warps % 4 == 0 else 0 for r in roles] \
         or [kernel.threads // 128]
     index = roles.index(role) if role is not None else 0

@@ -7,7 +7,8 @@ reading what was written; TMA/bulk load overwriting what was read), the threads
 that made the generic accesses execute `fence.proxy.async.shared::cta` before
 the barrier that hands the buffer over. Per-buffer may-state, joined at merges
 and iterated to a fixpoint over loops; a fence a loop needs as a whole is
-hoisted before it. No fence for async -> async or async -> generic (the
+hoisted before it, unless the loop's body already fences before the access
+(ir/dataflow.py). No fence for async -> async or async -> generic (the
 mbarrier wait orders those). The fence is never predicated per thread.
 
 Hardware rule: the generic and async proxies see shared memory through

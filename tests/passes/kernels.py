@@ -284,3 +284,14 @@ OWN_ROWS_REUSED_OTHER_LAYOUT = TWO_WG_HEADER + """    shared sw: bf16[BM, 2 * BN
     tma Y[2 * tile.m + wg, tile.n] <- sz[wg]
 }
 """
+
+# A tile written before a loop whose body rewrites it before each store: the
+# body's own fence and barrier order the first write too (item 3c).
+REWRITE_FIRST_LOOP = HEADER + """    shared sy: bf16[BM, BN]
+    sy = bf16(0.0)
+    for i in 0 .. 4 {
+        sy = bf16(1.0)
+        tma Y[tile.m, i] <- sy
+    }
+}
+"""

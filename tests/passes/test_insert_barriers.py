@@ -3,7 +3,7 @@ from tests.conftest import filecheck, ir_after
 from tests.passes.kernels import (COPY, HEADER, LOAD_THEN_READ, MMA_FUSED_LOOP,
                                   OWN_ROWS_REUSED, OWN_ROWS_REUSED_OTHER_LAYOUT, OWN_ROWS_STORE,
                                   OWN_ROWS_THROUGH_WGMMA, OWN_ROWS_WHOLE_STORE,
-                                  READ_THEN_REFILL, REWRITE_EACH_ITERATION,
+                                  READ_THEN_REFILL, REWRITE_EACH_ITERATION, REWRITE_FIRST_LOOP,
                                   SLICE_WRITE_BESIDE_LOAD, STORE_LOOP, WRITE_THEN_STORE)
 
 PASS = "insert_barriers"
@@ -220,3 +220,29 @@ def test_warpgroup_barrier_ids_follow_the_roles():
     math, load = kernel.roles
     assert warpgroup_barrier(kernel, math) == 3
     assert warpgroup_barrier(kernel, load) is None
+
+
+def test_no_barrier_ahead_of_a_loop_whose_body_orders_the_same_hazard(tmp_path):
+    """Item 3c: the body's barrier before its rewrite already follows the write
+    before the loop on the first iteration: a barrier ahead of it would be paid
+    for nothing. The loop runs 4 times, so no path skips the body."""
+    filecheck(ir_after(REWRITE_FIRST_LOOP, PASS), """
+CHECK: st.shared sy = bf16(0)
+CHECK-NEXT: for i in 0 .. 4:
+CHECK-NEXT: cp.async.bulk.wait_group.read 0
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: st.shared sy = bf16(1)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: tma.store
+""", tmp_path)
+
+
+def test_negative_a_loop_that_may_not_run_keeps_its_barrier_ahead(tmp_path):
+    """With `0 .. N / 64` the loop may run zero times: the state after it is not
+    the body's, so the barrier ahead of it stays (the later code relies on it)."""
+    out = ir_after(REWRITE_FIRST_LOOP.replace("0 .. 4", "0 .. N / BN"), PASS)
+    filecheck(out, """
+CHECK: st.shared sy = bf16(0)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: for i in 0 .. N / 64:
+""", tmp_path)

@@ -2,8 +2,8 @@
 from tests.conftest import filecheck, ir_after
 from tests.passes.kernels import (BRANCH_WRITE_THEN_STORE, COPY, HEADER, LOAD_THEN_READ,
                                   MMA_CHAIN, MMA_GENERIC_OPERAND, READ_THEN_REFILL,
-                                  REWRITE_EACH_ITERATION, SLICE_WRITE_BESIDE_LOAD, STORE_LOOP,
-                                  WRITE_THEN_STORE)
+                                  REWRITE_EACH_ITERATION, REWRITE_FIRST_LOOP,
+                                  SLICE_WRITE_BESIDE_LOAD, STORE_LOOP, WRITE_THEN_STORE)
 
 PASS = "insert_proxy_fences"
 
@@ -139,4 +139,18 @@ CHECK-NEXT: fence.proxy.async.shared::cta
 CHECK-SAME: why: two written by st.shared (t.hk:5), read by TMA store (t.hk:7)
 CHECK-NEXT: bar.sync 1, 128
 CHECK-NEXT: tma.store Y
+""", tmp_path)
+
+
+def test_no_fence_ahead_of_a_loop_whose_body_fences_before_its_store(tmp_path):
+    """Item 3c: the fence before the store in the body also covers the write
+    before the loop (fence.proxy.async orders all the thread's earlier writes)."""
+    filecheck(ir_after(REWRITE_FIRST_LOOP, PASS), """
+CHECK: st.shared sy = bf16(0)
+CHECK-NEXT: for i in 0 .. 4:
+CHECK-NOT: fence.proxy.async
+CHECK: st.shared sy = bf16(1)
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: tma.store
 """, tmp_path)

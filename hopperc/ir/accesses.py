@@ -31,6 +31,10 @@ class Access:
     view: ir.BufferView | None = None  # the part of the buffer, where known
     per_warpgroup: bool = False  # single_thread: one elected thread of each warpgroup
     warpgroup_ordered: bool = False  # ordered for its own warpgroup by a warpgroup barrier
+    # Element-wise: which running thread touches which element, as a key equal for
+    # two accesses exactly when each thread touches the same elements in both
+    # (set by insert_barriers, which knows the shapes and threads).
+    owner: tuple | None = None
 
     @property
     def memory(self) -> str:

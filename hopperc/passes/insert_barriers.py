@@ -11,7 +11,9 @@ role's index, so concurrent roles never share one and id 0 stays block-wide.
 Where every such pair is a warpgroup's own rows (`buf[wg]`, accessed by that
 warpgroup's threads, its wgmma or its store issuer), each warpgroup meets
 alone: `bar.sync id + wg, 128` on ids past the roles' (see
-`warpgroup_barrier`).
+`warpgroup_barrier`). Element-wise accesses that put every element on the
+same thread (one grid, layout and thread count: `owned`) need none: a thread
+rereads and rewrites its own elements in program order.
 The same holds for an mbarrier's phase: the issuer arms it again
 (arrive.expect_tx) only after every other thread that waited on the previous
 phase has passed its wait. A barrier a loop (or if) needs as a whole is placed
@@ -29,10 +31,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import (Access, Proxy, all_accesses, bodies, leaf_accesses,
-                                 manual_accesses, may_overlap, mbarrier_arms, mbarrier_waits,
-                                 own_rows, same_rows, source_order, walk)
+from hopperc.ir.accesses import (Access, Proxy, bodies, leaf_accesses, leaves, manual_accesses,
+                                 may_overlap, mbarrier_arms, mbarrier_waits, own_rows,
+                                 same_rows, source_order, walk)
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
+from hopperc.ir.layout import element_grid, element_threads, stores_by_matrix, view_shape
 
 Pending = frozenset[Access]
 NAMED_BARRIERS = 16  # bar.sync ids 0..15
@@ -79,6 +82,7 @@ class _Barriers(ForwardRewrite[Pending]):
         # rows of the other.
         self.layout = {b.name: (b.reuses or b.name, b.shape, b.dtype, b.swizzle, b.stages)
                        for b in kernel.buffers}
+        self.tiles = {s.name: s for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
 
     def initial(self) -> Pending:
         return frozenset()
@@ -99,11 +103,11 @@ class _Barriers(ForwardRewrite[Pending]):
 
     def before(self, stmt: ir.Stmt, state: Pending):
         # A barrier the loads need goes before their arm, and says why they need it.
-        loads = [a for load in self.armed.get(stmt, ()) for a in all_accesses(load)]
+        loads = [a for load in self.armed.get(stmt, ()) for a in self.accesses(load)]
         # A wait after an arm needs no barrier: the waiters of a phase wait on
         # every phase in order (complete_async_loads), so only the arm is checked.
         conflicts = [(prior, access)
-                     for access in loads + all_accesses(stmt) + mbarrier_arms(stmt)
+                     for access in loads + self.accesses(stmt) + mbarrier_arms(stmt)
                      for prior in sorted(state, key=source_order)
                      if self.needs_barrier(prior, access)]
         if not conflicts:
@@ -119,6 +123,49 @@ class _Barriers(ForwardRewrite[Pending]):
             barrier = ir.NamedBarrier(*role_barrier(self.kernel, self.role), access.span, reason)
         return [barrier], self.transfer(barrier, state)
 
+    def accesses(self, stmt: ir.Stmt) -> list[Access]:
+        """The accesses of `stmt` and everything nested in it (manual code as any
+        thread's), element-wise ones with the owner of each element."""
+        return [a for leaf in leaves(stmt) for a in self.owned(leaf)] + manual_accesses(stmt)
+
+    def owned(self, leaf: ir.Stmt) -> list[Access]:
+        """Element-wise code runs per element of its grid, each element on the
+        thread the layout gives it (as in code generation): a shared view of that
+        grid read or written per element is touched by that thread. A stmatrix
+        store writes rows other lanes address, so it has no owner."""
+        accesses = leaf_accesses(leaf)
+        if isinstance(leaf, ir.SharedStore):
+            buf = self.kernel.buffer(leaf.dst.buffer)
+            threads = element_threads(self.running)
+            grid = self.grid(leaf.dst)
+            matrix = stores_by_matrix(buf, leaf.dst, threads)
+        elif isinstance(leaf, (ir.TileDef, ir.TileAssign)):
+            tile = self.tiles[leaf.name]
+            threads, grid, matrix = tile.threads, element_grid(tile.shape), False
+        else:
+            return accesses
+        return [replace(a, owner=self.owner(a, grid, threads))
+                if not (matrix and a.write) else a for a in accesses]
+
+    def owner(self, access: Access, grid: tuple[int, int], threads: int) -> tuple | None:
+        view = access.view
+        if view is None or access.proxy is not Proxy.GENERIC or self.grid(view) != grid:
+            return None
+        # With several element groups (warpgroups), only buf[wg] keeps a group on
+        # its own part; any other index lets every group touch the same part.
+        if threads != self.running and not own_rows(access):
+            return None
+        return (self.layout[access.buffer], view.part.count if view.part else None,
+                view.transposed, grid, threads)
+
+    def grid(self, view: ir.BufferView) -> tuple[int, int]:
+        shape = view_shape(self.kernel.buffer(view.buffer), view.part.count if view.part else None)
+        return element_grid(shape[::-1] if view.transposed else shape)
+
+    @property
+    def running(self) -> int:
+        return role_barrier(self.kernel, self.role)[1]
+
     def same_rows(self, a: Access, b: Access) -> bool:
         return self.layout[a.buffer] == self.layout[b.buffer] and same_rows(
             a, replace(b, buffer=a.buffer))
@@ -130,6 +177,8 @@ class _Barriers(ForwardRewrite[Pending]):
             return False  # ordered by an mbarrier wait or wait_group, placed by earlier passes
         if prior.warpgroup_ordered and self.same_rows(prior, access):
             return False
+        if prior.owner is not None and prior.owner == access.owner:
+            return False  # each element stays with one thread: program order suffices
         return not self.same_thread(prior, access)
 
     def same_thread(self, a: Access, b: Access) -> bool:
@@ -170,7 +219,7 @@ class _Barriers(ForwardRewrite[Pending]):
             case ir.WgmmaWait(buffers=done):
                 return frozenset(_completed(a) if _is_wgmma_read(a) and a.memory in done else a
                                  for a in state)
-        return state | frozenset(leaf_accesses(stmt))
+        return state | frozenset(self.accesses(stmt))
 
 
 def _armed_loads(block: ir.Block) -> dict[ir.Stmt, tuple[ir.AsyncLoad, ...]]:

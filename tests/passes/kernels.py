@@ -295,3 +295,21 @@ REWRITE_FIRST_LOOP = HEADER + """    shared sy: bf16[BM, BN]
     }
 }
 """
+
+# f32 element-wise code on one tile: each thread reads and rewrites its own
+# elements (item 3d); the transposed read does not.
+F32_HEADER = """kernel k(X: f32[M, N], Y: f32[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM, n: N / BN) threads 128
+{
+    shared sx: f32[BM, BN]
+"""
+OWN_ELEMENTS = F32_HEADER + """    tma sx <- X[tile.m, tile.n]
+    y: f32[BM, BN] = sx * 2.0
+    sx = y + 1.0
+    z: f32[BM, BN] = sx * sx
+    sx = z
+    tma Y[tile.m, tile.n] <- sx
+}
+"""
+TRANSPOSED_ELEMENTS = OWN_ELEMENTS.replace("y: f32[BM, BN] = sx * 2.0",
+                                           "y: f32[BM, BN] = sx^T * 2.0")

@@ -1,10 +1,11 @@
 """insert_barriers: named barriers scoped to the role, only at real hand-offs."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import (COPY, HEADER, LOAD_THEN_READ, MMA_FUSED_LOOP,
+from tests.passes.kernels import (COPY, HEADER, LOAD_THEN_READ, MMA_FUSED_LOOP, OWN_ELEMENTS,
                                   OWN_ROWS_REUSED, OWN_ROWS_REUSED_OTHER_LAYOUT, OWN_ROWS_STORE,
                                   OWN_ROWS_THROUGH_WGMMA, OWN_ROWS_WHOLE_STORE,
                                   READ_THEN_REFILL, REWRITE_EACH_ITERATION, REWRITE_FIRST_LOOP,
-                                  SLICE_WRITE_BESIDE_LOAD, STORE_LOOP, WRITE_THEN_STORE)
+                                  SLICE_WRITE_BESIDE_LOAD, STORE_LOOP, TRANSPOSED_ELEMENTS,
+                                  WRITE_THEN_STORE)
 
 PASS = "insert_barriers"
 
@@ -245,4 +246,43 @@ def test_negative_a_loop_that_may_not_run_keeps_its_barrier_ahead(tmp_path):
 CHECK: st.shared sy = bf16(0)
 CHECK-NEXT: bar.sync 1, 128
 CHECK-NEXT: for i in 0 .. N / 64:
+""", tmp_path)
+
+
+def test_a_thread_rereads_and_rewrites_its_own_elements_without_a_barrier(tmp_path):
+    """Item 3d: the same [64, 64] grid over 128 threads in every statement, so
+    each element stays with one thread: only the store's hand-off needs one."""
+    out = ir_after(OWN_ELEMENTS, PASS)
+    assert out.count("bar.sync 1, 128") == 1
+    filecheck(out, """
+CHECK: st.shared sx = z
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: why: sx written by st.shared (t.hk:7), read by TMA store (t.hk:10)
+CHECK-NEXT: tma.store
+""", tmp_path)
+
+
+def test_negative_a_transposed_read_is_another_threads_element(tmp_path):
+    filecheck(ir_after(TRANSPOSED_ELEMENTS, PASS), """
+CHECK: y: f32[64, 64] wgmma = (ld.shared(sx^T) * 2)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: why: sx read by ld.shared (t.hk:6), written by st.shared (t.hk:7)
+CHECK-NEXT: st.shared sx = (y + 1)
+""", tmp_path)
+
+
+def test_negative_a_stmatrix_store_is_written_by_other_lanes(tmp_path):
+    """A bf16 warpgroup tile is stored with stmatrix: lanes write rows that other
+    lanes hold, so the rewrite after a read keeps its barrier."""
+    text = HEADER + """    shared sx: bf16[BM, BN]
+    tma sx <- X[tile.m, tile.n]
+    y: f32[BM, BN] = f32(sx) * 2.0
+    sx = bf16(y + 1.0)
+    tma Y[tile.m, tile.n] <- sx
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: y: f32[64, 64]
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: st.shared sx = bf16((y + 1))
 """, tmp_path)

@@ -107,13 +107,14 @@ class _Loads:
         first = phase.loads[0]
         nbytes = sum(load.nbytes for load in phase.loads)
         return ir.MBarrierExpectTx(phase.barrier, ir.const(nbytes), first.span,
-                                   _reason(first, "armed before the load"))
+                                   _reason(phase.loads, "armed before the load"))
 
     def wait(self, phase: _Phase, user: ir.Stmt | None) -> list[ir.Stmt]:
         first = phase.loads[0]
         register = ir.phase_register(phase.barrier.array)
         span = getattr(user, "span", None)
-        reason = _reason(first, "used next" if span else "complete before the block ends", span)
+        reason = _reason(phase.loads, "used next" if span else "complete before the block ends",
+                         span)
         stmts = [ir.MBarrierWait(phase.barrier, ir.Scalar(ir.ScalarKind.CARRIED, register),
                                  first.span, reason),
                  ir.PhaseFlip(register, first.span)]
@@ -138,6 +139,9 @@ def _unit(stmts: tuple[ir.Stmt, ...], i: int) -> tuple[ir.Stmt, ...]:
     return stmts[i:end]
 
 
-def _reason(load: ir.AsyncLoad, after: str, after_span=None) -> ir.Reason:
-    return ir.Reason(ir.Hazard.ASYNC_WRITE_READ, load.dst.buffer,
-                     f"written by {load.engine.label} load", load.span, after, after_span)
+def _reason(loads: list[ir.AsyncLoad], after: str, after_span=None) -> ir.Reason:
+    """Why a phase is armed or waited for: what its loads write (every buffer)."""
+    first = loads[0]
+    buffers = ", ".join(dict.fromkeys(load.dst.buffer for load in loads))
+    what = f"written by {first.engine.label} load" + ("s" if len(loads) > 1 else "")
+    return ir.Reason(ir.Hazard.ASYNC_WRITE_READ, buffers, what, first.span, after, after_span)

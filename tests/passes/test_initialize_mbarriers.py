@@ -16,10 +16,13 @@ CHECK: tma.load buf
 
 
 def test_two_buffers_share_one_prologue():
+    """Loaded apart (one barrier each), initialized in one prologue."""
     text = HEADER + """    shared a: bf16[BM, BN]
     shared b: bf16[BM, BN]
     tma a <- X[tile.m, tile.n]
-    tma b <- Y[tile.m, tile.n]
+    tma Y[tile.m, tile.n] <- a
+    tma b <- X[tile.m, tile.n]
+    tma Y[tile.m, tile.n] <- b
 }
 """
     out = ir_after(text, PASS)

@@ -91,7 +91,7 @@ CHECK: for k in 0 .. K / 64:
 CHECK-NEXT: wgmma.wait_group 0
 CHECK-NEXT: bar.sync 1, 128
 CHECK-SAME: why: sa read by wgmma (t.hk:14), written by TMA load (t.hk:11)
-CHECK-NEXT: mbarrier.arrive.expect_tx sa_full[0]
+CHECK-NEXT: mbarrier.arrive.expect_tx sa_sb_sb2_full[0]
 """, tmp_path)
 
 

@@ -10,7 +10,7 @@ PASS = "insert_wgmma_fences"
 def test_fence_after_zero_init_before_the_first_product(tmp_path):
     filecheck(ir_after(MMA_CHAIN, PASS), """
 CHECK: d1: f32[64, 64] wgmma = 0
-CHECK: mbarrier.wait sb_full[0]
+CHECK: mbarrier.wait sa_sb_full[0]
 CHECK: wgmma.fence
 CHECK-SAME: why: d1 written by element-wise code (t.hk:11), used by wgmma (t.hk:11)
 CHECK-NEXT: wgmma d1 = sa @ sb^T
@@ -35,7 +35,7 @@ def test_product_after_a_wait_that_completed_its_accumulator_is_fenced(tmp_path)
     assert loop.count("wgmma.fence") == 1
     filecheck(loop, """
 CHECK: wgmma.wait_group 0
-CHECK: mbarrier.wait sb2_full[0]
+CHECK: mbarrier.wait sa_sb_sb2_full[0]
 CHECK: wgmma.fence
 CHECK-NEXT: wgmma acc1 += sa @ sb^T
 CHECK-NEXT: wgmma acc2 += sa @ sb2^T

@@ -44,7 +44,7 @@ def test_refill_in_the_loop_waits_for_the_batch_reading_it(tmp_path):
 CHECK: for k in 0 .. K / 64:
 CHECK-NEXT: wgmma.wait_group 0
 CHECK-SAME: why: sa read by wgmma (t.hk:14), written by TMA load (t.hk:11)
-CHECK-NEXT: mbarrier.arrive.expect_tx sa_full[0]
+CHECK-NEXT: mbarrier.arrive.expect_tx sa_sb_sb2_full[0]
 CHECK-NEXT: tma.load sa
 """, tmp_path)
 

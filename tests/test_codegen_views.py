@@ -90,6 +90,22 @@ def test_a_row_vector_indexes_the_row_of_each_plane():
     assert (out == vector[None, :, None]).all()
 
 
+def test_a_shared_vector_indexes_the_column_or_the_row_of_each_plane():
+    """A 1-D shared buffer broadcast: element (hk_r, hk_c) reads value hk_c per
+    column, and the row within its plane per row; the simulator agrees."""
+    text = _kernel(128, "[2, 64, 64]", "r", "{v} + sv[None, :] + sv[:, None]").replace(
+        "    r =", "    shared sv: f32[64]\n    r =")
+    kernel, store = _store(text)
+    e = _Context(kernel, launch_info(kernel), "t.hk").per_element(store)
+    assert "+ (hk_c) * 4u" in e.assign and "+ ((hk_r % 64)) * 4u" in e.assign
+    vector = np.arange(64, dtype=np.float32)
+    value = ir.Elementwise("+", (ir.SharedRead(store.dst, "cols"),
+                                 ir.SharedRead(store.dst, "rows")))
+    out = elementwise(value, (2, 64, 64), DType.F32, None, lambda read: vector, {},
+                      lambda e: 0)
+    assert (out == vector[None, None, :] + vector[None, :, None]).all()
+
+
 def test_rank_3_pipeline_of_vectors_passes_check():
     """Reads, writes and vectors over a whole rank-3 view, checked on the CPU model
     against the numpy reference."""
@@ -99,10 +115,12 @@ def test_rank_3_pipeline_of_vectors_passes_check():
     shared r: bf16[2, BM, BN]
     shared q: f32[2, BM, BN]
     tma r <- X[tile.b, tile.m, 0]
+    shared sv: f32[BN]
+    tma sv <- V[0]
     v: f32[BN] = V[0]
     s: f32[BM] = S[tile.m]
     r = bf16(f32(r))
-    q = f32(r) * v[None, :] + s[:, None]
+    q = f32(r) * v[None, :] + s[:, None] - sv[None, :]
     r = bf16(q)
     tma Y[tile.b, tile.m, 0] <- r
 }
@@ -131,6 +149,10 @@ def test_rank_3_pipeline_of_vectors_passes_check():
      "shape mismatch: the value is [128, 64] but the target is [2, 64, 64]"),
     (128, "shared r: f32[2, 64, 64]\n    v: f32[2] = V[0]\n    r = r + v[:, None]",
      "shape mismatch: a vector of 2 broadcast over 64 rows"),
+    (128, "shared r: f32[64, 64]\n    shared sv: f32[32]\n    r = r + sv[None, :]",
+     "shape mismatch: a vector of 32 broadcast over 64 columns"),
+    (128, "shared r: f32[64, 64]\n    shared sv: f32[64]\n    r = r + sv[0, :]",
+     "broadcast a vector with v[:, None] or v[None, :]"),
 ])
 def test_views_that_do_not_name_elements_are_refused_at_the_line(threads, body, message):
     text = f"kernel k(V: f32[N]) threads {threads} {{\n    {body}\n}}\n"

@@ -149,6 +149,11 @@ class ExprRenderer:
             case ir.TileRef(name=name):
                 tile = self.tiles[name]
                 return to_float(tile.dtype, tile_element(tile))
+            case ir.SharedRead(view=view, broadcast=str() as axis):
+                dtype = self.kernel.buffer(view.buffer).dtype
+                index = plane_row if axis == "rows" else "hk_c"
+                address = f"{self.view_base(view, role)} + ({index}) * {dtype.nbytes}u"
+                return to_float(dtype, shared_load(dtype, address))
             case ir.SharedRead(view=view):
                 dtype = self.kernel.buffer(view.buffer).dtype
                 return to_float(dtype, shared_load(dtype, self.element_address(view, role)))

@@ -94,6 +94,12 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
         case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if isinstance(
                 scope.lookup(name, expr.value.span), VectorSymbol):
             return _broadcast(scope.lookup(name, expr.value.span), a, b, expr.span)
+        case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if _is_vector_buffer(
+                scope.lookup(name, expr.value.span)):
+            buf = scope.lookup(name, expr.value.span)
+            axis = _axis(a, b, expr.span)
+            view = ir.BufferView(buf.name, None, None, False, buf.reuses)
+            return Typed(ir.SharedRead(view, axis), buf.dtype, ("vector", axis, buf.shape[0]))
         case ast.Cast(dtype=dtype, operand=operand):
             inner = lower_tile_expr(operand, scope, warpgroups)
             return Typed(ir.Convert(DType.parse(dtype), inner.expr), DType.parse(dtype), inner.shape)
@@ -123,14 +129,22 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
 
 
 def _broadcast(vector: VectorSymbol, first: ast.Expr, second: ast.Expr, span: Span) -> Typed:
-    if isinstance(first, ast.FullSlice) and isinstance(second, ast.NewAxis):
-        axis = "rows"
-    elif isinstance(first, ast.NewAxis) and isinstance(second, ast.FullSlice):
-        axis = "cols"
-    else:
-        raise CompileError(span, "broadcast a vector with v[:, None] or v[None, :]")
+    axis = _axis(first, second, span)
     return Typed(ir.GlobalVector(vector.tensor, vector.start, axis), vector.dtype,
                  ("vector", axis, vector.length))
+
+
+def _is_vector_buffer(symbol) -> bool:
+    """A 1-D shared buffer, which element-wise code reads broadcast like a vector."""
+    return isinstance(symbol, ir.SharedBuffer) and len(symbol.shape) == 1 and symbol.stages == 1
+
+
+def _axis(first: ast.Expr, second: ast.Expr, span: Span) -> str:
+    if isinstance(first, ast.FullSlice) and isinstance(second, ast.NewAxis):
+        return "rows"
+    if isinstance(first, ast.NewAxis) and isinstance(second, ast.FullSlice):
+        return "cols"
+    raise CompileError(span, "broadcast a vector with v[:, None] or v[None, :]")
 
 
 def _combine(op: str, operands: list[Typed], span: Span) -> Typed:

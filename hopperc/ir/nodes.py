@@ -174,9 +174,11 @@ class TileRef:
 
 @dataclass(frozen=True)
 class SharedRead:
-    """Element-wise read of shared memory by the running threads (generic proxy)."""
+    """Element-wise read of shared memory by the running threads (generic proxy).
+    `broadcast` ('rows' or 'cols'): a 1-D view, one value per row or column."""
 
     view: BufferView
+    broadcast: str | None = None
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ def tile(expr: ir.TileExpr) -> str:
     match expr:
         case ir.TileRef(name=name):
             return name
+        case ir.SharedRead(view=v, broadcast=str() as axis):
+            return f"ld.shared({view(v)}) per {axis[:-1]}"
         case ir.SharedRead(view=v):
             return f"ld.shared({view(v)})"
         case ir.GlobalVector(tensor=t, start=start, axis=axis):

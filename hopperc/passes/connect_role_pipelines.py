@@ -368,7 +368,7 @@ def _staged(stmt: ir.Stmt, p: ir.Pipeline, stage: ir.ScalarExpr) -> ir.Stmt:
     def expr(e: ir.TileExpr) -> ir.TileExpr:
         match e:
             case ir.SharedRead(view=v):
-                return ir.SharedRead(view(v))
+                return replace(e, view=view(v))
             case ir.Elementwise(op=op, args=args):
                 return ir.Elementwise(op, tuple(expr(a) for a in args))
             case ir.Convert(dtype=dtype, operand=operand):

@@ -193,7 +193,7 @@ class _Block:
             expr = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
 
         values = elementwise(expr, shape, dtype, tiles.__getitem__,
-                             lambda view: self.read(self.place(view, instance)), self.tensors,
+                             lambda read: self.read(self.place(read.view, instance)), self.tensors,
                              lambda e: self.scalar(e, instance))
         if isinstance(stmt, ir.SharedStore):
             self.write(place, values)

@@ -134,7 +134,7 @@ _ELEMENTWISE = {
 
 
 def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
-                tile: Callable[[str], np.ndarray], shared: Callable[[ir.BufferView], np.ndarray],
+                tile: Callable[[str], np.ndarray], shared: Callable[[ir.SharedRead], np.ndarray],
                 tensors: Mapping[str, np.ndarray], integer: Callable[[ir.ScalarExpr], int]
                 ) -> np.ndarray:
     """`expr` over a tile of `shape`, rounded to `dtype` as the write rounds it.
@@ -144,8 +144,13 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
         match e:
             case ir.TileRef(name=name):
                 return tile(name)
-            case ir.SharedRead(view=view):
-                return shared(view)
+            case ir.SharedRead(broadcast=None):
+                return shared(e)
+            case ir.SharedRead(broadcast=axis):
+                v = shared(e)  # a 1-D view: one value per row or column of each plane
+                if len(shape) == 1:
+                    return v
+                return v[:, None] if axis == "rows" else v[None, :]
             case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
                 # One value per row or column of each 2-D plane (a 1-D view is one row).
                 rows = axis == "rows"
@@ -163,7 +168,7 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
 
 
 def operands(expr: ir.TileExpr, tile: Callable[[str], object],
-             shared: Callable[[ir.BufferView], object],
+             shared: Callable[[ir.SharedRead], object],
              integer: Callable[[ir.ScalarExpr], int]) -> None:
     """Call `tile`, `shared` and `integer` on the operands of `expr` in the order
     `elementwise` reads them, computing nothing: what a run without data checks."""
@@ -175,8 +180,8 @@ def operands(expr: ir.TileExpr, tile: Callable[[str], object],
                 operands(arg, tile, shared, integer)
         case ir.TileRef(name=name):
             tile(name)
-        case ir.SharedRead(view=view):
-            shared(view)
+        case ir.SharedRead():
+            shared(expr)
         case ir.GlobalVector(start=start) | ir.ScalarValue(expr=start):
             integer(start)
         case ir.Literal():

@@ -196,15 +196,17 @@ class Warp:
             use(name)
             return self.tiles[name]
 
-        def load(view: ir.BufferView) -> Place:
-            where = self.place(view, lanes, span)
-            self.block.memory.read(self.agent, self.clock,
-                                   self.block.space.region(where, owned, selection),
+        def load(read: ir.SharedRead) -> Place:
+            where = self.place(read.view, lanes, span)
+            # A broadcast vector: every thread may read any of its values.
+            region = self.block.space.region(where) if read.broadcast else \
+                self.block.space.region(where, owned, selection)
+            self.block.memory.read(self.agent, self.clock, region,
                                    Site(f"ld.shared of {self.label(where)}", span))
             return where
 
-        def shared(view: ir.BufferView) -> np.ndarray:
-            return self.block.space.read(load(view))
+        def shared(read: ir.SharedRead) -> np.ndarray:
+            return self.block.space.read(load(read))
 
         def integer(e: ir.ScalarExpr) -> int:
             return self.value(e, lanes, span)

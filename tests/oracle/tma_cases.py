@@ -62,8 +62,31 @@ class TmaCase:
                 f"{self.row_stride});")
 
 
+@dataclass(frozen=True)
+class VectorCase:
+    """A 1-D tensor loaded into a 1-D shared buffer (a vector broadcast from
+    shared memory): a rank-1 tensor map, no swizzle."""
+
+    name: str
+    dtype: str
+    length: int
+    box: int
+
+    def hopperc_args(self) -> TensorMapArgs:
+        text = (f"kernel {self.name}(V: {self.dtype}[L]) grid(m: 1) threads 128 {{\n"
+                f"    shared s: {self.dtype}[{self.box}]\n    tma s <- V[0]\n}}\n")
+        spec = parse_spec(api.build(source(text)).metadata).tensor_map("tmap_V")
+        dtype = DType.parse(self.dtype)
+        tensor = DeviceTensor(ADDRESS, (self.length,), (1,), dtype.nbytes, dtype, 0, self.name)
+        return tensor_map_args(spec, tensor)
+
+    def cute_call(self) -> str:
+        return (f'  tma_case_vector<{CUTE_TMA_TYPES[self.dtype]}, {self.box}>("{self.name}", '
+                f"{ADDRESS}ull, {self.length});")
+
+
 # Every swizzle and element width; padded row strides; a box narrower than
-# its swizzle span; tensors smaller and larger than the box; rank 3.
+# its swizzle span; tensors smaller and larger than the box; rank 3; rank 1.
 CASES = (
     TmaCase("bf16_128B", "bf16", 1000, 520, 520, (128, 64), "128B"),
     TmaCase("f16_64B_padded", "f16", 256, 96, 104, (64, 32), "64B"),
@@ -76,6 +99,8 @@ CASES = (
     TmaCase("bf16_narrow_128B", "bf16", 64, 256, 256, (64, 32), "128B"),
     TmaCase("bf16_planes_128B", "bf16", 100, 96, 104, (64, 64), "128B", 3, 100 * 104 + 8),
     TmaCase("f32_planes_none", "f32", 100, 64, 64, (16, 32), "none", 4, 6400),
+    VectorCase("f32_vector_256", "f32", 1000, 256),
+    VectorCase("bf16_vector_64", "bf16", 40, 64),
 )
 
 

@@ -76,6 +76,15 @@ void tma_case_planes(const char* name, uint64_t address, int planes, int rows, i
   make_tma_copy(SM90_TMA_LOAD{}, gmem, box_layout<T, BITS, BOX_ROWS, BOX_COLS>());
 }
 
+// A 1-D tensor of `length` elements, one box of BOX elements into a 1-D buffer.
+template <class T, int BOX>
+void tma_case_vector(const char* name, uint64_t address, int length) {
+  std::printf("tma %s\n", name);
+  Tensor gmem = make_tensor(make_gmem_ptr(reinterpret_cast<T*>(address)),
+                            make_layout(make_shape(length)));
+  make_tma_copy(SM90_TMA_LOAD{}, gmem, make_layout(Shape<Int<BOX>>{}));
+}
+
 #include "hopperc_tma_cases.h"
 
 int main() {

@@ -3,7 +3,7 @@ hardware limits, and build the kernel IR. The first error stops the compile.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, is_dataclass, replace
 
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType, Swizzle
@@ -145,6 +145,12 @@ class _Analyzer:
         return self.threads // 128
 
     def _stmt(self, stmt: ast.Stmt) -> list[ir.Stmt]:
+        running = self.role.active_warps * 32 if self.role is not None else self.threads
+        if running % 128:
+            wg = _find_name(stmt, "wg")
+            if wg is not None:
+                raise CompileError(wg.span, f"'wg' needs whole warpgroups, but {running} "
+                                            "threads run this code; make it a multiple of 128")
         match stmt:
             case ast.SharedDecl() | ast.MBarrierDecl() | ast.Role():
                 raise CompileError(stmt.span, "declare shared buffers, mbarriers and roles at "
@@ -322,3 +328,19 @@ def _accumulator_names(block: ast.Block) -> set[str]:
 
 def _where(role: ir.RoleInfo | None) -> str:
     return f"role '{role.name}'" if role is not None else "kernel"
+
+
+def _find_name(node, name: str) -> ast.Name | None:
+    """The first use of `name` in an AST node (nested blocks excluded: their
+    statements are checked on their own)."""
+    if isinstance(node, ast.Name):
+        return node if node.id == name else None
+    if isinstance(node, ast.Block):
+        return None
+    children = node if isinstance(node, (list, tuple)) else (
+        [getattr(node, f.name) for f in fields(node)] if is_dataclass(node) else [])
+    for child in children:
+        found = _find_name(child, name)
+        if found is not None:
+            return found
+    return None

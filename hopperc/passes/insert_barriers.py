@@ -167,7 +167,10 @@ class _Barriers(ForwardRewrite[Pending]):
         return role_barrier(self.kernel, self.role)[1]
 
     def same_rows(self, a: Access, b: Access) -> bool:
-        return self.layout[a.buffer] == self.layout[b.buffer] and same_rows(
+        """Both a warpgroup's own rows of one buffer, or of two buffers in one
+        memory with one layout (an mbarrier's phase word is no buffer: never)."""
+        layout = self.layout.get(a.buffer)
+        return layout is not None and layout == self.layout.get(b.buffer) and same_rows(
             a, replace(b, buffer=a.buffer))
 
     def needs_barrier(self, prior: Access, access: Access) -> bool:

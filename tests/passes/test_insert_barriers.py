@@ -286,3 +286,24 @@ CHECK: y: f32[64, 64]
 CHECK-NEXT: bar.sync 1, 128
 CHECK-NEXT: st.shared sx = bf16((y + 1))
 """, tmp_path)
+
+
+def test_rearming_a_load_barrier_read_by_two_warpgroups_meets_every_thread(tmp_path):
+    """The phase word every thread waited on is no warpgroup's rows: the arm for
+    the next load waits for all 256 threads (this once raised KeyError)."""
+    text = """kernel k(X: bf16[M, K], Y: bf16[M, K])
+    tile(BM = 128, BK = 64) grid(m: M / BM) threads 256
+{
+    shared sx: bf16[BM, BK]
+    tma sx <- X[tile.m, 0]
+    for k in 1 .. K / BK {
+        y: f32[64, BK] = f32(sx[wg])
+        tma sx <- X[tile.m, k]
+    }
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: y: f32[64, 64] wgmma = f32(ld.shared(sx[wg of 2]))
+CHECK-NEXT: bar.sync 1, 256
+CHECK-NEXT: mbarrier.arrive.expect_tx sx_full[0]
+""", tmp_path)

@@ -45,6 +45,12 @@ class ForwardRewrite(Generic[S]):
         can follow its accesses says more."""
         return self.initial()
 
+    def commitments(self) -> int:
+        """How many syncs the pass has decided to put elsewhere than before the
+        statement it is at (a fence before an earlier barrier): a loop that adds
+        some when entered without a sync ahead of it needs that sync."""
+        return 0
+
     def at_exit(self, state: S) -> list[ir.Stmt]:
         """Statements to append where a role (or the kernel) ends in `state`."""
         return []
@@ -99,7 +105,10 @@ class ForwardRewrite(Generic[S]):
         """Whether the loop entered in `state` gets the syncs it gets entered in
         `synced` (the state after the syncs `before` would put ahead of it), at
         the same places, and ends in the same state."""
+        committed = self.commitments()
         raw, raw_end = self.loop(stmt, state)
+        if self.commitments() != committed:
+            return False
         kept, kept_end = self.loop(stmt, synced)
         return raw_end == kept_end and _skeleton(raw) == _skeleton(kept)
 

@@ -313,3 +313,43 @@ OWN_ELEMENTS = F32_HEADER + """    tma sx <- X[tile.m, tile.n]
 """
 TRANSPOSED_ELEMENTS = OWN_ELEMENTS.replace("y: f32[BM, BN] = sx * 2.0",
                                            "y: f32[BM, BN] = sx^T * 2.0")
+
+# The barrier that hands sx's rewrite to the TMA store is the one before the
+# transposed read: no barrier comes right before the store, so the fence goes
+# before that earlier barrier.
+WRITE_HANDED_OVER_EARLY = """kernel k(X: bf16[M, 64], Y: bf16[M, 64], Z: f32[M, 64])
+    tile(BM = 64, BN = 64) grid(m: M / BM) threads 128
+{
+    shared sx: bf16[BM, BN]
+    shared sz: f32[BM, BN]
+    tma sx <- X[tile.m, 0]
+    y: f32[BM, BN] = f32(sx)
+    sx = bf16(y * 2.0)
+    t: f32[BM, BN] = f32(sx^T)
+    tma Y[tile.m, 0] <- sx
+    sz = t
+    tma Z[tile.m, 0] <- sz
+}
+"""
+
+# Warpgroup 1 writes rows of sy[0] (through sz) before a loop whose stores are
+# handed over by each warpgroup's own barrier: only the block barrier ahead of
+# the loop hands that write to warpgroup 0's store, so the fence goes before it.
+CROSS_WRITE_BEFORE_LOOP = """kernel k(X: bf16[M, 64], Y: bf16[M, 256])
+    tile(BM = 64, BN = 64) grid(m: M / BM) threads 256
+{
+    shared sy: bf16[2, 64, BN]
+    shared sz: bf16[4, 32, BN] reuses sy
+    tma sy[0] <- X[tile.m, 0]
+    tma sy[1] <- X[tile.m, 0]
+    t: f32[32, BN] = f32(sz[wg])
+    u: f32[64, BN] = 1.0
+    sz[wg] = bf16(t * 2.0)
+    for i in 0 .. 4 {
+        if i > 0 {
+            sy[wg] = bf16(u)
+        }
+        tma Y[2 * tile.m + wg, i] <- sy[wg]
+    }
+}
+"""

@@ -1,6 +1,7 @@
 """insert_proxy_fences: fence generic -> async hand-offs, before the barrier, hoisted."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import (BRANCH_WRITE_THEN_STORE, COPY, HEADER, LOAD_THEN_READ,
+from tests.passes.kernels import (BRANCH_WRITE_THEN_STORE, COPY, CROSS_WRITE_BEFORE_LOOP, HEADER,
+                                  LOAD_THEN_READ, WRITE_HANDED_OVER_EARLY,
                                   MMA_CHAIN, MMA_GENERIC_OPERAND, READ_THEN_REFILL,
                                   REWRITE_EACH_ITERATION, REWRITE_FIRST_LOOP,
                                   SLICE_WRITE_BESIDE_LOAD, STORE_LOOP, WRITE_THEN_STORE)
@@ -153,4 +154,29 @@ CHECK: st.shared sy = bf16(1)
 CHECK-NEXT: fence.proxy.async.shared::cta
 CHECK-NEXT: bar.sync 1, 128
 CHECK-NEXT: tma.store
+""", tmp_path)
+
+
+def test_a_write_handed_over_by_an_earlier_barrier_is_fenced_before_it(tmp_path):
+    """Each thread's fence must precede the barrier after which the issuer may
+    read: here the one before the transposed read, not the store."""
+    filecheck(ir_after(WRITE_HANDED_OVER_EARLY, PASS), """
+CHECK: st.shared sx = bf16((y * 2))
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-SAME: why: sx written by st.shared (t.hk:8), read by TMA store (t.hk:10)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: t: f32[64, 64]
+CHECK-NEXT: tma.store Y
+""", tmp_path)
+
+
+def test_a_warpgroup_barrier_does_not_hand_over_another_warpgroups_write(tmp_path):
+    """The loop's fence sits before bar.sync 2 + wg, which orders only each
+    warpgroup's own rows; warpgroup 1's write into warpgroup 0's rows before the
+    loop is fenced before the block barrier ahead of the loop."""
+    filecheck(ir_after(CROSS_WRITE_BEFORE_LOOP, "insert_proxy_fences"), """
+CHECK: st.shared sz(in sy)[wg of 4]
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-NEXT: bar.sync 1, 256
+CHECK-NEXT: for i in 0 .. 4:
 """, tmp_path)

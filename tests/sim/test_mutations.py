@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hopperc import driver
+from hopperc.diagnostics import SourceFile
 from hopperc.ir import nodes as ir
 from hopperc.sim.explore import simulate
 from hopperc.sim.findings import Category
@@ -122,6 +123,22 @@ def test_a_warpgroup_barrier_where_warpgroups_share_memory_races():
     report = run("gemm_relu.hk", lambda k: m.edit(k, per_warpgroup, limit=1), search=50)
     assert report.findings and report.findings[0].category is Category.RACE, \
         [f.headline() for f in report.findings]
+
+
+def test_a_cross_warpgroup_write_is_fenced_before_the_barrier_that_hands_it_over():
+    """Warpgroup 1 writes rows of sy[0] before a loop whose own barriers are each
+    warpgroup's: the fence before the block barrier ahead of the loop is the one
+    that counts (the loop's fence runs after that hand-off)."""
+    from tests.passes.kernels import CROSS_WRITE_BEFORE_LOOP
+    front_end = driver.check(SourceFile("cross.hk", CROSS_WRITE_BEFORE_LOOP))
+    lowered = driver.lower(front_end)
+    problem = make_problem(lowered, default_dims(lowered))
+    assert simulate(lowered, front_end, problem, 4, 100).ok
+
+    def first_fence(s):
+        return [] if isinstance(s, ir.ProxyFence) else None
+    report = simulate(m.edit(lowered, first_fence), front_end, problem, 4, 100)
+    assert report.findings and report.findings[0].category is Category.MISSING_FENCE
 
 
 def test_exhaustive_search_alone_catches_a_race():

@@ -288,8 +288,8 @@ SEMANTIC = [
          "pending group count 8 is out of range (0 to 7)", nth=-1),
     case("arrival_count_out_of_range", MANUAL, [("bar[0], 1\n", "bar[0], 0\n")], "0\n",
          "arrival count 0 is out of range"),
-    case("wg_without_whole_warpgroups", COPY, [("threads 128", "threads 192"),
-                                               ("Y[tile.m, tile.n] <- buf", "Y[wg, tile.n] <- buf")],
+    case("wg_without_whole_warpgroups", COPY, [
+        ("threads 128", "threads 192"), ("Y[tile.m, tile.n] <- buf", "Y[wg, tile.n] <- buf")],
          "wg, tile.n", "'wg' needs whole warpgroups, but 192 threads run this code"),
     case("copy_index_per_lane", COPY, [("X[tile.m, tile.n]", "X[tile.m + lane, tile.n]")],
          "tma buf", "issued by one thread of its role", "cannot use 'lane'"),

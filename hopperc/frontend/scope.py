@@ -139,11 +139,3 @@ def const_value(expr: ast.Expr, scope: Scope, what: str) -> int:
     if not is_const(lowered):
         raise CompileError(expr.span, f"{what} must be a compile-time constant")
     return int(lowered.value)
-
-
-def uses(expr: ir.ScalarExpr, kinds: set[ir.ScalarKind], names: set[str] | None = None) -> bool:
-    """Whether `expr` mentions a scalar of one of `kinds` (and, if given, `names`)."""
-    if isinstance(expr, ir.Scalar):
-        return expr.kind in kinds and (names is None or expr.name in names)
-    return uses(expr.left, kinds, names) or (
-        expr.right is not None and uses(expr.right, kinds, names))

@@ -14,10 +14,10 @@ from hopperc.frontend.manual import lower_sync
 from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, VectorSymbol,
-                                    const_value, scalar_expr, uses)
+                                    const_value, scalar_expr)
 from hopperc.frontend.tiles import buffer_view, lower_tile_expr, require_warpgroup_view
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import issued_per_warpgroup
+from hopperc.ir.accesses import builtins_in, issued_per_warpgroup
 from hopperc.ir.layout import element_threads, register_layout, shared_layout
 
 DEFAULT_THREADS = 128
@@ -204,7 +204,7 @@ class _Analyzer:
 
     def _if(self, stmt: ast.If) -> ir.IfThen:
         cond = scalar_expr(stmt.cond, self.scope)
-        if not self.manual and uses(cond, {ir.ScalarKind.BUILTIN}, DIVERGENT_BUILTINS):
+        if not self.manual and builtins_in(cond) & DIVERGENT_BUILTINS:
             raise CompileError(stmt.cond.span, "this condition differs between the threads of a "
                                                "role, so the barriers the compiler inserts could "
                                                "not be reached by all of them; branch on values "

@@ -65,10 +65,10 @@ def own_rows(access: Access) -> bool:
 
 
 def same_rows(a: Access, b: Access) -> bool:
-    """Two accesses of one buffer that each warpgroup makes on its own rows: only
-    threads of one warpgroup can meet on their bytes."""
-    return (a.buffer == b.buffer and own_rows(a) and own_rows(b)
-            and a.view.part.count == b.view.part.count)
+    """Two accesses each warpgroup makes on its own rows, split alike: where they
+    are the same bytes (the caller knows: one buffer, or one memory and layout),
+    only threads of one warpgroup can meet on them."""
+    return own_rows(a) and own_rows(b) and a.view.part.count == b.view.part.count
 
 
 def issued_per_warpgroup(stmt: ir.Stmt) -> bool:

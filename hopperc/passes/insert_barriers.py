@@ -170,8 +170,7 @@ class _Barriers(ForwardRewrite[Pending]):
         """Both a warpgroup's own rows of one buffer, or of two buffers in one
         memory with one layout (an mbarrier's phase word is no buffer: never)."""
         layout = self.layout.get(a.buffer)
-        return layout is not None and layout == self.layout.get(b.buffer) and same_rows(
-            a, replace(b, buffer=a.buffer))
+        return layout is not None and layout == self.layout.get(b.buffer) and same_rows(a, b)
 
     def needs_barrier(self, prior: Access, access: Access) -> bool:
         if not may_overlap(prior, access) or not (prior.write or access.write):

@@ -147,24 +147,25 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
             case ir.SharedRead(broadcast=None):
                 return shared(e)
             case ir.SharedRead(broadcast=axis):
-                v = shared(e)  # a 1-D view: one value per row or column of each plane
-                if len(shape) == 1:
-                    return v
-                return v[:, None] if axis == "rows" else v[None, :]
+                return _broadcast(shared(e), axis, shape)  # a 1-D view
             case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
-                # One value per row or column of each 2-D plane (a 1-D view is one row).
-                rows = axis == "rows"
-                v = global_vector(tensors[tensor], integer(start),
-                                  plane_rows(shape) if rows else shape[-1])
-                if len(shape) == 1:
-                    return v
-                return v[:, None] if rows else v[None, :]
+                length = plane_rows(shape) if axis == "rows" else shape[-1]
+                return _broadcast(global_vector(tensors[tensor], integer(start), length),
+                                  axis, shape)
             case ir.Literal(value=v):
                 return np.float32(v)
             case ir.ScalarValue(expr=value):
                 return np.float32(integer(value))
         raise TypeError(e)
     return round_to(dtype, np.broadcast_to(tile_value(expr, leaf), shape))
+
+
+def _broadcast(v: np.ndarray, axis: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A vector as one value per row or column of each 2-D plane of `shape` (a
+    1-D view is one row)."""
+    if len(shape) == 1:
+        return v
+    return v[:, None] if axis == "rows" else v[None, :]
 
 
 def operands(expr: ir.TileExpr, tile: Callable[[str], object],

@@ -80,7 +80,7 @@ class _Fences(ForwardRewrite[Unfenced]):
             # to be fenced before that barrier.
             trailing = self.trailing
             if trailing is None or trailing.per_warpgroup:
-                for p, barrier in conflicts:
+                for _, barrier in conflicts:
                     if barrier is not None and barrier != id(trailing):
                         self.before_barrier.setdefault(barrier, fence)
                 if trailing is None and all(barrier is not None for _, barrier in conflicts):
@@ -115,6 +115,7 @@ class _Fences(ForwardRewrite[Unfenced]):
     def manual(self, region: ir.ManualRegion, state: Unfenced) -> Unfenced:
         """Hand-written generic accesses stay unfenced for the automatic code
         after them (a fence the user wrote inside is not relied on)."""
+        self.trailing = None  # the region's last statement is hand-written
         return state | frozenset((a, None) for a in manual_accesses(region)
                                  if a.proxy is Proxy.GENERIC)
 

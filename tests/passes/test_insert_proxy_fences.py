@@ -180,3 +180,29 @@ CHECK-NEXT: fence.proxy.async.shared::cta
 CHECK-NEXT: bar.sync 1, 256
 CHECK-NEXT: for i in 0 .. 4:
 """, tmp_path)
+
+
+def test_a_write_handed_over_before_manual_code_is_fenced_before_that_barrier(tmp_path):
+    """The barrier before the manual region hands sx over; no barrier follows the
+    region, so the fence goes before that barrier, not after the region."""
+    text = """kernel k(X: f32[M, 64], Y: f32[M, 64], Z: f32[M, 64])
+    tile(BM = 64, BN = 64) grid(m: M / BM) threads 128
+{
+    shared sx: f32[BM, BN]
+    shared sz: f32[BM, BN]
+    tma sx <- X[tile.m, 0]
+    sx = sx * 2.0
+    manual {
+        sz = sx^T
+    }
+    tma Y[tile.m, 0] <- sx
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: st.shared sx = (ld.shared(sx) * 2)
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: manual:
+CHECK-NOT: fence.proxy.async
+CHECK: tma.store Y
+""", tmp_path)

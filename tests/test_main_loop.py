@@ -58,23 +58,26 @@ def test_wait_to_next_hgmma_is_shorter_than_cutlass(sass):
 
 def test_descriptors_add_a_stage_and_a_k_step_in_16_byte_units(sass):
     """sa's stage is 128 x 64 bf16 = 16384 B = 1024 units, a warpgroup's half 512
-    units, a k-step 32 B = 2 units; sb's stage 256 x 64 bf16 = 2048 units."""
+    units, a k-step 32 B = 2 units; sb's stage 256 x 64 bf16 = 2048 units. The
+    product appears twice: the first iteration is rendered apart (scale-d 0)."""
     _, cuda = sass["gemm_bf16"]
     a = re.findall(r"hk_wgmma_desc\(\(hk_smem_base >> 4\) \+ 0u \+ \((\w+)\) \* 1024u "
                    r"\+ \(\(hk_warp / 4\)\) \* 512u(?: \+ (\d+)u)?, 1024u, 1ull\)", cuda)
-    assert [step for _, step in a] == ["", "2", "4", "6"]
+    assert [step for _, step in a] == ["", "2", "4", "6"] * 2
     assert all(stage.endswith("_stage") for stage, _ in a)  # the carried counter
     b = re.findall(r"hk_wgmma_desc\(\(hk_smem_base >> 4\) \+ 4096u \+ \(\w+_stage\) \* 2048u"
                    r"(?: \+ (\d+)u)?, 1024u, 1ull\)", cuda)
-    assert b == ["", "2", "4", "6"]
+    assert b == ["", "2", "4", "6"] * 2
 
 
 def test_in_loop_release_is_predicated_on_a_later_iteration(sass):
     """Iteration k releases stage k - 1: the first iteration has none to release,
-    so the arrive's predicate is the elected lane and k > 0; after the loop, the
-    last stage is released if the loop ran."""
+    so the arrive's predicate is the elected lane and k > 0 (in the first
+    iteration, rendered apart, k is the constant 0); after the loop, the last
+    stage is released if the loop ran."""
     _, cuda = sass["gemm_bf16"]
     code = "\n".join(line for line in cuda.splitlines() if not line.startswith("#line"))
     conditions = re.findall(r'and\.pred p, p, q; ".*?"r"\(static_cast<int>\((.*?)\)\) : "memory"',
                             code, re.DOTALL)
-    assert conditions == ["(u_k > 0)", "(hk_cdiv(u_K, 64) > 0)"]
+    assert conditions == ["(u_k > 0)", "(u_k > 0)", "(hk_cdiv(u_K, 64) > 0)"]
+    assert "const int u_k = 0;" in code

@@ -55,7 +55,10 @@ def main_loop(listing: str) -> list[str]:
 def test_gemm_bf16_sass(built):
     b, sass, listing = built["gemm_bf16"]
     ops = [opcode(i) for i in sass]
-    assert ops.count("HGMMA.64x256x16.F32.BF16") == 4
+    # one product of 4 k16 steps, in the loop's first iteration (rendered apart,
+    # the first with scale-d 0) and in the loop
+    assert ops.count("HGMMA.64x256x16.F32.BF16") == 8
+    assert sum(i.startswith("HGMMA") and i.endswith("RZ,!UPT") for i in sass) == 1
     # C's 128 x 256 tile is four 128B-swizzled column blocks: one store each.
     assert ops.count("UTMALDG.2D") == 2 and ops.count("UTMASTG.2D") == 4
     # 64 x 256 bf16 per warpgroup: 16 stmatrix.x4 per thread, as CUTLASS's epilogue

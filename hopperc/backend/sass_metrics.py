@@ -77,8 +77,9 @@ def per_iteration(code: list[Instruction], base: str, per_source_iteration: int)
 
 
 def wait_to_mma(code: list[Instruction]) -> int | None:
-    """Instructions from the main loop's last WARPGROUP.DEPBAR to the first
-    HGMMA of the next iteration, around the back edge (both excluded)."""
+    """Instructions from the main loop's WARPGROUP.DEPBAR that precedes its first
+    HGMMA to that HGMMA (both excluded): the last wait before it in the body,
+    else the body's last wait, around the back edge."""
     loop = loop_holding(code, "HGMMA")
     if loop is None:
         return None
@@ -87,6 +88,9 @@ def wait_to_mma(code: list[Instruction]) -> int | None:
     mmas = [k for k, i in enumerate(body) if i.base == "HGMMA"]
     if not waits:
         return None
+    before = [k for k in waits if k < mmas[0]]
+    if before:
+        return mmas[0] - before[-1] - 1
     return (len(body) - waits[-1] - 1) + mmas[0]
 
 

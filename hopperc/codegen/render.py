@@ -119,6 +119,9 @@ class _Context:
         self.role = RoleContext(0, kernel.threads)
         self.divergent = 0  # depth of bodies only some lanes of a warp may run
         self.declared: list[set[str]] = [set()]
+        # `k == start` of each peeled loop being rendered: whether this copy of
+        # the body is the first iteration
+        self.first_iteration: dict[ir.ScalarExpr, bool] = {}
         self.tiles = self.exprs.tiles
         self.wgmma_operands = {t for s in walk(kernel.body) if isinstance(s, ir.Mma)
                                for t in mma_registers(s)}
@@ -164,6 +167,25 @@ class _Context:
             lines.append(_line_directive(span.line, self.source_name))
         self.role = role
         match stmt:
+            case ir.ForLoop(var=var, start=start, stop=stop, body=body) if _overwrites_first(stmt):
+                # The first iteration is rendered apart, so each wgmma's scale-d is an
+                # immediate: a predicate computed per iteration costs the main loop
+                # an instruction per k-step.
+                var, first = names.user(var), _overwrites_first(stmt)
+                start_c, stop_c = scalar(start, role), scalar(stop, role)
+                lines.append(f"{pad}if ({start_c} < {stop_c}) {{")
+                lines.append(f"{pad}{INDENT}{{  // the first iteration: products overwrite")
+                lines.append(f"{pad}{INDENT * 2}const int {var} = {start_c};")
+                self.first_iteration[first] = True
+                self._scoped(body, role, depth + 2, lines)
+                lines.append(f"{pad}{INDENT}}}")
+                lines.append(f"{pad}{INDENT}for (int {var} = {start_c} + 1; {var} < {stop_c}; "
+                             f"++{var}) {{")
+                self.first_iteration[first] = False
+                self._scoped(body, role, depth + 2, lines)
+                del self.first_iteration[first]
+                lines.append(f"{pad}{INDENT}}}")
+                lines.append(f"{pad}}}")
             case ir.ForLoop(var=var, start=start, stop=stop, body=body):
                 var = names.user(var)
                 lines.append(f"{pad}for (int {var} = {scalar(start, role)}; {var} < "
@@ -296,7 +318,9 @@ class _Context:
         else:
             a = self._shared_operand(mma.a, k_major=not mma.a.transposed)
             a_dtype = a.buffer.dtype
-        return wgmma_steps(mma, names.user(mma.acc), tile_registers(acc), a, a_dtype, b)
+        overwrites = mma.overwrite_when is not None and self.first_iteration[mma.overwrite_when]
+        return wgmma_steps(mma, names.user(mma.acc), tile_registers(acc), a, a_dtype, b,
+                           overwrites)
 
     def _shared_operand(self, view: ir.BufferView, k_major: bool) -> SharedOperand:
         return SharedOperand(self.exprs.view_base_16(view, self.role),
@@ -351,3 +375,12 @@ def _lane_dependent(cond: ir.ScalarExpr) -> bool:
 
 def _only_releases(elect: ir.ElectLane) -> bool:
     return all(isinstance(s, ir.StageRelease) for s in elect.body.stmts)
+
+
+def _overwrites_first(loop: ir.ForLoop) -> ir.ScalarExpr | None:
+    """`var == start` if a product of the loop's body overwrites its accumulator
+    on the first iteration (fold_zero_into_first_product)."""
+    first = ir.ScalarOp("==", ir.Scalar(ir.ScalarKind.LOOP, loop.var), loop.start)
+    if any(isinstance(s, ir.Mma) and s.overwrite_when == first for s in loop.body.stmts):
+        return first
+    return None

@@ -54,10 +54,12 @@ def descriptor(op: SharedOperand, step: int, k: int) -> str:
 
 
 def steps(mma: ir.Mma, acc: str, acc_slots: int, a: SharedOperand | str, a_dtype: DType,
-          b: SharedOperand) -> list[WgmmaStep]:
+          b: SharedOperand, overwrites: bool = False) -> list[WgmmaStep]:
     """The instructions of one product. `acc` is the accumulator's C++ name; `a`
     is a SharedOperand or the C++ name of a 16-bit register tile in the wgmma
-    layout, packed in pairs (4 registers per k-step)."""
+    layout, packed in pairs (4 registers per k-step); `overwrites`: the first
+    instruction ignores the accumulator (scale-d 0) although the product
+    accumulates (its loop's first iteration)."""
     _, n, k_total = mma.shape
     k = wgmma_k(a_dtype)
     register_a = isinstance(a, str)
@@ -75,7 +77,7 @@ def steps(mma: ir.Mma, acc: str, acc_slots: int, a: SharedOperand | str, a_dtype
             a_inputs = (f'"l"({descriptor(a, step, k)})',)
             a_text = f"%{slot}"
         slot += len(a_inputs)
-        scale_d = 0 if step == 0 and not mma.accumulate else 1
+        scale_d = 0 if step == 0 and (overwrites or not mma.accumulate) else 1
         inputs = a_inputs + (f'"l"({descriptor(b, step, k)})', f'"n"({scale_d})')
         trans = [] if a_dtype.is_fp8 else (
             ["1" if not b.k_major else "0"] if register_a

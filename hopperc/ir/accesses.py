@@ -108,8 +108,10 @@ def source_order(access: Access) -> tuple:
 
 
 def _operands(expr: ir.TileExpr) -> Iterator[ir.TileExpr]:
-    """The leaf operands of an element-wise expression."""
+    """The leaf operands of an element-wise expression (none of an undefined one)."""
     match expr:
+        case None:
+            return
         case ir.Elementwise(args=args):
             for arg in args:
                 yield from _operands(arg)
@@ -145,6 +147,8 @@ class RegisterUse:
 def register_uses(stmt: ir.Stmt) -> list[RegisterUse]:
     """Register tiles a leaf statement other than a wgmma reads or writes."""
     match stmt:
+        case ir.TileDef(init=None):
+            return []
         case ir.TileDef(name=name, init=value, span=span) | \
                 ir.TileAssign(name=name, value=value, span=span):
             return ([RegisterUse(t, False, span) for t in tile_refs(value)]

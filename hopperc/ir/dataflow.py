@@ -123,12 +123,12 @@ class ForwardRewrite(Generic[S]):
                     break
                 entry = widened
             # The loop runs zero times (the state before it) or ends after a last iteration.
-            after = end if _runs(stmt) else self.join(state, end)
+            after = end if runs_at_least_once(stmt) else self.join(state, end)
             self.loops[key] = replace(stmt, body=body), after
         return self.loops[key]
 
 
-def _runs(loop: ir.ForLoop) -> bool:
+def runs_at_least_once(loop: ir.ForLoop) -> bool:
     """Whether the loop runs at least once: constant bounds, start below stop."""
     start, stop = loop.start, loop.stop
     return all(isinstance(e, ir.Scalar) and e.kind is ir.ScalarKind.CONST for e in (start, stop)) \

@@ -301,7 +301,7 @@ class TileDef:
     shape: tuple[int, ...]
     layout: Layout
     threads: int
-    init: TileExpr
+    init: TileExpr | None  # None: undefined until written (a product overwrites it)
     span: Span
 
 
@@ -323,7 +323,10 @@ class SharedStore:
 
 @dataclass(frozen=True)
 class Mma:
-    """acc (+)= a @ b on the tensor cores (wgmma); a from shared memory or registers."""
+    """acc (+)= a @ b on the tensor cores (wgmma); a from shared memory or registers.
+    With `overwrite_when`, an accumulating product overwrites acc (scale-d 0 on
+    its first instruction) whenever that condition holds: its loop's first
+    iteration, the accumulator being undefined before it."""
 
     acc: str
     a: BufferView | TileRef
@@ -331,6 +334,7 @@ class Mma:
     accumulate: bool
     shape: tuple[int, int, int]  # M, N, K of the whole product for one warpgroup
     span: Span
+    overwrite_when: ScalarExpr | None = None
 
 
 @dataclass(frozen=True)

@@ -100,14 +100,17 @@ def statement(stmt: ir.Stmt) -> str:
         case ir.AsyncStore(engine=e, tensor=t, coords=c, src=src):
             return f"{e.value}.store {t}[{', '.join(scalar(x) for x in c)}] <- {view(src)}"
         case ir.TileDef(name=name, dtype=dtype, shape=shape, layout=layout, init=init):
-            return f"{name}: {dtype}{list(shape)} {layout.value} = {tile(init)}"
+            value = "undefined" if init is None else tile(init)
+            return f"{name}: {dtype}{list(shape)} {layout.value} = {value}"
         case ir.TileAssign(name=name, value=value):
             return f"{name} = {tile(value)}"
         case ir.SharedStore(dst=dst, value=value):
             return f"st.shared {view(dst)} = {tile(value)}"
-        case ir.Mma(acc=acc, a=a, b=b, accumulate=acc_flag, shape=(m, n, k)):
+        case ir.Mma(acc=acc, a=a, b=b, accumulate=acc_flag, shape=(m, n, k), overwrite_when=w):
             lhs = a.name if isinstance(a, ir.TileRef) else view(a)
-            return f"wgmma {acc} {'+=' if acc_flag else '='} {lhs} @ {view(b)} (m{m}n{n}k{k})"
+            when = "" if w is None else f", overwrites when {scalar(w)}"
+            return (f"wgmma {acc} {'+=' if acc_flag else '='} {lhs} @ {view(b)} "
+                    f"(m{m}n{n}k{k}{when})")
         case ir.PhaseFlip(phase=phase):
             return f"flip {phase}"
         case ir.StageAdvance(stage=stage, phase=phase, stages=n):

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     Pass = Callable[[ir.Kernel], ir.Kernel]
 
 PASS_NAMES: tuple[str, ...] = (
+    "fold_zero_into_first_product",
     "connect_role_pipelines",
     "allocate_load_barriers",
     "initialize_mbarriers",

@@ -20,7 +20,7 @@ from hopperc.ir.accesses import issued_per_warpgroup, leaf_accesses, walk
 from hopperc.ir.layout import element_threads
 from hopperc.sim.problem import Problem
 from hopperc.sim.values import (PER_THREAD, elementwise, matrix_product, per_lane, read_box, scalar,
-                                 write_box)
+                                 undefined, write_box)
 from hopperc.sim.views import Place, place_shape
 
 
@@ -181,7 +181,12 @@ class _Block:
             a = tiles[stmt.a.name] if isinstance(stmt.a, ir.TileRef) else \
                 self.read(self.place(stmt.a, instance))
             product = matrix_product(a, self.read(self.place(stmt.b, instance)))
-            tiles[stmt.acc] = tiles[stmt.acc] + product if stmt.accumulate else product
+            overwrite = stmt.overwrite_when is not None and self.scalar(stmt.overwrite_when, instance)
+            tiles[stmt.acc] = tiles[stmt.acc] + product if stmt.accumulate and not overwrite \
+                else product
+            return
+        if isinstance(stmt, ir.TileDef) and stmt.init is None:
+            tiles[stmt.name] = undefined(stmt.shape)
             return
         if isinstance(stmt, ir.SharedStore):
             place = self.place(stmt.dst, instance)

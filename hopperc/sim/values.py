@@ -30,6 +30,12 @@ def tolerance(dtype: DType, expect: np.ndarray, ulps: float = 2) -> np.ndarray:
     return ulps * ULP[dtype] * np.maximum(np.abs(expect), 1.0) + 1e-6
 
 
+def undefined(shape: tuple[int, ...]) -> np.ndarray:
+    """Registers nothing has written: NaN, so a result computed from them shows
+    as wrong instead of passing by luck (a zeroed register file would)."""
+    return np.full(shape, np.nan, dtype=np.float32)
+
+
 def round_to(dtype: DType, values) -> np.ndarray:
     """Round f32 values to `dtype` (round to nearest), kept as f32."""
     values = np.asarray(values, dtype=np.float32)

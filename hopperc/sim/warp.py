@@ -20,7 +20,7 @@ from hopperc.ir.layout import element_threads
 from hopperc.sim.block import Block, InOrderQueue, Load, Product, Store
 from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.memory import Site, join
-from hopperc.sim.values import elementwise, matrix_product, operands
+from hopperc.sim.values import elementwise, matrix_product, operands, undefined
 from hopperc.sim.views import Place, owned_elements
 
 ALL_LANES = tuple(range(32))
@@ -49,6 +49,7 @@ class Warp:
         self.wgmma = InOrderQueue(block.agents.add(f"wgmma of warp {index}", generic=False))
         self.stores: dict[int, InOrderQueue] = {}
         self.touched: dict[str, object] = {}  # tiles used by other code since wgmma.fence
+        self.fenced = False  # PTX wants a wgmma.fence before a warpgroup's first wgmma
         self.occurrences: defaultdict[int, int] = defaultdict(int)  # Counter is slower to make
         self.divergent = 0  # inside conditions on warp, lane or thread
         self.ready = None  # while blocked: a test that says when it may go on
@@ -151,6 +152,9 @@ class Warp:
                 yield from self.block_(body, (min(lanes),))
             case ir.ManualRegion(body=body):
                 yield from self.block_(body, lanes)
+            case ir.TileDef(init=None, name=name):
+                if self.block.tensors is not None:
+                    self.tiles[name] = undefined(self.block.program.tiles[name].shape)
             case ir.TileDef() | ir.TileAssign() | ir.SharedStore():
                 self.elementwise(stmt, lanes)
             case ir.PhaseFlip(phase=phase):
@@ -293,6 +297,7 @@ class Warp:
                 self.issue_mma(stmt, lanes)
             case ir.WgmmaFence():
                 self.touched.clear()
+                self.fenced = True
             case ir.WgmmaCommit():
                 self.wgmma.commit()
             case ir.WgmmaWait(pending=keep):
@@ -386,6 +391,9 @@ class Warp:
     def issue_mma(self, stmt: ir.Mma, lanes) -> None:
         span = stmt.span
         used = [stmt.acc] + ([stmt.a.name] if isinstance(stmt.a, ir.TileRef) else [])
+        if not self.fenced:
+            raise fail(Category.MISSING_FENCE, "the warpgroup's first wgmma has no wgmma.fence "
+                                               "before it", span)
         for tile in used:
             if tile in self.touched:
                 raise fail(Category.MISSING_FENCE,
@@ -398,7 +406,8 @@ class Warp:
         queue.issued += 1
         clock = {**self.clock, queue.agent: queue.issued}
         operands = " and ".join(self.label(p) for p in (a, b) if isinstance(p, Place))
-        queue.add(Product(clock, stmt.acc, a, b, stmt.accumulate,
+        overwrite = stmt.overwrite_when is not None and self.value(stmt.overwrite_when, lanes, span)
+        queue.add(Product(clock, stmt.acc, a, b, stmt.accumulate and not overwrite,
                           Site(f"wgmma read of {operands}", span)))
         self.block.event(self.name, span, f"issues wgmma on {stmt.acc}")
 

@@ -95,7 +95,10 @@ def test_register_a_operand_is_four_packed_registers_per_step():
     assert "unsigned u_a[16];" in built.generated.cuda  # 32 bf16 slots, two per register
     assert re.search(r"m64n64k16\.f32\.bf16\.bf16 \{[^}]*\}, \{ %r\d+, %r\d+, %r\d+, %r\d+ \}",
                      built.result.ptx)
-    assert '"r"(u_a[12]), "r"(u_a[13]), "r"(u_a[14]), "r"(u_a[15])' in built.generated.cuda
+    # the last k-step passes the last four registers to the register-A form
+    assert re.search(r"hk_wgmma_m64n64k16_f32_bf16_bf16_rs_t\d<1>\(u_acc, "
+                     r"u_a\[12\], u_a\[13\], u_a\[14\], u_a\[15\], ", built.generated.cuda)
+    assert '"r"(hk_a0), "r"(hk_a1), "r"(hk_a2), "r"(hk_a3)' in built.generated.cuda
 
 
 @pytest.mark.parametrize("name", sorted(WGMMA_KERNELS))

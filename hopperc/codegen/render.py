@@ -16,7 +16,7 @@ from hopperc.codegen import names
 from hopperc.codegen.cexpr import ExprRenderer, RoleContext, scalar
 from hopperc.codegen.elements import MatrixStore, PerElement, matrix_store, per_element
 from hopperc.codegen.launch import LaunchInfo, launch_info
-from hopperc.codegen.wgmma import SharedOperand, WgmmaStep
+from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import mma_registers, walk
@@ -83,7 +83,7 @@ def render(kernel: ir.Kernel, source_name: str) -> tuple[str, LaunchInfo]:
         kernel_line=_line_directive(kernel.span.line, source_name), kernel=kernel,
         symbol=names.kernel_symbol(kernel.name), params=params, grid_axes=grid_axes,
         carried=[names.carried(r) for r in kernel.carried], alignment=launch.alignment,
-        body="\n".join(lines))
+        wgmma_forms=list(cx.wgmma_forms), body="\n".join(lines))
     return text, launch
 
 
@@ -122,6 +122,7 @@ class _Context:
         # `k == start` of each peeled loop being rendered: whether this copy of
         # the body is the first iteration
         self.first_iteration: dict[ir.ScalarExpr, bool] = {}
+        self.wgmma_forms: dict[WgmmaForm, None] = {}  # in order of first use
         self.tiles = self.exprs.tiles
         self.wgmma_operands = {t for s in walk(kernel.body) if isinstance(s, ir.Mma)
                                for t in mma_registers(s)}
@@ -319,8 +320,10 @@ class _Context:
             a = self._shared_operand(mma.a, k_major=not mma.a.transposed)
             a_dtype = a.buffer.dtype
         overwrites = mma.overwrite_when is not None and self.first_iteration[mma.overwrite_when]
-        return wgmma_steps(mma, names.user(mma.acc), tile_registers(acc), a, a_dtype, b,
-                           overwrites)
+        out = wgmma_steps(mma, names.user(mma.acc), tile_registers(acc), a, a_dtype, b,
+                          overwrites)
+        self.wgmma_forms.update(dict.fromkeys(step.form for step in out))
+        return out
 
     def _shared_operand(self, view: ir.BufferView, k_major: bool) -> SharedOperand:
         return SharedOperand(self.exprs.view_base_16(view, self.role),

@@ -22,17 +22,63 @@ DESCRIPTOR_SWIZZLE = {Swizzle.B128: 1, Swizzle.B64: 2, Swizzle.B32: 3}
 
 
 @dataclass(frozen=True)
-class WgmmaStep:
-    """One wgmma.mma_async instruction as inline-asm text pieces."""
+class WgmmaForm:
+    """One wgmma instruction form (shape, types, where A lives, immediates),
+    emitted once per kernel as a device function templated on scale-d: the C++
+    front end parses its hundred-odd operands once, however often the kernel
+    issues it (a loop's first iteration rendered apart issues it twice)."""
 
-    instruction: str
-    d: str  # "%0, %1, ..."
-    a: str  # "%N" (descriptor) or "{ %N, %N+1, %N+2, %N+3 }" (registers)
-    b: str
-    scale_d: str  # operand slot of the scale-d flag
+    instruction: str  # wgmma.mma_async.sync.aligned.m64nNkK.f32.A.B
+    acc_slots: int
+    register_a: bool  # A as 4 packed registers per k-step, else a descriptor
     immediates: str  # imm-scale-a, imm-scale-b[, imm-trans-a][, imm-trans-b]
-    outputs: tuple[str, ...]
-    inputs: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        shape_and_types = self.instruction.split(".", 4)[4].replace(".", "_")
+        trans = "".join(self.immediates.split(", ")[2:])
+        return (f"hk_wgmma_{shape_and_types}_{'rs' if self.register_a else 'ss'}"
+                f"{'_t' + trans if trans else ''}")
+
+    @property
+    def params(self) -> str:
+        a = ("const unsigned hk_a0, const unsigned hk_a1, const unsigned hk_a2, "
+             "const unsigned hk_a3" if self.register_a else "const unsigned long long hk_a")
+        return f"float (&hk_d)[{self.acc_slots}], {a}, const unsigned long long hk_b"
+
+    @property
+    def operands(self) -> str:
+        """The instruction's operand text, scale-d as predicate p."""
+        slot = self.acc_slots
+        d = ", ".join(f"%{i}" for i in range(slot))
+        a = "{ " + ", ".join(f"%{slot + j}" for j in range(4)) + " }" if self.register_a \
+            else f"%{slot}"
+        b = slot + (4 if self.register_a else 1)
+        return f"{{ {d} }}, {a}, %{b}, p, {self.immediates}"
+
+    @property
+    def scale_d_slot(self) -> int:
+        return self.acc_slots + (4 if self.register_a else 1) + 1
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return tuple(f'"+f"(hk_d[{i}])' for i in range(self.acc_slots))
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        a = tuple(f'"r"(hk_a{j})' for j in range(4)) if self.register_a else ('"l"(hk_a)',)
+        return a + ('"l"(hk_b)', '"n"(hk_scale_d)')
+
+
+@dataclass(frozen=True)
+class WgmmaStep:
+    """One wgmma instruction: a call of its form's device function."""
+
+    form: WgmmaForm
+    scale_d: int
+    acc: str
+    a: tuple[str, ...]  # a descriptor, or 4 registers
+    b: str
 
 
 @dataclass(frozen=True)
@@ -63,25 +109,15 @@ def steps(mma: ir.Mma, acc: str, acc_slots: int, a: SharedOperand | str, a_dtype
     _, n, k_total = mma.shape
     k = wgmma_k(a_dtype)
     register_a = isinstance(a, str)
-    instruction = (f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32."
-                   f"{a_dtype}.{b.buffer.dtype}")
-    outputs = tuple(f'"+f"({acc}[{i}])' for i in range(acc_slots))
-    d = ", ".join(f"%{i}" for i in range(acc_slots))
+    trans = [] if a_dtype.is_fp8 else (
+        ["1" if not b.k_major else "0"] if register_a
+        else ["0" if a.k_major else "1", "0" if b.k_major else "1"])
+    form = WgmmaForm(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{a_dtype}.{b.buffer.dtype}",
+                     acc_slots, register_a, ", ".join(["1", "1", *trans]))
     out = []
     for step in range(k_total // k):
-        slot = acc_slots
-        if register_a:
-            a_inputs = tuple(f'"r"({a}[{4 * step + j}])' for j in range(4))
-            a_text = "{ " + ", ".join(f"%{slot + j}" for j in range(4)) + " }"
-        else:
-            a_inputs = (f'"l"({descriptor(a, step, k)})',)
-            a_text = f"%{slot}"
-        slot += len(a_inputs)
+        a_args = tuple(f"{a}[{4 * step + j}]" for j in range(4)) if register_a \
+            else (descriptor(a, step, k),)
         scale_d = 0 if step == 0 and (overwrites or not mma.accumulate) else 1
-        inputs = a_inputs + (f'"l"({descriptor(b, step, k)})', f'"n"({scale_d})')
-        trans = [] if a_dtype.is_fp8 else (
-            ["1" if not b.k_major else "0"] if register_a
-            else ["0" if a.k_major else "1", "0" if b.k_major else "1"])
-        out.append(WgmmaStep(instruction, d, a_text, f"%{slot}", f"%{slot + 1}",
-                             ", ".join(["1", "1", *trans]), outputs, inputs))
+        out.append(WgmmaStep(form, scale_d, acc, a_args, descriptor(b, step, k)))
     return out

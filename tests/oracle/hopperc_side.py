@@ -122,22 +122,28 @@ class Generated:
 
 
 def generate(product: Product) -> Generated:
+    """Each wgmma the kernel issues: a call of its form's device function, whose
+    definition holds the immediates and the accumulator's operand order."""
     built = driver.build(SourceFile(f"{product.name}.hk", product.source()))
     cuda = built.generated.cuda
-    steps = []
-    for match in re.finditer(r"wgmma\.mma_async", cuda):
-        text = cuda[cuda.rindex("asm volatile(", 0, match.start()):
-                    cuda.index(");\n", match.start())]
-        tail = re.search(r"p((?:, \d)+); \}\"", text)
+    forms = {}
+    for match in re.finditer(r"void (hk_wgmma_\w+)\(", cuda):
+        body = cuda[match.end():cuda.index("\n}\n", match.end())]
+        tail = re.search(r"p((?:, \d)+); \}\"", body)
         immediates = tuple(int(x) for x in tail.group(1).split(", ")[1:])
+        d = tuple(int(r) for r in re.findall(r'"\+f"\(hk_d\[(\d+)\]\)', body))
+        forms[match.group(1)] = immediates, d
+    steps = []
+    acc, ra = names.user("acc"), names.user("ra")
+    for call in re.finditer(rf"(hk_wgmma_\w+)<\d>\({acc}, ", cuda):
+        args, _ = call_arguments(cuda, call.end() - len(acc) - 3)
         descriptors = []
-        for call in re.finditer(r"hk_wgmma_desc\(", text):
-            args, _ = call_arguments(text, call.end() - 1)
-            descriptors.append(f"hk_wgmma_desc({args})")
-        ra, acc = names.user("ra"), names.user("acc")
-        registers = tuple(int(r) for r in re.findall(rf'"r"\({ra}\[(\d+)\]\)', text))
-        accumulators = tuple(int(r) for r in re.findall(rf'"\+f"\({acc}\[(\d+)\]\)', text))
-        steps.append(WgmmaAsm(immediates, tuple(descriptors), registers, accumulators))
+        for desc in re.finditer(r"hk_wgmma_desc\(", args):
+            inner, _ = call_arguments(args, desc.end() - 1)
+            descriptors.append(f"hk_wgmma_desc({inner})")
+        registers = tuple(int(r) for r in re.findall(rf"{ra}\[(\d+)\]", args))
+        immediates, d = forms[call.group(1)]
+        steps.append(WgmmaAsm(immediates, tuple(descriptors), registers, d))
     return Generated(cuda, dict(built.generated.launch.buffer_offsets), tuple(steps))
 
 

@@ -81,3 +81,23 @@ def test_in_loop_release_is_predicated_on_a_later_iteration(sass):
                             code, re.DOTALL)
     assert conditions == ["(u_k > 0)", "(u_k > 0)", "(hk_cdiv(u_K, 64) > 0)"]
     assert "const int u_k = 0;" in code
+
+
+def _code(*opcodes: str) -> list[sm.Instruction]:
+    """A listing whose last instruction branches back to the first."""
+    return [sm.Instruction(op, "", "") for op in opcodes[:-1]] + [
+        sm.Instruction("BRA", "@P0", "0x0")]
+
+
+def test_wait_to_mma_counts_around_the_back_edge_when_the_wait_ends_the_body():
+    """Wait after the products (a ring): the 2 instructions after it, the branch
+    included, and the 1 before the first HGMMA."""
+    code = _code("NOP", "HGMMA.64x256x16.F32.BF16", "WARPGROUP.DEPBAR.LE", "IADD3", "BRA")
+    assert sm.wait_to_mma(code) == 3
+
+
+def test_wait_to_mma_takes_the_wait_ahead_of_the_first_product():
+    """Wait at the top of the body (a refill): only what lies between them."""
+    code = _code("WARPGROUP.DEPBAR.LE", "BAR.SYNC", "UTMALDG.2D", "HGMMA.64x128x16.F32.BF16",
+                 "ISETP", "BRA")
+    assert sm.wait_to_mma(code) == 2

@@ -145,6 +145,11 @@ def expect_error(text: str, marker: str, keywords, nth: int = 1, defines=None,
     return err
 
 
+def _EPILOGUE(value: str) -> tuple[str, str]:
+    """An edit of GEMM: a 32-column tile from `value` after the main loop."""
+    return "    }\n}\n", f"    }}\n    lo: f32[BM, 32] = {value}\n}}\n"
+
+
 def case(id: str, base: str, edits, marker: str, *keywords: str, nth: int = 1, defines=None):
     return pytest.param(mutate(base, *edits), marker, keywords, nth, defines, id=id)
 
@@ -303,6 +308,22 @@ SEMANTIC = [
         ("    tma Y[tile.m, tile.n] <- buf\n",
          "    tma Y[2 * tile.m + wg, tile.n] <- buf[wg]\n    tma Y[tile.m, tile.n] <- buf\n")],
          "tma Y[tile.m", "stores per warpgroup (line 6 names 'wg') and as a whole (line 7)"),
+    case("column_slice_off_the_groups", GEMM, [_EPILOGUE("acc[:, 4 : 36]")], "4 : 36",
+         "a column slice starts and ends on a multiple of 8", "not 4 : 36"),
+    case("column_slice_outside", GEMM, [_EPILOGUE("acc[:, 32 : 96]")], "32 : 96",
+         "columns 32 : 96 are not inside the 64 columns of 'acc'"),
+    case("column_slice_not_constant", GEMM, [_EPILOGUE("acc[:, tile.n : 32]")], "tile.n :",
+         "a column slice's start must be a compile-time constant"),
+    case("column_slice_of_rows", GEMM, [_EPILOGUE("acc[0 : 32, :]")], "acc[0",
+         "a register tile is sliced by columns: acc[:, start : stop]"),
+    case("column_slice_of_a_row_major_tile", GEMM, [(
+        "    }\n}\n", "    }\n    t: f32[32, 64] = 1.0\n    lo: f32[32, 32] = t[:, 0 : 32]\n}\n")],
+         "t[:, 0", "only a tile in the wgmma layout", "'t' is [32, 64]"),
+    case("warpgroup_plane_offset", COPY, [
+        ("threads 128", "threads 256"),
+        ("    tma Y[tile.m, tile.n] <- buf\n", "    shared sc: bf16[4, BM, BN]\n    sc[1 + wg] = 1.0\n")],
+         "1 + wg", "a plane of 'sc' per warpgroup is 'sc[c + wg]'",
+         "a constant multiple of the 2 warpgroups"),
 ]
 
 

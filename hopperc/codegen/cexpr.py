@@ -60,12 +60,14 @@ def _builtin(name: str, role: RoleContext) -> str:
     }[name]
 
 
-def tile_element(tile: ir.TileDef) -> str:
-    """Slot hk_k of a register tile (half of a register when pairs are packed)."""
+def tile_element(tile: ir.TileDef, first_slot: int = 0) -> str:
+    """Slot hk_k of a register tile (half of a register when pairs are packed),
+    counted from `first_slot` (a column slice's first slot)."""
     storage = names.user(tile.name)
+    slot = f"(hk_k + {first_slot})" if first_slot else "hk_k"
     if packs_pairs(tile):
-        return f"hk_half({storage}[hk_k / 2], hk_k % 2)"
-    return f"{storage}[hk_k]"
+        return f"hk_half({storage}[{slot} / 2], {slot} % 2)"
+    return f"{storage}[{slot}]"
 
 
 def tile_store(tile: ir.TileDef, value: str) -> str:
@@ -146,9 +148,11 @@ class ExprRenderer:
         """The expression's value as a float; `plane_row` is the element's row in its
         2-D plane, which a row vector indexes (hk_r itself unless the view has planes)."""
         match expr:
-            case ir.TileRef(name=name):
+            case ir.TileRef(name=name, columns=columns):
+                # In the wgmma layout column c + 8j is slot k + 4j of the same thread.
                 tile = self.tiles[name]
-                return to_float(tile.dtype, tile_element(tile))
+                first_slot = columns[0] // 2 if columns else 0
+                return to_float(tile.dtype, tile_element(tile, first_slot))
             case ir.SharedRead(view=view, broadcast=str() as axis):
                 dtype = self.kernel.buffer(view.buffer).dtype
                 index = plane_row if axis == "rows" else "hk_c"

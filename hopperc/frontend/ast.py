@@ -51,6 +51,15 @@ class NewAxis:
 
 
 @dataclass(frozen=True)
+class RangeSlice:
+    """`start : stop` in a subscript (columns of a register tile)."""
+
+    start: "Expr"
+    stop: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
 class Subscript:
     value: "Expr"
     indices: tuple["Expr", ...]
@@ -113,7 +122,8 @@ class Call:
     span: Span
 
 
-Expr = (IntLit | FloatLit | Name | Attribute | FullSlice | NewAxis | Subscript | Transpose
+Expr = (IntLit | FloatLit | Name | Attribute | FullSlice | RangeSlice | NewAxis | Subscript
+        | Transpose
         | BinOp | Neg | Compare | BoolOp | Not | Cast | Call)
 
 

@@ -332,6 +332,9 @@ class _ToAst(Transformer):
     def full_slice(self, meta, children):
         return ast.FullSlice(self._s(meta))
 
+    def range_slice(self, meta, children):
+        return ast.RangeSlice(children[0], children[1], self._s(meta))
+
     def new_axis(self, meta, children):
         return ast.NewAxis(self._s(meta))
 

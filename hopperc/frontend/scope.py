@@ -25,6 +25,7 @@ class TileSymbol:
     dtype: DType
     shape: tuple[int, ...]
     span: Span
+    layout: ir.Layout = ir.Layout.ROW_MAJOR
 
 
 @dataclass(frozen=True)

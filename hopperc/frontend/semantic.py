@@ -233,7 +233,7 @@ class _Analyzer:
         if not is_acc and (shape[0] * shape[1]) % threads:
             raise CompileError(d.span, f"a {shape[0]}x{shape[1]} tile does not split evenly "
                                        f"over the {threads} threads that hold it")
-        symbol = TileSymbol(dtype, shape, d.span)
+        symbol = TileSymbol(dtype, shape, d.span, layout)
         mma = isinstance(d.init, ast.BinOp) and d.init.op == "@"
         init = ir.Literal(0.0) if mma else self._tile_value(d.init, dtype, shape, d.span)
         self.scope.declare(d.name, symbol, d.span)

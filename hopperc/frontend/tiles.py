@@ -12,8 +12,9 @@ from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType
 from hopperc.frontend import ast
 from hopperc.frontend.bounds import check_index
-from hopperc.frontend.scope import Scope, TileSymbol, VectorSymbol, scalar_expr
+from hopperc.frontend.scope import Scope, TileSymbol, VectorSymbol, const_value, scalar_expr
 from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import builtins_in, warpgroup_offset
 from hopperc.ir.layout import plane_rows
 
 UNARY_FUNCS = {"relu", "abs", "exp"}
@@ -58,6 +59,7 @@ def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int) -> ViewInfo | Non
             part = ir.ViewPart(scalar_expr(idx, scope), shape[0])
             check_index(part.index, shape[0], scope.loop_ranges, warpgroups, idx.span,
                         f"'{symbol.name}'", "parts along its first axis")
+            _check_warpgroup_planes(part.index, warpgroups, symbol.name, idx.span)
             shape = shape[1:]
         elif isinstance(idx, ast.Name) and idx.id == "wg":
             if warpgroups < 1:
@@ -78,6 +80,17 @@ def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int) -> ViewInfo | Non
                     shape)
 
 
+def _check_warpgroup_planes(index: ir.ScalarExpr, warpgroups: int, name: str, span: Span):
+    """A plane index naming wg gives each warpgroup its own plane: `c + wg`, c a
+    multiple of the warpgroups, so planes of different offsets never meet."""
+    if "wg" not in builtins_in(index):
+        return
+    offset = warpgroup_offset(index)
+    if offset is None or offset % max(warpgroups, 1):
+        raise CompileError(span, f"a plane of '{name}' per warpgroup is '{name}[c + wg]' with "
+                                 f"c a constant multiple of the {warpgroups} warpgroups")
+
+
 def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
     match expr:
         case ast.IntLit(value=v) | ast.FloatLit(value=v):
@@ -91,6 +104,9 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
             if isinstance(symbol, VectorSymbol):
                 raise CompileError(span, f"vector '{name}' needs a broadcast: {name}[:, None] "
                                          f"(one value per row) or {name}[None, :] (per column)")
+        case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if isinstance(
+                scope.lookup(name, expr.value.span), TileSymbol):
+            return _columns(name, scope.lookup(name, expr.value.span), a, b, scope, expr.span)
         case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if isinstance(
                 scope.lookup(name, expr.value.span), VectorSymbol):
             return _broadcast(scope.lookup(name, expr.value.span), a, b, expr.span)
@@ -168,6 +184,26 @@ def _combine(op: str, operands: list[Typed], span: Span) -> Typed:
                  next(iter(dtypes), None), shape)
 
 
+def _columns(name: str, tile: TileSymbol, rows: ast.Expr, cols: ast.Expr, scope: Scope,
+             span: Span) -> Typed:
+    """`acc[:, start : stop]`: whole 8-column groups of a tile in the wgmma layout,
+    which are a contiguous run of each thread's slots (a subtile an epilogue stores)."""
+    if not isinstance(rows, ast.FullSlice) or not isinstance(cols, ast.RangeSlice):
+        raise CompileError(span, f"a register tile is sliced by columns: {name}[:, start : stop]")
+    start = const_value(cols.start, scope, "a column slice's start")
+    stop = const_value(cols.stop, scope, "a column slice's end")
+    if tile.layout is not ir.Layout.WGMMA:
+        raise CompileError(span, f"only a tile in the wgmma layout (a warpgroup's [64, N]) "
+                                 f"can be sliced; '{name}' is {list(tile.shape)}")
+    if not 0 <= start < stop <= tile.shape[1]:
+        raise CompileError(cols.span, f"columns {start} : {stop} are not inside the "
+                                      f"{tile.shape[1]} columns of '{name}'")
+    if start % 8 or stop % 8:
+        raise CompileError(cols.span, f"a column slice starts and ends on a multiple of 8 "
+                                      f"(the wgmma layout's column groups), not {start} : {stop}")
+    return Typed(ir.TileRef(name, (start, stop)), tile.dtype, (tile.shape[0], stop - start))
+
+
 def check_broadcast(vector_shape: tuple, shape: tuple[int, ...] | None, span: Span):
     """A row vector (v[:, None]) needs as many values as each 2-D plane of the tile
     or view has rows (a 1-D view is one row)."""
@@ -186,7 +222,7 @@ def require_warpgroup_view(view: ViewInfo, warpgroups: int, span: Span) -> None:
     """With several warpgroups, each holds its own tiles: element-wise shared access
     must say whose rows it touches (buf[wg]), or warpgroups would race on one buffer."""
     part = view.view.part
-    own_rows = part is not None and part.index == ir.Scalar(ir.ScalarKind.BUILTIN, "wg")
+    own_rows = part is not None and warpgroup_offset(part.index) is not None
     if warpgroups > 1 and not own_rows:
         raise CompileError(span, f"{warpgroups} warpgroups each hold their own tiles; read or "
                                  f"write this warpgroup's rows with {view.buffer.name}[wg]")

@@ -57,10 +57,11 @@ def may_overlap(a: Access, b: Access) -> bool:
 
 
 def own_rows(access: Access) -> bool:
-    """Whether each warpgroup makes the access on its own rows only (`buf[wg]`, by
-    the running threads, a warpgroup's wgmma, or each warpgroup's issuing thread)."""
+    """Whether each warpgroup makes the access on its own rows only (`buf[wg]`,
+    `buf[c + wg]`, by the running threads, a warpgroup's wgmma, or each
+    warpgroup's issuing thread)."""
     part = access.view.part if access.view is not None else None
-    return (part is not None and _is_wg(part.index)
+    return (part is not None and warpgroup_offset(part.index) is not None
             and (access.per_warpgroup or not access.single_thread))
 
 
@@ -68,7 +69,21 @@ def same_rows(a: Access, b: Access) -> bool:
     """Two accesses each warpgroup makes on its own rows, split alike: where they
     are the same bytes (the caller knows: one buffer, or one memory and layout),
     only threads of one warpgroup can meet on them."""
-    return own_rows(a) and own_rows(b) and a.view.part.count == b.view.part.count
+    return (own_rows(a) and own_rows(b) and a.view.part.count == b.view.part.count
+            and warpgroup_offset(a.view.part.index) == warpgroup_offset(b.view.part.index))
+
+
+def warpgroup_offset(index: ir.ScalarExpr) -> int | None:
+    """c for a part index `wg` (0) or `c + wg`, `wg + c` with c constant: each
+    warpgroup its own part, c on from the first (the front end keeps c a multiple
+    of the warpgroups, so two different offsets never share a part)."""
+    if _is_wg(index):
+        return 0
+    if isinstance(index, ir.ScalarOp) and index.op == "+" and index.right is not None:
+        for wg, c in ((index.left, index.right), (index.right, index.left)):
+            if _is_wg(wg) and isinstance(c, ir.Scalar) and c.kind is ir.ScalarKind.CONST:
+                return int(c.value)
+    return None
 
 
 def issued_per_warpgroup(stmt: ir.Stmt) -> bool:
@@ -96,10 +111,15 @@ def _is_wg(expr: ir.ScalarExpr) -> bool:
 
 
 def _differ(x: ir.ScalarExpr | None, y: ir.ScalarExpr | None) -> bool:
-    """Two indices known to be different constants."""
-    return (isinstance(x, ir.Scalar) and isinstance(y, ir.Scalar)
-            and x.kind is ir.ScalarKind.CONST and y.kind is ir.ScalarKind.CONST
-            and x.value != y.value)
+    """Two indices known to be different: different constants, or warpgroup parts
+    at different offsets (`wg`, `2 + wg`)."""
+    if x is None or y is None:
+        return False
+    if (isinstance(x, ir.Scalar) and isinstance(y, ir.Scalar)
+            and x.kind is ir.ScalarKind.CONST and y.kind is ir.ScalarKind.CONST):
+        return x.value != y.value
+    offsets = warpgroup_offset(x), warpgroup_offset(y)
+    return None not in offsets and offsets[0] != offsets[1]
 
 
 def source_order(access: Access) -> tuple:

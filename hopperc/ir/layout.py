@@ -140,9 +140,10 @@ def stores_by_matrix(buf: ir.SharedBuffer, view: ir.BufferView, threads: int) ->
     matrices of 16-bit elements whose rows the lanes address. The fragment of an
     8x8 matrix (lane l: row l/4, columns 2(l%4), +1) is the wgmma layout's, and
     every matrix row must be 16 contiguous, 16-byte aligned bytes: a rank-2
-    buffer of 16-bit elements, rows a multiple of 8 elements, not transposed."""
+    buffer, or one plane of a rank-3 one, of 16-bit elements, rows a multiple of 8
+    elements, not transposed."""
     shape = view_shape(buf, view.part.count if view.part else None)
-    return (buf.dtype.nbytes == 2 and len(buf.shape) == 2 and not view.transposed
+    return (buf.dtype.nbytes == 2 and len(shape) == 2 and not view.transposed
             and shape[1] % STMATRIX_COLS == 0 and row_pitch(buf) % 16 == 0
             and register_layout(shape, threads) is ir.Layout.WGMMA)
 

@@ -169,7 +169,11 @@ class ViewPart:
 # ---------------------------------------------------------------- tile expressions
 @dataclass(frozen=True)
 class TileRef:
+    """A register tile, or its columns [start, stop) (constant, whole 8-column
+    groups of a wgmma-layout tile: a contiguous run of each thread's slots)."""
+
     name: str
+    columns: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

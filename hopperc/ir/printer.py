@@ -38,8 +38,10 @@ def view(v: ir.BufferView) -> str:
 
 def tile(expr: ir.TileExpr) -> str:
     match expr:
-        case ir.TileRef(name=name):
+        case ir.TileRef(name=name, columns=None):
             return name
+        case ir.TileRef(name=name, columns=(start, stop)):
+            return f"{name}[:, {start}:{stop}]"
         case ir.SharedRead(view=v, broadcast=str() as axis):
             return f"ld.shared({view(v)}) per {axis[:-1]}"
         case ir.SharedRead(view=v):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from hopperc.diagnostics import Span
 
 if TYPE_CHECKING:
-    from hopperc.ir.nodes import ScalarExpr
+    from hopperc.ir.nodes import BufferView, ScalarExpr
 
 
 @dataclass(frozen=True)
@@ -213,14 +213,14 @@ class BulkCommit:
 @dataclass(frozen=True)
 class BulkWaitRead:
     """cp.async.bulk.wait_group.read N: at most `pending` bulk groups still read
-    shared memory. With N > 0, `buffers` is the memory (named by the buffer that
-    owns it) whose store reads it completes: read by an older group and by no
-    younger one. N = 0 completes every store."""
+    shared memory. With N > 0, `views` are the sources of the stores it completes
+    (those of the older groups), for the thread that waits: the barrier pass hands
+    that completion to the other threads. N = 0 completes every store."""
 
     pending: int
     span: Span
     reason: Reason | None = None
-    buffers: tuple[str, ...] = ()
+    views: tuple["BufferView", ...] = ()
 
 
 SyncStmt = (ProxyFence | NamedBarrier | MBarrierInit | MBarrierInitFence | MBarrierArrive

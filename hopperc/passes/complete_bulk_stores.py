@@ -76,10 +76,10 @@ class _BulkStores(ForwardRewrite[_InFlight]):
         what = store.what if store.buffer == access.buffer else f"{store.what} as '{store.buffer}'"
         reason = ir.Reason(ir.Hazard.ASYNC_READ_WRITE, access.buffer, what, store.span,
                            access.what, access.span)
-        completed, kept = async_groups.split(state.groups, youngest)
-        done = ({a.memory for group in completed for a in group}
-                - {a.memory for group in kept for a in group})
-        wait = ir.BulkWaitRead(youngest, access.span, reason, tuple(sorted(done)))
+        completed, _ = async_groups.split(state.groups, youngest)
+        done = {a.view for group in completed for a in group}
+        wait = ir.BulkWaitRead(youngest, access.span, reason,
+                               tuple(sorted(done, key=lambda v: (v.buffer, repr(v)))))
         return [wait], self.transfer(wait, state)
 
     def transfer(self, stmt: ir.Stmt, state: _InFlight) -> _InFlight:

@@ -215,8 +215,8 @@ class _Barriers(ForwardRewrite[Pending]):
                 ) | frozenset(mbarrier_waits(stmt, self.single_thread))
             case ir.BulkWaitRead(pending=0):
                 return frozenset(_completed(a) if _is_store(a) else a for a in state)
-            case ir.BulkWaitRead(buffers=done):
-                return frozenset(_completed(a) if _is_store(a) and a.memory in done else a
+            case ir.BulkWaitRead(views=done):
+                return frozenset(_completed(a) if _is_store(a) and a.view in done else a
                                  for a in state)
             case ir.WgmmaWait(buffers=done):
                 return frozenset(_completed(a) if _is_wgmma_read(a) and a.memory in done else a

@@ -148,8 +148,10 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
     simulator and the reference differ), `integer` evaluates scalars."""
     def leaf(e: ir.TileExpr):
         match e:
-            case ir.TileRef(name=name):
+            case ir.TileRef(name=name, columns=None):
                 return tile(name)
+            case ir.TileRef(name=name, columns=(start, stop)):
+                return tile(name)[:, start:stop]
             case ir.SharedRead(broadcast=None):
                 return shared(e)
             case ir.SharedRead(broadcast=axis):

@@ -156,13 +156,19 @@ def _shifted_indices(stmt: ir.Stmt, kernel: ir.Kernel) -> Iterator[tuple[str, ir
         yield where, _put(stmt, path, new)
 
 
+# Fields the passes read and the generated code does not (what a wait completes).
+_BOOKKEEPING = {(ir.BulkWaitRead, "views")}
+
+
 def _find(node, shifts, path=()) -> Iterator[tuple[str, tuple, object]]:
     """(description, path, replacement) for every shift of every node below `node`
-    (not into nested blocks or reasons), depth first."""
+    (not into nested blocks, reasons or bookkeeping), depth first."""
     for where, new in shifts(node):
         yield where, path, new
     if is_dataclass(node) and not isinstance(node, (ir.Block, ir.Reason)):
         for f in fields(node):
+            if (type(node), f.name) in _BOOKKEEPING:
+                continue
             value = getattr(node, f.name)
             if isinstance(value, tuple):
                 for i, child in enumerate(value):

@@ -228,7 +228,7 @@ SLICE_WRITE_BESIDE_LOAD = HEADER + """    shared two: bf16[2, BM, BN]
 """
 
 # ---------------------------------------------------------------- a warpgroup's own rows
-TWO_WG_HEADER = """kernel k(A: bf16[M, K], B: bf16[N, K], Y: bf16[M, N])
+TWO_WG_HEADER = """kernel k(A: bf16[M, 64], B: bf16[N, 64], Y: bf16[M, N])
     tile(BM = 128, BN = 64, BK = 64) grid(m: M / BM, n: N / BN) threads 256
 {
     shared sa: bf16[BM, BK] swizzle 128B
@@ -351,5 +351,37 @@ CROSS_WRITE_BEFORE_LOOP = """kernel k(X: bf16[M, 64], Y: bf16[M, 256])
         }
         tma Y[2 * tile.m + wg, i] <- sy[wg]
     }
+}
+"""
+
+# Two planes of one buffer stored in turn (a double-buffered epilogue): the rewrite
+# of plane 0 waits for plane 0's store only, and hands that wait to every writer.
+DOUBLE_BUFFERED_PLANES = HEADER + """    shared sc: bf16[2, BM, BN] swizzle 128B
+    for i in 0 .. 2 {
+        sc[0] = 1.0
+        tma Y[tile.m, tile.n * 4 + 2 * i] <- sc[0]
+        sc[1] = 2.0
+        tma Y[tile.m, tile.n * 4 + 2 * i + 1] <- sc[1]
+    }
+}
+"""
+
+# Subtiles of a warpgroup's accumulator through per-warpgroup planes sc[wg] and
+# sc[2 + wg], double-buffered; the third subtile reuses sc[wg].
+SUBTILE_EPILOGUE = """kernel k(A: bf16[M, 64], B: bf16[N, 64], Y: bf16[M, N])
+    tile(BM = 128, BN = 64, BK = 64) grid(m: M / BM, n: N / BN) threads 256
+{
+    shared sa: bf16[BM, BK] swizzle 128B
+    shared sb: bf16[BN, BK] swizzle 128B
+    shared sc: bf16[4, 64, 32] swizzle 64B
+    tma sa <- A[tile.m, 0]
+    tma sb <- B[tile.n, 0]
+    acc: f32[64, BN] = sa[wg] @ sb^T
+    sc[wg] = bf16(acc[:, 0 : 32])
+    tma Y[2 * tile.m + wg, 2 * tile.n] <- sc[wg]
+    sc[2 + wg] = bf16(acc[:, 32 : 64])
+    tma Y[2 * tile.m + wg, 2 * tile.n + 1] <- sc[2 + wg]
+    sc[wg] = bf16(acc[:, 0 : 32] * 2.0)
+    tma Y[2 * tile.m + wg, 2 * tile.n] <- sc[wg]
 }
 """

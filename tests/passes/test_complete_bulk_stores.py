@@ -1,6 +1,7 @@
 """complete_bulk_stores: one commit per run of stores, wait_group.read before reuse/exit."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import COPY, HEADER, LOAD_THEN_READ, REWRITE_EACH_ITERATION
+from tests.passes.kernels import (COPY, HEADER, LOAD_THEN_READ, REWRITE_EACH_ITERATION,
+                                  SUBTILE_EPILOGUE)
 
 PASS = "complete_bulk_stores"
 
@@ -165,4 +166,21 @@ CHECK: if tile.m > 0:
 CHECK: cp.async.bulk.commit_group
 CHECK-NEXT: cp.async.bulk.wait_group.read 1
 CHECK-NEXT: st.shared sa = 4
+""", tmp_path)
+
+
+def test_warpgroup_planes_at_different_offsets_wait_only_on_reuse(tmp_path):
+    """sc[2 + wg] is another plane than sc[wg] for every warpgroup (offsets are
+    multiples of the warpgroups): its write waits for nothing; the rewrite of
+    sc[wg] waits for sc[wg]'s store only, sc[2 + wg]'s may go on."""
+    out = ir_after(SUBTILE_EPILOGUE, PASS)
+    filecheck(out, """
+CHECK: tma.store Y{{.*}} <- sc[wg of 4]
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK-NEXT: st.shared sc[2 + wg of 4]
+CHECK: tma.store Y{{.*}} <- sc[2 + wg of 4]
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK-NEXT: cp.async.bulk.wait_group.read 1
+CHECK-SAME: why: sc read by TMA store (t.hk:11), written by st.shared (t.hk:14)
+CHECK-NEXT: st.shared sc[wg of 4]
 """, tmp_path)

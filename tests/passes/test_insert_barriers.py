@@ -1,10 +1,11 @@
 """insert_barriers: named barriers scoped to the role, only at real hand-offs."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import (COPY, HEADER, LOAD_THEN_READ, MMA_FUSED_LOOP, OWN_ELEMENTS,
+from tests.passes.kernels import (COPY, DOUBLE_BUFFERED_PLANES, HEADER, LOAD_THEN_READ, MMA_FUSED_LOOP, OWN_ELEMENTS,
                                   OWN_ROWS_REUSED, OWN_ROWS_REUSED_OTHER_LAYOUT, OWN_ROWS_STORE,
                                   OWN_ROWS_THROUGH_WGMMA, OWN_ROWS_WHOLE_STORE,
                                   READ_THEN_REFILL, REWRITE_EACH_ITERATION, REWRITE_FIRST_LOOP,
-                                  SLICE_WRITE_BESIDE_LOAD, STORE_LOOP, TRANSPOSED_ELEMENTS,
+                                  SLICE_WRITE_BESIDE_LOAD, STORE_LOOP, SUBTILE_EPILOGUE,
+                                  TRANSPOSED_ELEMENTS,
                                   WRITE_THEN_STORE)
 
 PASS = "insert_barriers"
@@ -306,4 +307,35 @@ def test_rearming_a_load_barrier_read_by_two_warpgroups_meets_every_thread(tmp_p
 CHECK: y: f32[64, 64] wgmma = f32(ld.shared(sx[wg of 2]))
 CHECK-NEXT: bar.sync 1, 256
 CHECK-NEXT: mbarrier.arrive.expect_tx sx_full[0]
+""", tmp_path)
+
+
+def test_a_partial_store_wait_is_handed_to_every_writer(tmp_path):
+    """Plane 1 is rewritten after `wait_group.read 1`, which completes plane 1's
+    older store for the issuing thread only: the other writers wait at a barrier.
+    (Both planes are one memory; the wait names the store sources it completes.)"""
+    filecheck(ir_after(DOUBLE_BUFFERED_PLANES, PASS), """
+CHECK: st.shared sc[0 of 2] = 1
+CHECK: cp.async.bulk.wait_group.read 1
+CHECK-SAME: why: sc read by TMA store (t.hk:9), written by st.shared (t.hk:8)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: why: sc read by TMA store (t.hk:9), written by st.shared (t.hk:8)
+CHECK-NEXT: st.shared sc[1 of 2] = 2
+""", tmp_path)
+
+
+def test_per_warpgroup_planes_meet_128_threads_at_a_time(tmp_path):
+    """sc[wg] and sc[2 + wg] are each warpgroup's own planes: the hand-offs to the
+    store and back after the partial wait are the warpgroup's barrier."""
+    out = ir_after(SUBTILE_EPILOGUE, PASS)
+    assert "bar.sync 1, 256" not in out
+    filecheck(out, """
+CHECK: st.shared sc[wg of 4] = bf16(acc[:, 0:32])
+CHECK-NEXT: bar.sync 2 + wg, 128
+CHECK: st.shared sc[2 + wg of 4] = bf16(acc[:, 32:64])
+CHECK-NEXT: bar.sync 2 + wg, 128
+CHECK: cp.async.bulk.wait_group.read 1
+CHECK-NEXT: bar.sync 2 + wg, 128
+CHECK-SAME: why: sc read by TMA store (t.hk:11), written by st.shared (t.hk:14)
+CHECK-NEXT: st.shared sc[wg of 4]
 """, tmp_path)

@@ -89,7 +89,7 @@ def test_waiting_for_too_few_store_groups_is_a_race():
 
     def shallow(stmt: ir.Stmt):
         if isinstance(stmt, ir.BulkWaitRead) and stmt.pending == 1:
-            return [ir.BulkWaitRead(2, stmt.span, stmt.reason, stmt.buffers)]
+            return [ir.BulkWaitRead(2, stmt.span, stmt.reason, stmt.views)]
         return None
 
     broken = m.edit(kernel, shallow)

@@ -151,3 +151,21 @@ def test_correct_kernel_has_no_findings_under_the_same_schedules():
     """The negative control for the cases above."""
     for sample in ("gemm_bf16.hk", "two_producers.hk"):
         assert run(sample, lambda k: k, seeds=4, search=50).ok
+
+
+def test_subtile_from_the_wrong_columns_is_a_wrong_result():
+    """The second subtile stored from columns 0:32 instead of 32:64: the elements
+    land in Y's second 32-column block, and the store that wrote them is blamed."""
+    path = Path(__file__).parent / "hazards" / "subtile_planes_per_warpgroup.hk"
+    front_end = driver.check(driver.read_source(path))
+    lowered = driver.lower(front_end)
+
+    def first_columns(s):
+        if isinstance(s, ir.SharedStore) and s.span.line == 15:
+            return [replace(s, value=ir.Convert(s.value.dtype, ir.TileRef("acc", (0, 32))))]
+        return None
+    kernel = m.edit(lowered, first_columns, limit=1)
+    assert kernel != lowered
+    report = simulate(kernel, front_end, make_problem(kernel, default_dims(kernel)), 2, 0)
+    assert [f.category for f in report.findings] == [Category.WRONG_RESULT]
+    assert report.findings[0].span.line == 16  # the store of the second subtile

@@ -67,27 +67,30 @@ def figures(path: Path) -> dict[str, object]:
     consumer = sm.per_iteration(code, "HGMMA", hgmma) if hgmma else None
     producer = sm.per_iteration(code, "UTMALDG", loads) if loads else None
     stores = sm.epilogue_stores(code) if hgmma else {}
-    tile = epilogue_tile(built.generated.kernel)
+    tiles = epilogue_tiles(built.generated.kernel)
     per_element = wavefronts = None
-    if hgmma and tile is not None:
-        buf, columns = tile
+    if hgmma and tiles:
+        columns = sum(c for _, c in tiles)
         # each consumer thread holds 64 * columns / 128 elements of its warpgroup's rows
         per_element = round(sm.epilogue_length(code) / (columns // 2), 2)
-        wavefronts = tile_store_wavefronts(buf, 0, columns, any(op.startswith("STSM")
-                                                                for op in stores))
+        matrix = any(op.startswith("STSM") for op in stores)
+        wavefronts = sum(tile_store_wavefronts(buf, 0, c, matrix) for buf, c in tiles)
     return {"consumer": consumer, "producer": producer,
             "wait_to_mma": sm.wait_to_mma(code) if hgmma else None,
             "stores": ", ".join(f"{n} {op}" for op, n in sorted(stores.items())) or None,
             "per_element": per_element, "wavefronts": wavefronts}
 
 
-def epilogue_tile(kernel: ir.Kernel) -> tuple[ir.SharedBuffer, int] | None:
-    """The buffer and columns of the last warpgroup-tile store (`buf[wg] = ...`)."""
-    found = None
+def epilogue_tiles(kernel: ir.Kernel) -> list[tuple[ir.SharedBuffer, int]]:
+    """The buffer and columns of each warpgroup-tile store (`buf[wg] = ...`, a
+    subtile `buf[c + wg] = acc[:, a : b]`) after the last product."""
+    found: list[tuple[ir.SharedBuffer, int]] = []
     for stmt in walk(kernel.body):
-        if isinstance(stmt, ir.SharedStore) and stmt.dst.part is not None:
+        if isinstance(stmt, ir.Mma):
+            found = []
+        elif isinstance(stmt, ir.SharedStore) and stmt.dst.part is not None:
             buf = kernel.buffer(stmt.dst.buffer)
-            found = buf, buf.shape[-1]
+            found.append((buf, buf.shape[-1]))
     return found
 
 

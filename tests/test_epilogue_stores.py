@@ -5,6 +5,7 @@ when swizzled; shared-memory wavefronts replayed from the layout's addresses
 tests/oracle/test_stmatrix.py."""
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,17 +33,44 @@ def epilogue_buffer(sample: str):
 
 
 def test_gemm_bf16_epilogue_takes_one_wavefront_per_matrix():
-    """A warp stores 16 rows x 256 columns: 16 stmatrix.x4, 64 matrices of 8 rows x
-    16 B. 128B-swizzled, the 8 rows of a matrix sit in 8 different 16-byte bank
-    groups: 64 wavefronts, CUTLASS's figure. Unswizzled, its 512-byte rows all
-    start in bank 0: 8 wavefronts per matrix. Element-wise 16-bit stores into the
-    swizzled tile take one wavefront each (a slot's 8 rows lie in 8 different
-    bank groups), but there are 128 of them, one per element slot."""
+    """A warp stores 16 rows x 256 columns as four 64-column subtiles, each into a
+    64 x 64 plane (128-byte rows): 4 stmatrix.x4, 16 matrices of 8 rows x 16 B
+    per subtile. 128B-swizzled, the 8 rows of a matrix sit in 8 different 16-byte
+    bank groups: 16 wavefronts per subtile, 64 in all, CUTLASS's figure.
+    Unswizzled, the 128-byte rows all start in bank 0: 8 wavefronts per matrix.
+    Element-wise 16-bit stores into the swizzled plane take one wavefront each,
+    but there are 32 of them per subtile, one per element slot."""
     buf = epilogue_buffer("gemm_bf16")
-    assert buf.swizzle is Swizzle.B128
-    assert tile_store_wavefronts(buf, 0, 256, by_matrix=True) == 64
-    assert tile_store_wavefronts(replace(buf, swizzle=Swizzle.NONE), 0, 256, by_matrix=True) == 512
-    assert tile_store_wavefronts(buf, 0, 256, by_matrix=False) == 128
+    assert buf.swizzle is Swizzle.B128 and buf.shape == (4, 64, 64)
+    assert 4 * tile_store_wavefronts(buf, 0, 64, by_matrix=True) == 64
+    assert 4 * tile_store_wavefronts(replace(buf, swizzle=Swizzle.NONE), 0, 64,
+                                     by_matrix=True) == 512
+    assert 4 * tile_store_wavefronts(buf, 0, 64, by_matrix=False) == 128
+
+
+def test_gemm_bf16_subtiles_overlap_their_stores():
+    """Four subtiles per warpgroup, each stmatrix'd, fenced, handed over by the
+    warpgroup's barrier and stored; the third and fourth rewrite a plane after
+    `wait_group.read 1` (DEPBAR.LE SB0, 0x1), leaving the previous subtile's
+    store in flight, and a barrier hands the wait to the warpgroup."""
+    built = driver.build(read_source(ROOT / "samples" / "gemm_bf16.hk"))
+    from hopperc.backend import sass_metrics as sm
+    (code,) = sm.functions(built.result.cubin).values()
+    last = max(k for k, i in enumerate(code) if i.base == "HGMMA")
+    ops = [f"{i.opcode} {i.operands}".strip() for i in code[last + 1:]
+           if i.base in ("STSM", "FENCE", "BAR", "UTMASTG", "DEPBAR")]
+    subtile = ["STSM.16.M88.4"] * 4 + ["FENCE.VIEW.ASYNC.S", "BAR.SYNC.DEFER_BLOCKING",
+                                       "UTMASTG.2D"]
+    reuse = ["DEPBAR.LE SB0,0x1", "BAR.SYNC.DEFER_BLOCKING"]
+    shape = [op.split(" ")[0] if not op.startswith("DEPBAR") else op for op in ops]
+    # the ring's hand-off barrier (256 threads) comes first, the exit's wait last
+    assert shape == (["BAR.SYNC.DEFER_BLOCKING"] + subtile * 2 + reuse + subtile + reuse
+                     + subtile + ["DEPBAR.LE SB0,0x0"])
+    barriers = [op for op in ops if op.startswith("BAR")]
+    assert barriers[0] == "BAR.SYNC.DEFER_BLOCKING 0x1,0x100"
+    # the rest name the warpgroup's id (a register) and its 128 threads
+    assert len(barriers) == 7 and all(re.fullmatch(r"BAR\.SYNC\.DEFER_BLOCKING R\d+,0x80", b)
+                                      for b in barriers[1:])
 
 
 def stores(cuda: str) -> tuple[int, int]:

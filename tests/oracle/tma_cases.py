@@ -28,6 +28,8 @@ class TmaCase:
     swizzle: str
     planes: int = 0  # a rank-3 [planes, rows, cols] tensor, read one plane per box
     plane_stride: int = 0
+    subtile_store: bool = False  # hopperc's side stores the box from one plane of a
+    # rank-3 staging buffer (an epilogue subtile), the map CuTe builds for the box
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -41,6 +43,10 @@ class TmaCase:
         swizzle = "" if self.swizzle == "none" else f" swizzle {self.swizzle}"
         dims = ", ".join(("P", "R", "C")[-len(self.shape):])
         origin = ", ".join("0" for _ in self.shape)
+        if self.subtile_store:
+            return (f"kernel {self.name}(X: {self.dtype}[{dims}]) grid(m: 1) threads 128 {{\n"
+                    f"    shared s: {self.dtype}[2, {self.box[0]}, {self.box[1]}]{swizzle}\n"
+                    f"    s[1] = 1.0\n    tma X[0, 1] <- s[1]\n}}\n")
         return (f"kernel {self.name}(X: {self.dtype}[{dims}]) grid(m: 1) threads 128 {{\n"
                 f"    shared s: {self.dtype}[{self.box[0]}, {self.box[1]}]{swizzle}\n"
                 f"    tma s <- X[{origin}]\n}}\n")
@@ -99,6 +105,7 @@ CASES = (
     TmaCase("bf16_narrow_128B", "bf16", 64, 256, 256, (64, 32), "128B"),
     TmaCase("bf16_planes_128B", "bf16", 100, 96, 104, (64, 64), "128B", 3, 100 * 104 + 8),
     TmaCase("f32_planes_none", "f32", 100, 64, 64, (16, 32), "none", 4, 6400),
+    TmaCase("bf16_subtile_128B", "bf16", 256, 512, 512, (64, 64), "128B", subtile_store=True),
     VectorCase("f32_vector_256", "f32", 1000, 256),
     VectorCase("bf16_vector_64", "bf16", 40, 64),
 )

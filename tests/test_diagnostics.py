@@ -319,6 +319,10 @@ SEMANTIC = [
     case("column_slice_of_a_row_major_tile", GEMM, [(
         "    }\n}\n", "    }\n    t: f32[32, 64] = 1.0\n    lo: f32[32, 32] = t[:, 0 : 32]\n}\n")],
          "t[:, 0", "only a tile in the wgmma layout", "'t' is [32, 64]"),
+    case("vector_slice_outside", EW, [("s[:, None]", "s[0 : 128, None]")], "0 : 128",
+         "elements 0 : 128 are not inside the vector's 64"),
+    case("vector_slice_length", EW, [("s[:, None]", "s[0 : 32, None]")], "f32(sx) * s",
+         "shape mismatch: a vector of 32 broadcast over 64 rows"),
     case("warpgroup_plane_offset", COPY, [
         ("threads 128", "threads 256"),
         ("    tma Y[tile.m, tile.n] <- buf\n", "    shared sc: bf16[4, BM, BN]\n    sc[1 + wg] = 1.0\n")],

@@ -93,10 +93,14 @@ def test_tiles_reading_global_vectors_store_element_wise():
 
 
 def test_a_bias_staged_in_shared_memory_keeps_stmatrix():
-    """gemm_bias_relu reads its bias from a 1-D shared buffer (sbias[None, :]):
-    shared loads are short, nothing spills, and the tile is stored with stmatrix."""
+    """gemm_bias_relu reads its bias from a 1-D shared buffer, 64 values per
+    subtile (sbias[None, 64 j : 64 j + 64]): shared loads are short, nothing
+    spills, and each of the four subtiles is stored with stmatrix. Subtile j
+    reads the bias from element 64 j on."""
     cuda = driver.generate(read_source(ROOT / "samples" / "gemm_bias_relu.hk")).cuda
-    assert stores(cuda) == (1, 0)
+    assert stores(cuda) == (4, 0)
+    offsets = re.findall(r"\(hk_c(?: \+ (\d+))?\) \* 4u", cuda)
+    assert offsets == ["", "64", "128", "192"]
 
 
 def test_hand_synchronized_code_stores_element_wise():

@@ -153,9 +153,11 @@ class ExprRenderer:
                 tile = self.tiles[name]
                 first_slot = columns[0] // 2 if columns else 0
                 return to_float(tile.dtype, tile_element(tile, first_slot))
-            case ir.SharedRead(view=view, broadcast=str() as axis):
+            case ir.SharedRead(view=view, broadcast=str() as axis, elements=elements):
                 dtype = self.kernel.buffer(view.buffer).dtype
                 index = plane_row if axis == "rows" else "hk_c"
+                if elements is not None and elements[0]:
+                    index = f"{index} + {elements[0]}"
                 address = f"{self.view_base(view, role)} + ({index}) * {dtype.nbytes}u"
                 return to_float(dtype, shared_load(dtype, address))
             case ir.SharedRead(view=view):

@@ -109,13 +109,18 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
             return _columns(name, scope.lookup(name, expr.value.span), a, b, scope, expr.span)
         case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if isinstance(
                 scope.lookup(name, expr.value.span), VectorSymbol):
-            return _broadcast(scope.lookup(name, expr.value.span), a, b, expr.span)
+            vector = scope.lookup(name, expr.value.span)
+            axis, (first, stop) = _axis(a, b, expr.span), _elements(a, b, vector.length, scope)
+            start = vector.start if not first else ir.ScalarOp("+", vector.start, ir.const(first))
+            return Typed(ir.GlobalVector(vector.tensor, start, axis), vector.dtype,
+                         ("vector", axis, stop - first))
         case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if _is_vector_buffer(
                 scope.lookup(name, expr.value.span)):
             buf = scope.lookup(name, expr.value.span)
-            axis = _axis(a, b, expr.span)
+            axis, elements = _axis(a, b, expr.span), _elements(a, b, buf.shape[0], scope)
             view = ir.BufferView(buf.name, None, None, False, buf.reuses)
-            return Typed(ir.SharedRead(view, axis), buf.dtype, ("vector", axis, buf.shape[0]))
+            read = ir.SharedRead(view, axis, elements if elements != (0, buf.shape[0]) else None)
+            return Typed(read, buf.dtype, ("vector", axis, elements[1] - elements[0]))
         case ast.Cast(dtype=dtype, operand=operand):
             inner = lower_tile_expr(operand, scope, warpgroups)
             return Typed(ir.Convert(DType.parse(dtype), inner.expr), DType.parse(dtype), inner.shape)
@@ -144,23 +149,33 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
                                   "buffer, a broadcast vector, a literal or a scalar parameter")
 
 
-def _broadcast(vector: VectorSymbol, first: ast.Expr, second: ast.Expr, span: Span) -> Typed:
-    axis = _axis(first, second, span)
-    return Typed(ir.GlobalVector(vector.tensor, vector.start, axis), vector.dtype,
-                 ("vector", axis, vector.length))
-
-
 def _is_vector_buffer(symbol) -> bool:
     """A 1-D shared buffer, which element-wise code reads broadcast like a vector."""
     return isinstance(symbol, ir.SharedBuffer) and len(symbol.shape) == 1 and symbol.stages == 1
 
 
 def _axis(first: ast.Expr, second: ast.Expr, span: Span) -> str:
-    if isinstance(first, ast.FullSlice) and isinstance(second, ast.NewAxis):
+    """`v[:, None]` (or `v[a : b, None]`): one value per row; `v[None, :]`: per column."""
+    slices = (ast.FullSlice, ast.RangeSlice)
+    if isinstance(first, slices) and isinstance(second, ast.NewAxis):
         return "rows"
-    if isinstance(first, ast.NewAxis) and isinstance(second, ast.FullSlice):
+    if isinstance(first, ast.NewAxis) and isinstance(second, slices):
         return "cols"
     raise CompileError(span, "broadcast a vector with v[:, None] or v[None, :]")
+
+
+def _elements(first: ast.Expr, second: ast.Expr, length: int, scope: Scope) -> tuple[int, int]:
+    """The elements [start, stop) a broadcast reads: all, or a constant slice
+    `v[None, a : b]` (a subtile's columns of a bias)."""
+    part = first if isinstance(first, ast.RangeSlice) else second
+    if not isinstance(part, ast.RangeSlice):
+        return 0, length
+    start = const_value(part.start, scope, "a vector slice's start")
+    stop = const_value(part.stop, scope, "a vector slice's end")
+    if not 0 <= start < stop <= length:
+        raise CompileError(part.span, f"elements {start} : {stop} are not inside the vector's "
+                                      f"{length}")
+    return start, stop
 
 
 def _combine(op: str, operands: list[Typed], span: Span) -> Typed:

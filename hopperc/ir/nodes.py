@@ -179,10 +179,12 @@ class TileRef:
 @dataclass(frozen=True)
 class SharedRead:
     """Element-wise read of shared memory by the running threads (generic proxy).
-    `broadcast` ('rows' or 'cols'): a 1-D view, one value per row or column."""
+    `broadcast` ('rows' or 'cols'): a 1-D view, one value per row or column, from
+    its `elements` [start, stop) (None: all of them)."""
 
     view: BufferView
     broadcast: str | None = None
+    elements: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,9 @@ def tile(expr: ir.TileExpr) -> str:
             return name
         case ir.TileRef(name=name, columns=(start, stop)):
             return f"{name}[:, {start}:{stop}]"
-        case ir.SharedRead(view=v, broadcast=str() as axis):
-            return f"ld.shared({view(v)}) per {axis[:-1]}"
+        case ir.SharedRead(view=v, broadcast=str() as axis, elements=elements):
+            part = "" if elements is None else f"[{elements[0]}:{elements[1]}]"
+            return f"ld.shared({view(v)}{part}) per {axis[:-1]}"
         case ir.SharedRead(view=v):
             return f"ld.shared({view(v)})"
         case ir.GlobalVector(tensor=t, start=start, axis=axis):

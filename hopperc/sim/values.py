@@ -154,8 +154,10 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
                 return tile(name)[:, start:stop]
             case ir.SharedRead(broadcast=None):
                 return shared(e)
-            case ir.SharedRead(broadcast=axis):
+            case ir.SharedRead(broadcast=axis, elements=None):
                 return _broadcast(shared(e), axis, shape)  # a 1-D view
+            case ir.SharedRead(broadcast=axis, elements=(start, stop)):
+                return _broadcast(shared(e)[start:stop], axis, shape)
             case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
                 length = plane_rows(shape) if axis == "rows" else shape[-1]
                 return _broadcast(global_vector(tensors[tensor], integer(start), length),

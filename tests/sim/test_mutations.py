@@ -172,3 +172,27 @@ def test_subtile_from_the_wrong_columns_is_a_wrong_result():
     report = simulate(kernel, front_end, make_problem(kernel, default_dims(kernel)), 2, 0)
     assert [f.category for f in report.findings] == [Category.WRONG_RESULT]
     assert report.findings[0].span.line == 16  # the store of the second subtile
+
+
+def test_bias_slice_of_the_wrong_subtile_is_a_wrong_result():
+    """gemm_bias_relu's third subtile adding the bias of columns 0:64 instead of
+    128:192: the store of that subtile (line 25) is blamed."""
+    def first_bias(s):
+        if isinstance(s, ir.SharedStore) and s.span.line == 24:
+            return [replace(s, value=_rebias(s.value))]
+        return None
+    report = run("gemm_bias_relu.hk", lambda k: m.edit(k, first_bias, limit=1), seeds=2)
+    assert [f.category for f in report.findings] == [Category.WRONG_RESULT]
+    assert report.findings[0].span.line == 25
+
+
+def _rebias(value):
+    """`value` with its shared bias read from elements 0:64."""
+    match value:
+        case ir.SharedRead(elements=(128, 192)):
+            return replace(value, elements=(0, 64))
+        case ir.Convert(operand=operand):
+            return replace(value, operand=_rebias(operand))
+        case ir.Elementwise(args=args):
+            return replace(value, args=tuple(_rebias(a) for a in args))
+    return value

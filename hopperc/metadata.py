@@ -33,6 +33,8 @@ def launch_metadata(kernel: ir.Kernel, launch: LaunchInfo, source: str, arch: st
         "block": [kernel.threads, 1, 1],
         "cluster": list(kernel.cluster),
         "grid": [_grid_axis(axis, i) for i, axis in enumerate(kernel.grid)],
+        # persistent: launch min(SMs, tiles) blocks along x; each loops over tiles
+        "persistent": kernel.persistent,
         "dynamic_shared_memory_bytes": launch.dynamic_shared_bytes,
         "constants": dict(kernel.consts),
         "defines": dict(defines),

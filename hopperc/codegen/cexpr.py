@@ -57,6 +57,8 @@ def _builtin(name: str, role: RoleContext) -> str:
         "lane": "(static_cast<int>(threadIdx.x) % 32)",
         "thread": f"(static_cast<int>(threadIdx.x) - {first_thread})" if first_thread
         else "static_cast<int>(threadIdx.x)",
+        "block": "static_cast<int>(blockIdx.x)",
+        "blocks": "static_cast<int>(gridDim.x)",
     }[name]
 
 

@@ -19,6 +19,7 @@ from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
+from hopperc.ir import raster
 from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.printer import explain, statement
 from hopperc.ir.layout import block_bytes, column_blocks, copy_box, packs_pairs, tile_registers
@@ -354,6 +355,12 @@ class _Context:
         """The C++ declaration of a register tile."""
         ctype = "unsigned" if packs_pairs(tile) else tile.dtype.storage
         return f"{ctype} {names.user(tile.name)}[{tile_registers(tile)}];"
+
+    def take_tile(self, stmt: ir.TakeTile) -> str:
+        """C++ setting the grid coordinates to those of tile `stmt.index`."""
+        extents = tuple(self.scalar(raster.extent(axis)) for axis in self.kernel.grid)
+        targets = tuple(names.grid_coordinate(axis.name) for axis in self.kernel.grid)
+        return raster.coordinates_cxx(self.scalar(stmt.index), extents, targets)
 
     def carried(self, register: str) -> str:
         return names.carried(register)

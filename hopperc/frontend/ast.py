@@ -275,6 +275,7 @@ class Kernel:
     manual: bool
     body: Block
     span: Span
+    persistent: bool = False  # each block loops over output tiles
 
 
 def dump(node, indent: int = 0) -> str:

@@ -205,8 +205,9 @@ class _ToAst(Transformer):
                 cluster = clause[1]
             elif isinstance(clause, tuple) and clause and clause[0] == "threads":
                 threads = clause[1]
+        persistent = ("persistent",) in rest
         return ast.Kernel(str(name), params, consts, grid, cluster, threads, manual, body,
-                          self._s(meta))
+                          self._s(meta), persistent)
 
     def tensor_param(self, meta, children):
         name, dtype, *dims = children
@@ -236,6 +237,9 @@ class _ToAst(Transformer):
 
     def threads_clause(self, meta, children):
         return ("threads", self._int(children[0]))
+
+    def persistent_clause(self, meta, children):
+        return ("persistent",)
 
     def const_def(self, meta, children):
         return ast.ConstDef(str(children[0]), children[1], self._s(meta))

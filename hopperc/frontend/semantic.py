@@ -7,7 +7,7 @@ from dataclasses import fields, is_dataclass, replace
 
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType, Swizzle
-from hopperc.frontend import ast, header, limits
+from hopperc.frontend import ast, header, limits, persistent
 from hopperc.frontend.bounds import loop_range
 from hopperc.frontend.copies import lower_copy
 from hopperc.frontend.manual import lower_sync
@@ -66,8 +66,12 @@ class _Analyzer:
         cluster = tuple(k.cluster or ()) + (1,) * (3 - len(k.cluster or ()))
         if len(cluster) != 3 or any(c < 1 for c in cluster) or cluster[0] * cluster[1] * cluster[2] > 16:
             raise CompileError(k.span, "a cluster has 1 to 3 dimensions of at most 16 blocks")
+        if k.persistent:
+            persistent.check(grid, cluster, k.manual, k.span)
+            body = _per_tile(body, grid, k.span)
         return ir.Kernel(k.name, tensors, scalars, consts, grid, cluster, self.threads,
-                         roles, tuple(self.buffers), tuple(self.barriers), body, k.span)
+                         roles, tuple(self.buffers), tuple(self.barriers), body, k.span,
+                         persistent=k.persistent)
 
     def _top_level(self, block: ast.Block, roles: tuple[ir.RoleInfo, ...]) -> ir.Block:
         out = []
@@ -344,3 +348,11 @@ def _find_name(node, name: str) -> ast.Name | None:
         if found is not None:
             return found
     return None
+
+
+def _per_tile(body: ir.Block, grid: tuple[ir.GridAxis, ...], span) -> ir.Block:
+    """Each role's body (or the whole body, without roles) in the tile loop."""
+    if any(isinstance(s, ir.RoleBlock) for s in body.stmts):
+        return ir.Block(tuple(replace(s, body=persistent.tile_loop(s.body, grid, s.span))
+                              for s in body.stmts))
+    return persistent.tile_loop(body, grid, span)

@@ -111,7 +111,9 @@ class ScalarKind(Enum):
     PARAM = "param"
     TILE = "tile"  # block coordinate along a grid axis
     LOOP = "loop"
-    BUILTIN = "builtin"  # warp, lane, thread, wg (relative to the running role)
+    # warp, lane, thread, wg (relative to the running role); block and blocks, the
+    # block's index and the grid's blocks, which only the compiler names (persistent tiles)
+    BUILTIN = "builtin"
     CARRIED = "carried"  # a register the compiler carries: a phase bit, a stage counter
 
 
@@ -344,6 +346,15 @@ class Mma:
 
 
 @dataclass(frozen=True)
+class TakeTile:
+    """A persistent block takes output tile `index` (linear, in ir/raster.py's
+    order): from here on tile.AXIS are that tile's coordinates."""
+
+    index: ScalarExpr
+    span: Span
+
+
+@dataclass(frozen=True)
 class ElectLane:
     """`elect.sync`: one lane of each running warp executes the body."""
 
@@ -372,8 +383,8 @@ class ManualRegion:
 
 
 Stmt = (RoleBlock | ForLoop | IfThen | AsyncLoad | AsyncStore | TileDef | TileAssign
-        | SharedStore | Mma | ElectLane | OneThread | ManualRegion | PhaseFlip | StageAdvance
-        | SyncStmt)
+        | SharedStore | Mma | TakeTile | ElectLane | OneThread | ManualRegion | PhaseFlip
+        | StageAdvance | SyncStmt)
 
 
 # ---------------------------------------------------------------- kernel
@@ -393,6 +404,7 @@ class Kernel:
     span: Span
     carried: tuple[str, ...] = field(default=())  # unsigned registers starting at 0
     pipelines: tuple[Pipeline, ...] = field(default=())
+    persistent: bool = False  # blocks loop over the output tiles (TakeTile)
 
     def pipeline(self, name: str) -> Pipeline:
         return next(p for p in self.pipelines if p.name == name)

@@ -95,6 +95,8 @@ def statement(stmt: ir.Stmt) -> str:
             return "one_thread:"
         case ir.ElectLane():
             return "elect:"
+        case ir.TakeTile(index=index):
+            return f"take tile {scalar(index)}"
         case ir.ManualRegion():
             return "manual:"
         case ir.AsyncLoad(engine=e, dst=dst, tensor=t, coords=c, nbytes=n, barrier=b):
@@ -154,7 +156,8 @@ def statement(stmt: ir.Stmt) -> str:
 
 
 def print_kernel(kernel: ir.Kernel) -> str:
-    lines = [f"kernel {kernel.name} threads {kernel.threads} cluster {list(kernel.cluster)}"]
+    lines = [f"kernel {kernel.name} threads {kernel.threads} cluster {list(kernel.cluster)}"
+             + (" persistent" if kernel.persistent else "")]
     for t in kernel.tensors:
         lines.append(f"  tensor {t.name}: {t.dtype}{list(t.dims)}".replace("'", ""))
     for s in kernel.scalars:

@@ -389,7 +389,9 @@ def _staged(stmt: ir.Stmt, p: ir.Pipeline, stage: ir.ScalarExpr) -> ir.Stmt:
 def _check_reused_memory(kernel: ir.Kernel, uses: list[_Use], plans: list[_Plan]) -> None:
     """A buffer placed in another's memory is used by one role; in a pipelined
     buffer's memory, by the consumer after the loop that reads the pipeline
-    (then the producer is done with it and the passes order the consumer)."""
+    (then the producer is done with it and the passes order the consumer), and
+    never in a persistent kernel, whose producer refills the ring for the next
+    tile while a tile's epilogue runs."""
     for buf in kernel.buffers:
         if buf.reuses is None:
             continue
@@ -401,6 +403,12 @@ def _check_reused_memory(kernel: ir.Kernel, uses: list[_Use], plans: list[_Plan]
         sharers = [u for u in uses if u.access.memory == buf.reuses]
         last_read = max((u.top for u in plan.consumer_uses), default=-1) if plan else -1
         for u in mine:
+            if plan is not None and kernel.persistent:
+                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of pipelined "
+                                                  f"'{buf.reuses}', which the producer refills "
+                                                  "for the next tile while this tile's "
+                                                  f"epilogue runs: give '{buf.name}' memory of "
+                                                  "its own")
             other = next((v for v in sharers if v.role.name != u.role.name), None)
             if plan is None and other is not None:
                 raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of "

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from hopperc.runtime import driver_api
 from hopperc.runtime.arrays import DeviceTensor, contiguous_strides, device_tensor
 from hopperc.runtime.errors import ArgumentError
 from hopperc.runtime.spec import LaunchSpec, TensorSpec
@@ -65,7 +66,9 @@ def bind(spec: LaunchSpec, args: Sequence[Any], kwargs: Mapping[str, Any],
         raise ArgumentError(f"{spec.kernel}: no tensor gives {', '.join(absent)}; pass it as a "
                             "keyword argument")
     scalars = {s.name: _scalar(s.name, s.ctype, given[s.name]) for s in spec.scalars}
-    grid = spec.grid_dims(dims)
+    # a persistent kernel takes one block per SM of the device it runs on
+    sms = driver_api.device(device).sm_count if spec.persistent and device is not None else None
+    grid = spec.grid_dims(dims, sms)
     for axis, (extent, cluster) in enumerate(zip(grid, spec.cluster)):
         if extent % cluster:
             raise ArgumentError(f"{spec.kernel}: grid {'xyz'[axis]} extent {extent} is not a "

@@ -4,6 +4,7 @@ foreign JSON file fails at load with the field it lacks, not at launch."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ class LaunchSpec:
     scalars: tuple[ParamSpec, ...]
     params: tuple[ParamSpec, ...]
     tensor_maps: tuple[TensorMapSpec, ...]
+    persistent: bool = False  # the grid is min(SMs, tiles) blocks, each looping over tiles
 
     @property
     def dim_names(self) -> tuple[str, ...]:
@@ -82,8 +84,13 @@ class LaunchSpec:
     def tensor_map(self, param: str) -> TensorMapSpec:
         return next(m for m in self.tensor_maps if m.param == param)
 
-    def grid_dims(self, dims: dict[str, int]) -> tuple[int, int, int]:
+    def grid_dims(self, dims: dict[str, int], sms: int | None = None) -> tuple[int, int, int]:
+        """The launch grid; a persistent kernel's is one block per SM (`sms`; one per
+        tile when unknown), never more blocks than tiles."""
         extents = [axis.extent(dims) for axis in self.grid]
+        if self.persistent:
+            tiles = math.prod(extents)
+            return (min(tiles, sms) if sms else tiles, 1, 1)
         return tuple(extents + [1] * (3 - len(extents)))  # type: ignore[return-value]
 
 
@@ -147,7 +154,7 @@ def _spec(r: dict[str, Any]) -> LaunchSpec:
         block=_triple(r["block"]), cluster=_triple(r["cluster"]), grid=grid,
         dynamic_shared_bytes=int(r["dynamic_shared_memory_bytes"]), tensors=tensors,
         scalars=tuple(p for p in params if p.kind == "scalar"), params=params,
-        tensor_maps=maps)
+        tensor_maps=maps, persistent=bool(r.get("persistent", False)))
 
 
 def _dtype(text) -> DType:

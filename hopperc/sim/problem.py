@@ -12,10 +12,12 @@ import numpy as np
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
+from hopperc.ir.raster import TILE_LOOP
 from hopperc.sim.values import round_to
 
 GRID_TILES = 2
 MAX_BLOCKS = 8  # a larger grid is simulated on a representative subset of its blocks
+PERSISTENT_BLOCKS = 2  # a persistent kernel's blocks, standing for the SMs
 # Tensors live as f32 arrays: the inputs, a copy per schedule, the reference's
 # copy and its expected outputs. Past this, refuse instead of thrashing.
 MAX_TENSOR_BYTES = 2 << 30
@@ -28,11 +30,14 @@ class Problem:
     scalars: dict[str, float]
     inputs: dict[str, np.ndarray]
     outputs: tuple[str, ...]  # tensors the kernel stores to
-    grid: list[dict[str, int]]  # tile coordinates of each block simulated
+    grid: list[dict[str, int]]  # tile coordinates of each block simulated (persistent:
+    # its index and the blocks, `@block` and `@blocks`)
     blocks: int = 0  # blocks in the whole grid, when `grid` is a subset of it
+    tiles: int = 0  # a persistent kernel's output tiles, which its blocks share
 
     def env(self, block: dict[str, int]) -> dict[str, int]:
-        return {**self.dims, **self.scalars, **{f"tile.{k}": v for k, v in block.items()}}
+        return {**self.dims, **self.scalars,
+                **{k if k.startswith("@") else f"tile.{k}": v for k, v in block.items()}}
 
     def fresh_tensors(self) -> dict[str, np.ndarray]:
         return {name: data.copy() for name, data in self.inputs.items()}
@@ -40,6 +45,8 @@ class Problem:
     def describe(self) -> str:
         dims = " ".join(f"{k}={v}" for k, v in self.dims.items())
         run = f"{len(self.grid)} block{'s' * (len(self.grid) != 1)}"
+        if self.tiles:
+            run += f" taking {self.tiles} tiles in turn (persistent)"
         if self.blocks > len(self.grid):
             run = (f"{self.blocks} blocks, {len(self.grid)} simulated (the first, the last, the "
                    "last along each grid axis, and blocks spread between them)")
@@ -56,7 +63,7 @@ def default_dims(kernel: ir.Kernel) -> dict[str, int]:
         if axis.dim is not None:
             divisors.setdefault(axis.dim, []).append(axis.divisor)
     for stmt in walk(kernel.body):
-        if isinstance(stmt, ir.ForLoop):
+        if isinstance(stmt, ir.ForLoop) and not (kernel.persistent and stmt.var == TILE_LOOP):
             for dim, divisor in _divided_dims(stmt.stop):
                 divisors.setdefault(dim, []).append(divisor)
                 loop_dims.add(dim)
@@ -113,6 +120,12 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
     extents = [axis.divisor if axis.dim is None else -(-env[axis.dim] // axis.divisor)
                for axis in kernel.grid]
     blocks = math.prod(extents)
+    if kernel.persistent:
+        # Fewer blocks than tiles, as SMs: each block takes several tiles, so the
+        # rings wrap across tiles and the tile loop's syncs are exercised.
+        resident = min(blocks, PERSISTENT_BLOCKS)
+        grid = [{"@block": b, "@blocks": resident} for b in range(resident)]
+        return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid, tiles=blocks)
     coords = representative_blocks(extents, max_blocks) if max_blocks and blocks > max_blocks \
         else list(np.ndindex(*extents))
     grid = [{n: int(c) for n, c in zip(names, block)} for block in coords]

@@ -20,7 +20,7 @@ from hopperc.ir.accesses import issued_per_warpgroup, leaf_accesses, walk
 from hopperc.ir.layout import element_threads
 from hopperc.sim.problem import Problem
 from hopperc.sim.values import (PER_THREAD, elementwise, matrix_product, per_lane, read_box, scalar,
-                                 undefined, write_box)
+                                 taken_tile, undefined, write_box)
 from hopperc.sim.views import Place, place_shape
 
 
@@ -162,6 +162,8 @@ class _Block:
             case ir.TileDef() | ir.TileAssign() | ir.SharedStore() | ir.Mma():
                 for instance in range(self.instances):
                     self.per_warpgroup(stmt, instance)
+            case ir.TakeTile(index=index, span=span):
+                self.env.update(taken_tile(self.kernel, self.scalar(index, span=span), self.env))
             case _:
                 pass  # synchronization: the reference has no concurrency to order
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from hopperc.dtypes import DType
 from hopperc.ir import nodes as ir
+from hopperc.ir import raster
 from hopperc.ir.arith import INTEGER_OPS
 from hopperc.ir.layout import plane_rows
 
@@ -79,6 +80,13 @@ def scalar(expr: ir.ScalarExpr, env: Mapping[str, int]) -> int:
     if expr.op == "not":
         return int(not left)
     return INTEGER_OPS[expr.op](left, scalar(expr.right, env))
+
+
+def taken_tile(kernel: ir.Kernel, index: int, env: Mapping[str, int]) -> dict[str, int]:
+    """The grid coordinates (`tile.m`, ...) of a persistent block's tile `index`."""
+    extents = tuple(scalar(raster.extent(axis), env) for axis in kernel.grid)
+    return {f"tile.{axis.name}": c
+            for axis, c in zip(kernel.grid, raster.coordinates(index, extents))}
 
 
 def compile_scalar(expr: ir.ScalarExpr) -> Callable[[Mapping[str, int]], int]:

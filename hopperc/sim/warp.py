@@ -20,7 +20,7 @@ from hopperc.ir.layout import element_threads
 from hopperc.sim.block import Block, InOrderQueue, Load, Product, Store
 from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.memory import Site, join
-from hopperc.sim.values import elementwise, matrix_product, operands, undefined
+from hopperc.sim.values import elementwise, matrix_product, operands, taken_tile, undefined
 from hopperc.sim.views import Place, owned_elements
 
 ALL_LANES = tuple(range(32))
@@ -157,6 +157,9 @@ class Warp:
                     self.tiles[name] = undefined(self.block.program.tiles[name].shape)
             case ir.TileDef() | ir.TileAssign() | ir.SharedStore():
                 self.elementwise(stmt, lanes)
+            case ir.TakeTile(index=index, span=span):
+                self.env.update(taken_tile(self.block.kernel, self.value(index, lanes, span),
+                                           self.env))
             case ir.PhaseFlip(phase=phase):
                 self.env[phase] ^= 1
             case ir.StageAdvance(stage=stage, phase=phase, stages=stages):

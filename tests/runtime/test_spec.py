@@ -24,6 +24,17 @@ def test_gemm_spec_carries_the_launch():
     assert spec.grid_dims({"M": 1024, "N": 256, "K": 64}) == (8, 1, 1)
 
 
+def test_persistent_spec_launches_one_block_per_sm_at_most_one_per_tile():
+    """gemm_persistent's tiles: ceil(M / 128) x ceil(N / 256); the grid is the SMs
+    (132 on an H100 SXM), fewer when there are fewer tiles, one per tile when
+    the SM count is unknown; always along x."""
+    spec = sample_spec("gemm_persistent")
+    assert spec.persistent and not sample_spec("gemm_bf16").persistent
+    assert spec.grid_dims({"M": 8192, "N": 8192, "K": 64}, sms=132) == (132, 1, 1)  # 64 x 32
+    assert spec.grid_dims({"M": 1000, "N": 312, "K": 64}, sms=132) == (16, 1, 1)  # 8 x 2
+    assert spec.grid_dims({"M": 1000, "N": 312, "K": 64}) == (16, 1, 1)
+
+
 def test_read_spec_from_a_built_file(tmp_path, hopperc_cli):
     cubin = tmp_path / "scale_rows.cubin"
     assert hopperc_cli("build", "samples/scale_rows.hk", "-o", str(cubin), "-q").returncode == 0

@@ -1,0 +1,48 @@
+"""The order in which a persistent kernel's blocks take output tiles, one
+definition for code generation and the simulator.
+
+Tile i of a 2-D grid (extents m x n) lies in group i / (8 n): groups of 8 rows
+of tiles (fewer in the last group), walked down a column of the group before the
+next column, so consecutive tiles share B's column of tiles and a group's tiles
+reuse A's rows in L2 (the grouped order of Triton's and CUTLASS's GEMMs). A
+1-D grid takes tiles in order. Block b takes tiles b, b + blocks, b + 2 blocks, ...
+"""
+from __future__ import annotations
+
+from hopperc.ir import nodes as ir
+
+GROUP = 8
+TILE_LOOP = "tile"  # the tile loop's variable: `tile` is a keyword, no user name shadows it
+
+
+def coordinates(index: int, extents: tuple[int, ...]) -> tuple[int, ...]:
+    """The grid coordinates of tile `index`."""
+    if len(extents) == 1:
+        return (index,)
+    rows, columns = extents
+    per_group = GROUP * columns
+    first = index // per_group * GROUP
+    height = min(rows - first, GROUP)
+    within = index % per_group
+    return (first + within % height, within // height)
+
+
+def coordinates_cxx(index: str, extents: tuple[str, ...], targets: tuple[str, ...]) -> str:
+    """C++ statements setting `targets` to the coordinates of tile `index`
+    (`coordinates` with C++ integer expressions)."""
+    if len(extents) == 1:
+        return f"{targets[0]} = {index};"
+    rows, columns = extents
+    return (f"{{ const int hk_tile = {index}, hk_per_group = {GROUP} * ({columns}); "
+            f"const int hk_first = hk_tile / hk_per_group * {GROUP}; "
+            f"const int hk_height = min(({rows}) - hk_first, {GROUP}); "
+            f"const int hk_within = hk_tile % hk_per_group; "
+            f"{targets[0]} = hk_first + hk_within % hk_height; "
+            f"{targets[1]} = hk_within / hk_height; }}")
+
+
+def extent(axis: ir.GridAxis) -> ir.ScalarExpr:
+    """The number of tiles along a grid axis (ceil(dim / divisor), or a constant)."""
+    if axis.dim is None:
+        return ir.const(axis.divisor)
+    return ir.ScalarOp("/", ir.Scalar(ir.ScalarKind.DIM, axis.dim), ir.const(axis.divisor))

@@ -123,7 +123,7 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
     if kernel.persistent:
         # Fewer blocks than tiles, as SMs: each block takes several tiles, so the
         # rings wrap across tiles and the tile loop's syncs are exercised.
-        resident = min(blocks, PERSISTENT_BLOCKS)
+        resident = max(1, min(blocks // 2, PERSISTENT_BLOCKS))
         grid = [{"@block": b, "@blocks": resident} for b in range(resident)]
         return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid, tiles=blocks)
     coords = representative_blocks(extents, max_blocks) if max_blocks and blocks > max_blocks \

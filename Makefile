@@ -52,6 +52,7 @@ gpu-test: $(GPU_STAMP)
 
 gpu-bench: $(GPU_STAMP)
 	$(BIN)/python bench/gemm.py
+	$(BIN)/python bench/gemm.py --sample gemm_persistent
 
 bench: $(STAMP)
 	$(BIN)/python bench/frontend.py

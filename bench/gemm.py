@@ -1,9 +1,11 @@
-"""gemm_bf16 against cuBLAS (torch.matmul) on LLM shapes, in one process.
+"""A GEMM sample (gemm_bf16 unless --sample names another with A, B and C, such
+as gemm_persistent) against cuBLAS (torch.matmul) on LLM shapes, in one process.
 
 For each M x (N, K): median GPU time of each over 50 runs after 10 warm-up
 runs, L2 flushed before every timed run (hopperc.harness.bench), TFLOP/s and
 the ratio hopperc / cuBLAS speed; then the geometric mean of the ratios.
-Usage: python bench/gemm.py [--markdown] [--runs N]    (needs a Hopper GPU and PyTorch)
+Usage: python bench/gemm.py [--sample NAME] [--markdown] [--runs N]
+(needs a Hopper GPU and PyTorch)
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--sample", default="gemm_bf16", help="a sample computing C = A @ B^T")
     options = parser.parse_args()
-    source = read_source(ROOT / "samples" / "gemm_bf16.hk")
+    source = read_source(ROOT / "samples" / f"{options.sample}.hk")
     try:
         gpu = device(0)
         rows = []
@@ -50,8 +53,8 @@ def main() -> int:
     if options.markdown:
         import torch
 
-        print(f"{gpu.name}, driver {driver_version()}, torch {torch.__version__}, "
-              f"{datetime.date.today()}\n")
+        print(f"{options.sample} on {gpu.name}, driver {driver_version()}, torch "
+              f"{torch.__version__}, {datetime.date.today()}\n")
         print("| M | N | K | hopperc us | TFLOP/s | cuBLAS us | TFLOP/s | ratio |")
         print("|---|---|---|---|---|---|---|---|")
         for m, n, k, t, f, bt, bf, ratio in rows:

@@ -276,6 +276,7 @@ class Kernel:
     body: Block
     span: Span
     persistent: bool = False  # each block loops over output tiles
+    specialize: bool = False  # the compiler splits the body into producer and consumer roles
 
 
 def dump(node, indent: int = 0) -> str:

@@ -205,9 +205,9 @@ class _ToAst(Transformer):
                 cluster = clause[1]
             elif isinstance(clause, tuple) and clause and clause[0] == "threads":
                 threads = clause[1]
-        persistent = ("persistent",) in rest
+        persistent, specialize = ("persistent",) in rest, ("specialize",) in rest
         return ast.Kernel(str(name), params, consts, grid, cluster, threads, manual, body,
-                          self._s(meta), persistent)
+                          self._s(meta), persistent, specialize)
 
     def tensor_param(self, meta, children):
         name, dtype, *dims = children
@@ -240,6 +240,9 @@ class _ToAst(Transformer):
 
     def persistent_clause(self, meta, children):
         return ("persistent",)
+
+    def specialize_clause(self, meta, children):
+        return ("specialize",)
 
     def const_def(self, meta, children):
         return ast.ConstDef(str(children[0]), children[1], self._s(meta))

@@ -13,6 +13,7 @@ from hopperc.frontend.copies import lower_copy
 from hopperc.frontend.manual import lower_sync
 from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.overlap import check_store_reads
+from hopperc.frontend.specialize import specialize
 from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, VectorSymbol,
                                     const_value, scalar_expr)
 from hopperc.frontend.tiles import buffer_view, lower_tile_expr, require_warpgroup_view
@@ -25,6 +26,8 @@ DEFAULT_THREADS = 128
 
 def analyze(kernel: ast.Kernel, defines: dict[str, int] | None = None) -> ir.Kernel:
     """Check `kernel` and lower it to IR; `defines` override tile constants (-D)."""
+    if kernel.specialize:
+        kernel = specialize(kernel)
     return _Analyzer(kernel, dict(defines or {})).run()
 
 

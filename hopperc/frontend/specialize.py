@@ -1,0 +1,92 @@
+"""Warp specialization of a role-free kernel (`specialize` in the header).
+
+The kernel's loads into rings (buffers declared with `stages`) move to a
+producer role of one warp; everything else is the consumer role, of the
+kernel's warpgroups. Loops and conditions that hold such loads are kept in both
+roles with the same bounds, so connect_role_pipelines pairs them as it pairs
+hand-written roles, and writes the same syncs. Register budgets: 40 for the
+producer, the rest of the register file for the consumer (a multiple of 8, at
+most 256).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hopperc.diagnostics import CompileError
+from hopperc.frontend import ast
+
+PRODUCER, CONSUMER = "producer", "consumer"
+PRODUCER_REGS = 40
+REGISTER_FILE = 65536
+
+
+def specialize(kernel: ast.Kernel) -> ast.Kernel:
+    stmts = kernel.body.stmts
+    if kernel.manual:
+        raise CompileError(kernel.span, "a manual kernel writes its own roles; 'specialize' "
+                                        "writes them for an automatic one")
+    role = next((s for s in stmts if isinstance(s, ast.Role)), None)
+    if role is not None:
+        raise CompileError(role.span, "'specialize' writes the kernel's roles; remove this "
+                                      "role or the clause")
+    threads = kernel.threads or 128
+    if threads % 128:
+        raise CompileError(kernel.span, f"'specialize' gives the consumer whole warpgroups; "
+                                        f"{threads} threads are not a multiple of 128")
+    rings = {s.name for s in stmts if isinstance(s, ast.SharedDecl) and s.stages is not None}
+    decls = tuple(s for s in stmts if isinstance(s, (ast.SharedDecl, ast.MBarrierDecl)))
+    code = ast.Block(tuple(s for s in stmts if s not in decls), kernel.body.span)
+    produced = _keep(code, lambda s: _loads_ring(s, rings))
+    if not produced.stmts:
+        raise CompileError(kernel.span, "'specialize' moves loads into rings (buffers with "
+                                        "'stages') to a producer warp; this kernel has none")
+    consumed = _keep(code, lambda s: not _loads_ring(s, rings), structure=False)
+    warpgroups = threads // 128
+    regs = min(256, (REGISTER_FILE - PRODUCER_REGS * 128) // threads // 8 * 8)
+    # Each role is located where its code starts (and roles are told apart by span).
+    first_load = next(s for s in _leaves(produced))
+    roles = (ast.Role(CONSUMER, "warpgroup", warpgroups, regs, consumed, kernel.body.span),
+             ast.Role(PRODUCER, "warp", 1, PRODUCER_REGS, produced, first_load.span))
+    return replace(kernel, threads=None, body=replace(kernel.body, stmts=decls + roles))
+
+
+def _loads_ring(stmt, rings: set[str]) -> bool:
+    """A load whose destination is a ring buffer (or a stage or part of one)."""
+    if not isinstance(stmt, ast.Copy):
+        return False
+    dst = stmt.dst.value if isinstance(stmt.dst, ast.Subscript) else stmt.dst
+    return isinstance(dst, ast.Name) and dst.id in rings
+
+
+def _keep(block: ast.Block, keep, structure: bool = True) -> ast.Block:
+    """The statements `keep` selects. With `structure`, a loop or condition is
+    kept (with what it selects inside) when it selects anything; without, every
+    loop and condition is kept, filtered."""
+    out = []
+    for stmt in block.stmts:
+        match stmt:
+            case ast.For(body=body):
+                inner = _keep(body, keep, structure)
+                if inner.stmts or not structure:
+                    out.append(replace(stmt, body=inner))
+            case ast.If(then=then, orelse=orelse):
+                then_kept = _keep(then, keep, structure)
+                else_kept = _keep(orelse, keep, structure) if orelse is not None else None
+                if then_kept.stmts or (else_kept and else_kept.stmts) or not structure:
+                    out.append(replace(stmt, then=then_kept, orelse=else_kept))
+            case _ if keep(stmt):
+                out.append(stmt)
+    return ast.Block(tuple(out), block.span)
+
+
+def _leaves(block: ast.Block):
+    for stmt in block.stmts:
+        match stmt:
+            case ast.For(body=body):
+                yield from _leaves(body)
+            case ast.If(then=then, orelse=orelse):
+                yield from _leaves(then)
+                if orelse is not None:
+                    yield from _leaves(orelse)
+            case _:
+                yield stmt

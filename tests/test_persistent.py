@@ -3,6 +3,8 @@ loop over the block's tiles, the rings' stage and phase carry across tiles,
 and the simulator runs fewer blocks than tiles so that they do."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from hopperc import driver
@@ -94,3 +96,13 @@ def test_epilogue_staging_in_the_ring_is_refused():
         driver.build(SourceFile("p.hk", text))
     assert "which the producer refills for the next tile" in info.value.message
     assert info.value.span.line == 20  # the epilogue's first write of sc
+
+
+def test_ring_counters_are_declared_once_per_block_not_per_tile():
+    """The stage and phase registers carry across tiles: they are declared (as 0)
+    before the role dispatch and the tile loops, never inside them."""
+    cuda = driver.generate(driver.read_source(ROOT / "samples" / "gemm_persistent.hk")).cuda
+    first_loop = cuda.index("for (int u_tile = 0;")
+    declarations = [m.start() for m in re.finditer(r"unsigned hk_reg_\w+ = 0u;", cuda)]
+    assert len(declarations) == 4  # stage and phase of the producer's and the consumer's
+    assert all(at < first_loop for at in declarations)

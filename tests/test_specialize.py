@@ -9,6 +9,8 @@ import pytest
 
 from hopperc import driver
 from hopperc.diagnostics import CompileError, SourceFile
+from hopperc.sim.explore import simulate
+from hopperc.sim.problem import default_dims, make_problem
 from tests.conftest import ROOT, filecheck, ir_after
 
 
@@ -66,3 +68,16 @@ def test_hand_written_roles_and_specialize_do_not_mix():
 """
     error = _refused(text)
     assert "'specialize' writes the kernel's roles" in error.message and error.span.line == 3
+
+
+def test_specialize_and_persistent_compose():
+    """The compiler's roles each get the tile loop: the ring carries across tiles
+    and the simulator finds every tile right."""
+    text = _sample("gemm_pipelined").replace("threads 256 specialize",
+                                             "threads 256 specialize persistent").replace(
+        "swizzle 128B reuses sa", "swizzle 128B")
+    front_end = driver.check(SourceFile("sp.hk", text))
+    lowered = driver.lower(front_end)
+    assert lowered.persistent and [r.name for r in lowered.roles] == ["consumer", "producer"]
+    report = simulate(lowered, front_end, make_problem(lowered, default_dims(lowered)), 4, 100)
+    assert report.ok, [f.headline() for f in report.findings]

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from hopperc import driver
+from hopperc.backend import sass_metrics as sm
 from hopperc.diagnostics import CompileError, SourceFile
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
@@ -106,3 +107,26 @@ def test_ring_counters_are_declared_once_per_block_not_per_tile():
     declarations = [m.start() for m in re.finditer(r"unsigned hk_reg_\w+ = 0u;", cuda)]
     assert len(declarations) == 4  # stage and phase of the producer's and the consumer's
     assert all(at < first_loop for at in declarations)
+
+
+def test_sass_has_the_structure_of_a_persistent_warp_specialized_gemm():
+    """As CUTLASS's persistent cooperative kernel: the consumers' tile loop holds
+    the main loop and the epilogue's stores, synchronized only by warpgroup
+    barriers (no block-wide barrier per tile); the producer's tile loop holds its
+    TMA load loop and no barrier at all."""
+    built = driver.build(driver.read_source(ROOT / "samples" / "gemm_persistent.hk"))
+    (code,) = sm.functions(built.result.cubin).values()
+    loops = [(lp, lp.body(code)) for lp in sm.loops(code)]
+
+    def around(base: str):
+        """The smallest loop strictly around the smallest loop holding `base`."""
+        inner = next(lp for lp, body in loops if any(i.base == base for i in body))
+        return next((lp, body) for lp, body in loops if lp.start <= inner.start
+                    and inner.end <= lp.end and lp != inner)
+    _, consumer = around("HGMMA")
+    assert any(i.base == "UTMASTG" for i in consumer)
+    barriers = [f"{i.opcode} {i.operands}" for i in consumer if i.base == "BAR"]
+    assert barriers and all(re.fullmatch(r"BAR\.SYNC\.DEFER_BLOCKING R\d+,0x80", b)
+                            for b in barriers)
+    _, producer = around("UTMALDG")
+    assert not any(i.base in ("BAR", "HGMMA", "UTMASTG") for i in producer)

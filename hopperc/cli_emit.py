@@ -84,8 +84,9 @@ def explain(file, defines, diagnostics):
 
     def syncs(source) -> list[str]:
         from hopperc import driver
-        from hopperc.explain import inserted_syncs
-        return inserted_syncs(driver.lower(driver.check(source, defs)))
+        from hopperc.explain import inserted_syncs, schedule
+        kernel = driver.lower(driver.check(source, defs))
+        return schedule(kernel) + inserted_syncs(kernel)
 
     try:
         lines = guarded(syncs, file, diagnostics)

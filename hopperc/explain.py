@@ -1,9 +1,12 @@
-"""`hopperc explain`: every sync the passes inserted, with its reason, in source order."""
+"""`hopperc explain`: what the compiler wrote around the kernel's code (the tile
+loop of a persistent kernel, the roles of a specialized one), then every sync
+the passes inserted, with its reason, in source order."""
 from __future__ import annotations
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.printer import explain, statement
+from hopperc.ir.raster import GROUP
 
 
 def inserted_syncs(kernel: ir.Kernel) -> list[str]:
@@ -11,3 +14,19 @@ def inserted_syncs(kernel: ir.Kernel) -> list[str]:
     found.sort(key=lambda s: (s.span.line, s.span.col))
     return [f"{s.span.file}:{s.span.line}: {statement(s)}\n    why: "
             f"{s.reason.hazard.value}: {explain(s.reason)}" for s in found]
+
+
+def schedule(kernel: ir.Kernel) -> list[str]:
+    """The schedule the header asked for, as the compiler wrote it."""
+    where = f"{kernel.span.file}:{kernel.span.line}"
+    out = []
+    if kernel.specialized:
+        for p in kernel.pipelines:
+            consumer = next(r for r in kernel.roles if r.name == p.consumer)
+            out.append(f"{where}: specialize: role '{p.producer}' (one warp) issues the loads "
+                       f"into {', '.join(p.buffers)}; role '{p.consumer}' ({consumer.warps // 4} "
+                       f"warpgroups) runs the rest, through a {p.stages}-stage ring")
+    if kernel.persistent:
+        out.append(f"{where}: persistent: block b takes tiles b, b + blocks, ... (groups of "
+                   f"{GROUP} rows of tiles); each role's stage and phase carry across tiles")
+    return out

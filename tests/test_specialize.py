@@ -81,3 +81,12 @@ def test_specialize_and_persistent_compose():
     assert lowered.persistent and [r.name for r in lowered.roles] == ["consumer", "producer"]
     report = simulate(lowered, front_end, make_problem(lowered, default_dims(lowered)), 4, 100)
     assert report.ok, [f.headline() for f in report.findings]
+
+
+def test_explain_says_which_roles_the_compiler_wrote(hopperc_cli):
+    proc = hopperc_cli("explain", str(ROOT / "samples" / "gemm_pipelined.hk"))
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.endswith("gemm_pipelined.hk:6: specialize: role 'producer' (one warp) issues "
+                          "the loads into sa, sb; role 'consumer' (2 warpgroups) runs the rest, "
+                          "through a 4-stage ring")

@@ -26,9 +26,9 @@ DEFAULT_THREADS = 128
 
 def analyze(kernel: ast.Kernel, defines: dict[str, int] | None = None) -> ir.Kernel:
     """Check `kernel` and lower it to IR; `defines` override tile constants (-D)."""
-    if kernel.specialize:
-        kernel = specialize(kernel)
-    return _Analyzer(kernel, dict(defines or {})).run()
+    if not kernel.specialize:
+        return _Analyzer(kernel, dict(defines or {})).run()
+    return replace(_Analyzer(specialize(kernel), dict(defines or {})).run(), specialized=True)
 
 
 class _Analyzer:

@@ -405,6 +405,7 @@ class Kernel:
     carried: tuple[str, ...] = field(default=())  # unsigned registers starting at 0
     pipelines: tuple[Pipeline, ...] = field(default=())
     persistent: bool = False  # blocks loop over the output tiles (TakeTile)
+    specialized: bool = False  # the roles were written by the compiler (`specialize`)
 
     def pipeline(self, name: str) -> Pipeline:
         return next(p for p in self.pipelines if p.name == name)

@@ -14,10 +14,10 @@ from dataclasses import replace
 
 from hopperc.diagnostics import CompileError
 from hopperc.frontend import ast
+from hopperc.ir.layout import REGISTER_FILE
 
 PRODUCER, CONSUMER = "producer", "consumer"
 PRODUCER_REGS = 40
-REGISTER_FILE = 65536
 
 
 def specialize(kernel: ast.Kernel) -> ast.Kernel:

@@ -137,3 +137,18 @@ def test_explain_describes_the_tile_loop(hopperc_cli):
     assert proc.returncode == 0, proc.stderr
     assert "gemm_persistent.hk:8: persistent: block b takes tiles b, b + blocks, ... (groups " \
            "of 8 rows of tiles)" in proc.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("sample", ["tma_copy", "scale_rows", "two_producers"])
+def test_samples_made_persistent_check_clean(sample):
+    """The tile loop composes with what the samples use (vectors, two producer
+    roles): a block takes two tiles and every schedule tried is right."""
+    text = driver.read_source(ROOT / "samples" / f"{sample}.hk").text
+    text = re.sub(r"grid\(([^)]*)\)", r"grid(\1) persistent", text, count=1)
+    front_end = driver.check(SourceFile(f"{sample}.hk", text))
+    lowered = driver.lower(front_end)
+    assert lowered.persistent
+    problem = make_problem(lowered, default_dims(lowered))
+    report = simulate(lowered, front_end, problem, 4, 200)
+    assert report.ok and problem.tiles >= 2 * len(problem.grid), \
+        [f.headline() for f in report.findings]

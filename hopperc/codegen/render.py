@@ -173,7 +173,7 @@ class _Context:
                 # The first iteration is rendered apart, so each wgmma's scale-d is an
                 # immediate: a predicate computed per iteration costs the main loop
                 # an instruction per k-step.
-                var, first = names.user(var), _overwrites_first(stmt)
+                var, first = names.user(var), stmt.first_iteration
                 start_c, stop_c = scalar(start, role), scalar(stop, role)
                 lines.append(f"{pad}if ({start_c} < {stop_c}) {{")
                 lines.append(f"{pad}{INDENT}{{  // the first iteration: products overwrite")
@@ -387,10 +387,8 @@ def _only_releases(elect: ir.ElectLane) -> bool:
     return all(isinstance(s, ir.StageRelease) for s in elect.body.stmts)
 
 
-def _overwrites_first(loop: ir.ForLoop) -> ir.ScalarExpr | None:
-    """`var == start` if a product of the loop's body overwrites its accumulator
-    on the first iteration (fold_zero_into_first_product)."""
-    first = ir.ScalarOp("==", ir.Scalar(ir.ScalarKind.LOOP, loop.var), loop.start)
-    if any(isinstance(s, ir.Mma) and s.overwrite_when == first for s in loop.body.stmts):
-        return first
-    return None
+def _overwrites_first(loop: ir.ForLoop) -> bool:
+    """Whether a product of the loop's body overwrites its accumulator on the
+    first iteration (fold_zero_into_first_product)."""
+    return any(isinstance(s, ir.Mma) and s.overwrite_when == loop.first_iteration
+               for s in loop.body.stmts)

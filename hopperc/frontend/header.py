@@ -9,6 +9,7 @@ from hopperc.frontend.literals import check_int32
 from hopperc.frontend.scope import Scope, const_value
 from hopperc.ir import nodes as ir
 
+DEFAULT_THREADS = 128  # a block without `threads` or roles
 
 def params(kernel: ast.Kernel, scope: Scope):
     """Tensor and scalar parameters, declared in `scope` with their dimensions."""

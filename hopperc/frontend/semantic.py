@@ -21,7 +21,6 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, issued_per_warpgroup
 from hopperc.ir.layout import element_threads, register_layout, shared_layout
 
-DEFAULT_THREADS = 128
 
 
 def analyze(kernel: ast.Kernel, defines: dict[str, int] | None = None) -> ir.Kernel:
@@ -40,7 +39,7 @@ class _Analyzer:
         self.barriers: list[ir.MBarrierArray] = []
         self.accumulators = _accumulator_names(kernel.body)
         self.role: ir.RoleInfo | None = None
-        self.threads = DEFAULT_THREADS
+        self.threads = header.DEFAULT_THREADS
         self.manual = kernel.manual
         self.stores: dict[str | None, ir.AsyncStore] = {}  # a role's first automatic store
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from hopperc.diagnostics import CompileError
 from hopperc.frontend import ast
+from hopperc.frontend.header import DEFAULT_THREADS
 from hopperc.ir.layout import REGISTER_FILE
 
 PRODUCER, CONSUMER = "producer", "consumer"
@@ -29,7 +30,7 @@ def specialize(kernel: ast.Kernel) -> ast.Kernel:
     if role is not None:
         raise CompileError(role.span, "'specialize' writes the kernel's roles; remove this "
                                       "role or the clause")
-    threads = kernel.threads or 128
+    threads = kernel.threads or DEFAULT_THREADS
     if threads % 128:
         raise CompileError(kernel.span, f"'specialize' gives the consumer whole warpgroups; "
                                         f"{threads} threads are not a multiple of 128")
@@ -44,7 +45,7 @@ def specialize(kernel: ast.Kernel) -> ast.Kernel:
     warpgroups = threads // 128
     regs = min(256, (REGISTER_FILE - PRODUCER_REGS * 128) // threads // 8 * 8)
     # Each role is located where its code starts (and roles are told apart by span).
-    first_load = next(s for s in _leaves(produced))
+    first_load = next(_leaves(produced))
     roles = (ast.Role(CONSUMER, "warpgroup", warpgroups, regs, consumed, kernel.body.span),
              ast.Role(PRODUCER, "warp", 1, PRODUCER_REGS, produced, first_load.span))
     return replace(kernel, threads=None, body=replace(kernel.body, stmts=decls + roles))

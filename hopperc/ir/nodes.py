@@ -267,6 +267,11 @@ class ForLoop:
     body: Block
     span: Span
 
+    @property
+    def first_iteration(self) -> ScalarExpr:
+        """`var == start`: holds on the loop's first iteration only."""
+        return ScalarOp("==", Scalar(ScalarKind.LOOP, self.var), self.start)
+
 
 @dataclass(frozen=True)
 class IfThen:

@@ -84,8 +84,7 @@ def _fold(loop: ir.ForLoop, tile: str) -> ir.ForLoop | None:
         if not (isinstance(stmt, ir.Mma) and stmt.acc == tile and stmt.accumulate
                 and stmt.overwrite_when is None and tile not in _register_a(stmt)):
             return None
-        first = ir.ScalarOp("==", ir.Scalar(ir.ScalarKind.LOOP, loop.var), loop.start)
-        body[i] = replace(stmt, overwrite_when=first)
+        body[i] = replace(stmt, overwrite_when=loop.first_iteration)
         return replace(loop, body=ir.Block(tuple(body)))
     return None
 

@@ -124,4 +124,3 @@ class _Fences(ForwardRewrite[Unfenced]):
         precedes the async access."""
         insert_before_trailing(out, inserted, (ir.NamedBarrier, ir.BulkWaitRead,
                                                ir.MBarrierExpectTx))
-

@@ -12,8 +12,8 @@ import numpy as np
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
-from hopperc.ir.raster import TILE_LOOP
-from hopperc.sim.values import round_to
+from hopperc.ir.raster import TILE_LOOP, extent
+from hopperc.sim.values import round_to, scalar
 
 GRID_TILES = 2
 MAX_BLOCKS = 8  # a larger grid is simulated on a representative subset of its blocks
@@ -117,8 +117,7 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
                for s in kernel.scalars}
     env = {**dims, **scalars}
     names = [axis.name for axis in kernel.grid]
-    extents = [axis.divisor if axis.dim is None else -(-env[axis.dim] // axis.divisor)
-               for axis in kernel.grid]
+    extents = [scalar(extent(axis), env) for axis in kernel.grid]
     blocks = math.prod(extents)
     if kernel.persistent:
         # Fewer blocks than tiles, as SMs: each block takes several tiles, so the

@@ -277,6 +277,7 @@ class Kernel:
     span: Span
     persistent: bool = False  # each block loops over output tiles
     specialize: bool = False  # the compiler splits the body into producer and consumer roles
+    pingpong: bool = False  # a role's warpgroups take the block's tiles in turn
 
 
 def dump(node, indent: int = 0) -> str:

@@ -207,7 +207,7 @@ class _ToAst(Transformer):
                 threads = clause[1]
         persistent, specialize = ("persistent",) in rest, ("specialize",) in rest
         return ast.Kernel(str(name), params, consts, grid, cluster, threads, manual, body,
-                          self._s(meta), persistent, specialize)
+                          self._s(meta), persistent, specialize, ("pingpong",) in rest)
 
     def tensor_param(self, meta, children):
         name, dtype, *dims = children
@@ -243,6 +243,9 @@ class _ToAst(Transformer):
 
     def specialize_clause(self, meta, children):
         return ("specialize",)
+
+    def pingpong_clause(self, meta, children):
+        return ("pingpong",)
 
     def const_def(self, meta, children):
         return ast.ConstDef(str(children[0]), children[1], self._s(meta))

@@ -6,12 +6,19 @@ which block b takes tiles b, b + blocks, b + 2 blocks, ... (`TakeTile` sets
 tile.AXIS, in ir/raster.py's grouped order). Every role walks the same tiles
 in the same order, so a producer's loop and its consumer's stay matched, and
 the stage and phase registers of a ring carry from one tile to the next.
+
+With `pingpong`, the role of two or more warpgroups takes the tiles in turn:
+its body runs under raster.turn_condition, so warpgroup w computes tiles w,
+w + N, ... of the block's while the others run their epilogues or wait; the
+producer still walks every tile. The sync passes write the rest: each
+warpgroup skips the ring stages of the tiles it leaves to the others, and
+named barriers hand the tensor cores from one warpgroup to the next.
 """
 from __future__ import annotations
 
 from hopperc.diagnostics import CompileError, Span
 from hopperc.ir import nodes as ir
-from hopperc.ir.raster import TILE_LOOP, extent
+from hopperc.ir.raster import TILE_LOOP, extent, turn_condition
 
 
 def check(grid: tuple[ir.GridAxis, ...], cluster: tuple[int, ...], manual: bool,
@@ -26,8 +33,25 @@ def check(grid: tuple[ir.GridAxis, ...], cluster: tuple[int, ...], manual: bool,
         raise CompileError(span, "persistent kernels with clusters are not supported yet")
 
 
-def tile_loop(body: ir.Block, grid: tuple[ir.GridAxis, ...], span: Span) -> ir.Block:
-    """`body` inside the loop over this block's tiles."""
+def turning_role(roles: tuple[ir.RoleInfo, ...], persistent: bool, span: Span) -> ir.RoleInfo:
+    """The role whose warpgroups take tiles in turn in a pingpong kernel."""
+    if not persistent:
+        raise CompileError(span, "'pingpong' alternates the tiles a persistent block takes; add "
+                                 "'persistent'")
+    turning = [r for r in roles if r.warpgroups >= 2 and r.active_warps == r.warps]
+    if len(turning) != 1:
+        raise CompileError(turning[1].span if turning else span,
+                           "'pingpong' needs exactly one role of two or more warpgroups (they "
+                           f"take the tiles in turn); this kernel has {len(turning)}")
+    return turning[0]
+
+
+def tile_loop(body: ir.Block, grid: tuple[ir.GridAxis, ...], span: Span,
+              turns: int = 0) -> ir.Block:
+    """`body` inside the loop over this block's tiles; with `turns` N, run by
+    warpgroup tile % N of the role."""
+    if turns:
+        body = ir.Block((ir.IfThen(turn_condition(turns), body, ir.Block(), span),))
     tiles = extent(grid[0])
     for axis in grid[1:]:
         tiles = ir.ScalarOp("*", tiles, extent(axis))

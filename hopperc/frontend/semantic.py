@@ -68,12 +68,13 @@ class _Analyzer:
         cluster = tuple(k.cluster or ()) + (1,) * (3 - len(k.cluster or ()))
         if len(cluster) != 3 or any(c < 1 for c in cluster) or cluster[0] * cluster[1] * cluster[2] > 16:
             raise CompileError(k.span, "a cluster has 1 to 3 dimensions of at most 16 blocks")
+        turning = persistent.turning_role(roles, k.persistent, k.span) if k.pingpong else None
         if k.persistent:
             persistent.check(grid, cluster, k.manual, k.span)
-            body = _per_tile(body, grid, k.span)
+            body = _per_tile(body, grid, k.span, turning)
         return ir.Kernel(k.name, tensors, scalars, consts, grid, cluster, self.threads,
                          roles, tuple(self.buffers), tuple(self.barriers), body, k.span,
-                         persistent=k.persistent)
+                         persistent=k.persistent, pingpong=k.pingpong)
 
     def _top_level(self, block: ast.Block, roles: tuple[ir.RoleInfo, ...]) -> ir.Block:
         out = []
@@ -352,9 +353,12 @@ def _find_name(node, name: str) -> ast.Name | None:
     return None
 
 
-def _per_tile(body: ir.Block, grid: tuple[ir.GridAxis, ...], span) -> ir.Block:
-    """Each role's body (or the whole body, without roles) in the tile loop."""
+def _per_tile(body: ir.Block, grid: tuple[ir.GridAxis, ...], span,
+              turning: ir.RoleInfo | None) -> ir.Block:
+    """Each role's body (or the whole body, without roles) in the tile loop;
+    the body of the `turning` role run by its warpgroups in turn (pingpong)."""
     if any(isinstance(s, ir.RoleBlock) for s in body.stmts):
-        return ir.Block(tuple(replace(s, body=persistent.tile_loop(s.body, grid, s.span))
-                              for s in body.stmts))
+        return ir.Block(tuple(replace(s, body=persistent.tile_loop(
+            s.body, grid, s.span, s.role.warpgroups if s.role == turning else 0))
+            for s in body.stmts))
     return persistent.tile_loop(body, grid, span)

@@ -10,6 +10,8 @@ A sync `before` puts ahead of a loop is kept only where it saves syncs: when
 the loop entered without it gets the same syncs in its body and leaves the
 same state (its body already orders that hazard before the access, on every
 iteration), the sync ahead of it would only be paid once more.
+A pingpong turn (the warpgroups of a role run its body in turn) gets its
+syncs inside: its branches run on different warpgroups, at different times.
 Manual code gets no sync inside it, but `before` sees its accesses (as any
 thread's), and `manual` gives the state after it.
 """
@@ -19,6 +21,7 @@ from dataclasses import fields, replace
 from typing import Generic, TypeVar
 
 from hopperc.ir import nodes as ir
+from hopperc.ir.raster import turn_warpgroups
 
 S = TypeVar("S")
 
@@ -72,7 +75,7 @@ class ForwardRewrite(Generic[S]):
     def block(self, block: ir.Block, state: S) -> tuple[ir.Block, S]:
         out: list[ir.Stmt] = []
         for stmt in block.stmts:
-            inserted, synced = self.before(stmt, state)
+            inserted, synced = ([], state) if turn_warpgroups(stmt) else self.before(stmt, state)
             if inserted and isinstance(stmt, ir.ForLoop) and self._needless(stmt, state, synced):
                 inserted, synced = [], state
             state = synced

@@ -15,8 +15,8 @@ from hopperc.dtypes import DType, Swizzle
 from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace for the IR
     BarrierRef, BulkCommit, BulkWaitRead, Hazard, MBarrierArrive, MBarrierExpectTx, MBarrierInit,
     MBarrierInitFence, MBarrierInval, MBarrierWait, NamedBarrier, PhaseFlip, Pipeline, ProxyFence,
-    Reason, SetMaxRegisters, StageAdvance, StageRelease, SyncStmt, WgmmaCommit, WgmmaFence,
-    WgmmaWait)
+    Reason, SetMaxRegisters, StageAdvance, StageRelease, SyncStmt, TurnBarrier, WgmmaCommit,
+    WgmmaFence, WgmmaWait)
 
 
 # ---------------------------------------------------------------- declarations
@@ -411,6 +411,7 @@ class Kernel:
     pipelines: tuple[Pipeline, ...] = field(default=())
     persistent: bool = False  # blocks loop over the output tiles (TakeTile)
     specialized: bool = False  # the roles were written by the compiler (`specialize`)
+    pingpong: bool = False  # a role's warpgroups take the tiles in turn (raster.turn)
 
     def pipeline(self, name: str) -> Pipeline:
         return next(p for p in self.pipelines if p.name == name)

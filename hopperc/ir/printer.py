@@ -118,8 +118,10 @@ def statement(stmt: ir.Stmt) -> str:
                     f"(m{m}n{n}k{k}{when})")
         case ir.PhaseFlip(phase=phase):
             return f"flip {phase}"
-        case ir.StageAdvance(stage=stage, phase=phase, stages=n):
+        case ir.StageAdvance(stage=stage, phase=phase, stages=n, by=None):
             return f"advance {stage} mod {n} (flip {phase} on wrap)"
+        case ir.StageAdvance(stage=stage, phase=phase, stages=n, by=by):
+            return f"advance {stage} by {scalar(by)} mod {n} (flip {phase} per wrap)"
         case ir.StageRelease(barrier=b, lag=lag):
             return f"mbarrier.arrive {barrier(b)}  (release stage, lag {lag})"
         case ir.SetMaxRegisters(regs=regs, increase=inc):
@@ -130,6 +132,10 @@ def statement(stmt: ir.Stmt) -> str:
             return f"bar.sync {i} + wg, {t}"
         case ir.NamedBarrier(id=i, threads=t):
             return f"bar.sync {i}, {t}"
+        case ir.TurnBarrier(id=i, warpgroups=n, hand_over=True):
+            return f"bar.arrive {i} + wg, 256  (turn of {n} warpgroups: hand over)"
+        case ir.TurnBarrier(id=i, warpgroups=n):
+            return f"bar.sync {i} + (wg + {n - 1}) % {n}, 256  (turn of {n} warpgroups: wait)"
         case ir.MBarrierInit(barrier=b, count=c):
             return f"mbarrier.init {barrier(b)}, {c}"
         case ir.MBarrierInitFence():
@@ -157,7 +163,8 @@ def statement(stmt: ir.Stmt) -> str:
 
 def print_kernel(kernel: ir.Kernel) -> str:
     lines = [f"kernel {kernel.name} threads {kernel.threads} cluster {list(kernel.cluster)}"
-             + (" persistent" if kernel.persistent else "")]
+             + (" persistent" if kernel.persistent else "")
+             + (" pingpong" if kernel.pingpong else "")]
     for t in kernel.tensors:
         lines.append(f"  tensor {t.name}: {t.dtype}{list(t.dims)}".replace("'", ""))
     for s in kernel.scalars:

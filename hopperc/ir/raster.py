@@ -6,6 +6,9 @@ of tiles (fewer in the last group), walked down a column of the group before the
 next column, so consecutive tiles share B's column of tiles and a group's tiles
 reuse A's rows in L2 (the grouped order of Triton's and CUTLASS's GEMMs). A
 1-D grid takes tiles in order. Block b takes tiles b, b + blocks, b + 2 blocks, ...
+
+In a pingpong kernel the warpgroups of the turning role take a block's tiles in
+turn: warpgroup w runs iteration `tile` of the tile loop when tile % N == w.
 """
 from __future__ import annotations
 
@@ -46,3 +49,22 @@ def extent(axis: ir.GridAxis) -> ir.ScalarExpr:
     if axis.dim is None:
         return ir.const(axis.divisor)
     return ir.ScalarOp("/", ir.Scalar(ir.ScalarKind.DIM, axis.dim), ir.const(axis.divisor))
+
+
+def turn_condition(warpgroups: int) -> ir.ScalarExpr:
+    """Iteration `tile` of the tile loop is this warpgroup's turn."""
+    tile = ir.Scalar(ir.ScalarKind.LOOP, TILE_LOOP)
+    return ir.ScalarOp("==", ir.ScalarOp("%", tile, ir.const(warpgroups)),
+                       ir.Scalar(ir.ScalarKind.BUILTIN, "wg"))
+
+
+def turn_warpgroups(stmt: ir.Stmt) -> int | None:
+    """N where `stmt` is the turn of N warpgroups (an IfThen on turn_condition(N))."""
+    if isinstance(stmt, ir.IfThen) and isinstance(stmt.cond, ir.ScalarOp):
+        modulo = stmt.cond.left
+        if isinstance(modulo, ir.ScalarOp) and isinstance(modulo.right, ir.Scalar) and \
+                modulo.right.kind is ir.ScalarKind.CONST:
+            n = int(modulo.right.value)
+            if stmt.cond == turn_condition(n):
+                return n
+    return None

@@ -28,6 +28,7 @@ class Hazard(Enum):
     SETUP = "barrier setup"
     STAGE_HANDOFF = "pipeline stage hand-off"
     REGISTER_BUDGET = "register budget"
+    TURN_ORDER = "pingpong turn order"
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,25 @@ class NamedBarrier:
     span: Span
     reason: Reason | None = None
     per_warpgroup: bool = False
+
+
+@dataclass(frozen=True)
+class TurnBarrier:
+    """Pingpong order between the warpgroups of a role that take tiles in turn,
+    on named barriers `id` .. `id + warpgroups - 1`, each met by two warpgroups
+    (256 threads). `hand_over`: `bar.arrive id + wg` (this warpgroup's turn at
+    the tensor cores is over; the next one may start); else `bar.sync id +
+    (wg - 1) mod warpgroups` (wait until the previous warpgroup handed over)."""
+
+    id: int
+    warpgroups: int
+    hand_over: bool
+    span: Span
+    reason: Reason | None = None
+
+    @property
+    def threads(self) -> int:
+        return 256
 
 
 @dataclass(frozen=True)
@@ -123,12 +143,14 @@ class PhaseFlip:
 @dataclass(frozen=True)
 class StageAdvance:
     """Step a role's carried pipeline state: the next stage, and the phase bit
-    flipped each time the stage index wraps to 0."""
+    flipped each time the stage index wraps to 0. With `by`, that many steps at
+    once (a pingpong warpgroup skipping the stages of another's tile)."""
 
     stage: str
     phase: str
     stages: int
     span: Span
+    by: ScalarExpr | None = None
 
 
 @dataclass(frozen=True)
@@ -223,6 +245,6 @@ class BulkWaitRead:
     views: tuple["BufferView", ...] = ()
 
 
-SyncStmt = (ProxyFence | NamedBarrier | MBarrierInit | MBarrierInitFence | MBarrierArrive
+SyncStmt = (ProxyFence | NamedBarrier | TurnBarrier | MBarrierInit | MBarrierInitFence | MBarrierArrive
             | MBarrierExpectTx | MBarrierWait | MBarrierInval | StageRelease | SetMaxRegisters
             | WgmmaFence | WgmmaCommit | WgmmaWait | BulkCommit | BulkWaitRead)

@@ -26,6 +26,7 @@ PASS_NAMES: tuple[str, ...] = (
     "wait_wgmma_batches",
     "complete_bulk_stores",
     "insert_barriers",
+    "order_pingpong_turns",
     "insert_proxy_fences",
     "insert_wgmma_fences",
     "invalidate_pipeline_barriers",

@@ -18,7 +18,10 @@ pass completes the batch that read it first) and the last stage after the
 loop. Stage and parity (`i % S` and `(i // S) % 2` of iteration i) are
 registers each role carries and steps at the end of an iteration: counters
 instead of a division per iteration, and the same form in nested and
-conditional loops.
+conditional loops. In a pingpong kernel the consumer's warpgroups take the
+tiles in turn: one warpgroup's warps arrive on each empty barrier, and a
+warpgroup steps its stage and parity past the iterations of every tile it
+leaves to another (the turn's other branch).
 
 Hardware rule: an mbarrier phase completes when its pending arrivals and
 transaction bytes reach zero; try_wait.parity(P) returns once the phase of
@@ -33,6 +36,7 @@ from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.arith import INTEGER_OPS
 from hopperc.ir.accesses import Access, Proxy, bodies, leaf_accesses, leaves
+from hopperc.ir.raster import turn_warpgroups
 from hopperc.ir.rewrite import fresh_name
 
 Path = tuple[tuple[int, int], ...]  # (statement index, body index) from the role body
@@ -71,6 +75,7 @@ class _Plan:
     consumer_uses: tuple[_Use, ...]
     per_warp: bool  # wgmma readers: one arrival per warp, after its wait_group
     deferred: bool  # release the previous stage, and the last one after the loop
+    skip: tuple[Path, ir.StageAdvance] | None = None  # pingpong: (the turn's site, its skip)
 
 
 def connect_role_pipelines(kernel: ir.Kernel) -> ir.Kernel:
@@ -178,7 +183,12 @@ def _make_plan(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBlock
     c_uses = [u for u in uses if u.role.name == consumer.role.name]
     p_controls = _controls(producer.body, p_site)
     c_controls = _controls(consumer.body, c_site)
-    if [_shape(c) for c in p_controls] != [_shape(c) for c in c_controls]:
+    turn = next((i for i, c in enumerate(c_controls) if turn_warpgroups(c)), None)
+    turns = 1 if turn is None else turn_warpgroups(c_controls[turn])
+    if turn is not None:
+        _check_turn(c_controls[turn + 1:], c_uses[0])
+    if [_shape(c) for c in p_controls] != [_shape(c) for c in c_controls if c_controls.index(c)
+                                           != turn]:
         raise CompileError(c_uses[0].access.span,
                            f"role '{producer.role.name}' loads '{buffers[0]}' under "
                            f"{_describe(p_controls)} but role '{consumer.role.name}' reads it "
@@ -192,15 +202,40 @@ def _make_plan(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBlock
     n_stages = stages.pop()
     name = fresh_name(f"{producer.role.name}_{consumer.role.name}", taken)
     per_warp = all(isinstance(u.leaf, ir.Mma) for u in c_uses)
-    arrivals = consumer.role.active_warps * (1 if per_warp else 32)
+    arrivals = consumer.role.active_warps // turns * (1 if per_warp else 32)
     loads = tuple(u.leaf for u in p_uses)
     pipeline = ir.Pipeline(name, producer.role.name, consumer.role.name, tuple(buffers), n_stages,
                            fresh_name(f"{name}_full", taken), fresh_name(f"{name}_empty", taken),
                            arrivals, sum(load.nbytes for load in loads), loads[0].span)
     deferred = per_warp and bool(c_controls) and isinstance(c_controls[-1], ir.ForLoop)
+    consumer_side = _side(name, consumer.role.name, c_site, c_controls, n_stages, taken)
+    skip = None
+    if turn is not None:
+        loop = c_controls[-1]
+        steps = _op("*", consumer_side.ran, _op("-", loop.stop, loop.start))
+        # The skip stands for the reads of the iterations it steps over.
+        skip = (c_site[:turn + 1], replace(consumer_side.advance, by=steps,
+                                            span=c_uses[0].access.span))
     return _Plan(pipeline, _side(name, producer.role.name, p_site, p_controls, n_stages, taken),
-                 _side(name, consumer.role.name, c_site, c_controls, n_stages, taken), loads,
-                 tuple(c_uses), per_warp, deferred)
+                 consumer_side, loads, tuple(c_uses), per_warp, deferred, skip)
+
+
+def _check_turn(below: list, use: _Use) -> None:
+    """A warpgroup skips another's tile by the trip count of the one loop that
+    reads the ring, which must then be the same for every tile."""
+    loop = below[0] if len(below) == 1 and isinstance(below[0], ir.ForLoop) else None
+    if loop is None or any(_mentions_tile(e) for e in (loop.start, loop.stop)):
+        raise CompileError(use.access.span, f"in a pingpong kernel a warpgroup skips the ring "
+                                            "stages of the tiles it leaves to the others, so it "
+                                            f"reads '{use.access.buffer}' in one loop directly "
+                                            "in the role's body, with bounds that do not depend "
+                                            "on the tile")
+
+
+def _mentions_tile(expr: ir.ScalarExpr) -> bool:
+    if isinstance(expr, ir.ScalarOp):
+        return any(_mentions_tile(side) for side in (expr.left, expr.right) if side is not None)
+    return isinstance(expr, ir.Scalar) and expr.kind is ir.ScalarKind.TILE
 
 
 def _controls(body: ir.Block, site: Path) -> list[ir.ForLoop | ir.IfThen]:
@@ -249,6 +284,9 @@ def _rewrite(block: ir.Block, path: Path, role: str, plans: list[_Plan]) -> ir.B
         nested = bodies(stmt)
         if nested and not isinstance(stmt, ir.ManualRegion):
             new = [_rewrite(b, path + ((i, k),), role, plans) for k, b in enumerate(nested)]
+            for plan in plans:
+                if plan.skip and plan.consumer.role == role and plan.skip[0] == path + ((i, 0),):
+                    new[1] = ir.Block(new[1].stmts + (plan.skip[1],))
             stmt = _with_bodies(stmt, new)
         out.append(stmt)
         for plan in plans:

@@ -59,12 +59,22 @@ def warpgroup_barrier(kernel: ir.Kernel, role: ir.RoleInfo | None) -> int | None
     roles = kernel.roles
     if role is None and roles:
         return None  # code outside the roles: the block's setup
-    warpgroups = [r.active_warps // 4 if r.active_warps % 4 == 0 else 0 for r in roles] \
-        or [kernel.threads // 128]
+    warpgroups = _warpgroups(kernel)
     index = roles.index(role) if role is not None else 0
     first = 1 + max(1, len(roles)) + sum(warpgroups[:index])
     count = warpgroups[index]
     return first if count > 1 and first + count <= NAMED_BARRIERS else None
+
+
+def first_unallotted_barrier(kernel: ir.Kernel) -> int:
+    """The first named barrier id past every id this pass may use."""
+    return 1 + max(1, len(kernel.roles)) + sum(_warpgroups(kernel))
+
+
+def _warpgroups(kernel: ir.Kernel) -> list[int]:
+    """Each role's warpgroups (0 for a role of other warps), or the block's."""
+    return [r.active_warps // 4 if r.active_warps % 4 == 0 else 0 for r in kernel.roles] \
+        or [kernel.threads // 128]
 
 
 class _Barriers(ForwardRewrite[Pending]):

@@ -55,7 +55,8 @@ class Problem:
 
 def default_dims(kernel: ir.Kernel) -> dict[str, int]:
     """Each dimension as a multiple of the tile sizes that divide it: GRID_TILES
-    tiles for grid axes, 2 x ring depth + 1 iterations for loop bounds."""
+    tiles for grid axes (one more in a pingpong kernel), 2 x ring depth + 1
+    iterations for loop bounds."""
     names = [d for t in kernel.tensors for d in t.dims if isinstance(d, str)]
     divisors: dict[str, list[int]] = {}
     loop_dims: set[str] = set()
@@ -71,7 +72,9 @@ def default_dims(kernel: ir.Kernel) -> dict[str, int]:
     dims = {}
     for name in dict.fromkeys(names):
         unit = math.lcm(*divisors.get(name, [1]))
-        dims[name] = unit * ((2 * depth + 1) if name in loop_dims else GRID_TILES)
+        # A pingpong block takes several tiles per warpgroup, one more in some blocks.
+        tiles = GRID_TILES + 1 if kernel.pingpong else GRID_TILES
+        dims[name] = unit * ((2 * depth + 1) if name in loop_dims else tiles)
     return dims
 
 

@@ -7,7 +7,8 @@ each other (a role that writes a buffer another reads runs first), so data
 handed from one role to another cannot be late; a buffer two roles share is versioned by
 the loop iteration that fills and reads it (iteration i of the loader's loop
 feeds iteration i of the reader's), which is the meaning a stage ring
-implements. Per-warpgroup tiles run once per warpgroup, in step.
+implements. Per-warpgroup tiles run once per warpgroup, in step; in a pingpong
+turn, only for the warpgroup whose turn it is.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import numpy as np
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import issued_per_warpgroup, leaf_accesses, walk
 from hopperc.ir.layout import element_threads
+from hopperc.ir.raster import TILE_LOOP, turn_warpgroups
 from hopperc.sim.problem import Problem
 from hopperc.sim.values import (PER_THREAD, elementwise, matrix_product, per_lane, read_box, scalar,
                                  taken_tile, undefined, write_box)
@@ -118,6 +120,7 @@ class _Block:
         self.threads = threads
         self.instances = threads // element_threads(threads)
         self.values = [{} for _ in range(self.instances)]
+        self.turn: int | None = None  # in a pingpong turn: the warpgroup it belongs to
 
     def block(self, block: ir.Block) -> None:
         for stmt in block.stmts:
@@ -136,6 +139,12 @@ class _Block:
                     self.env[var] = i
                     self.block(body)
                 self.loops.pop()
+            case ir.IfThen(then=then) if turn_warpgroups(stmt):
+                # A pingpong turn: the tile is the one warpgroup's whose turn it is.
+                tile = ir.Scalar(ir.ScalarKind.LOOP, TILE_LOOP)
+                self.turn = self.scalar(ir.ScalarOp("%", tile, ir.const(turn_warpgroups(stmt))))
+                self.block(then)
+                self.turn = None
             case ir.IfThen(cond=cond, then=then, orelse=orelse, span=span) if per_lane(
                     cond, PER_THREAD):
                 outcomes = {bool(scalar(cond, dict(self.env, **{
@@ -155,17 +164,21 @@ class _Block:
                 self.write(place, data.reshape(self.shape(place)))
             case ir.AsyncStore(src=src, tensor=tensor, coords=coords, box=box):
                 # A store that names `wg` is issued by each warpgroup.
-                for instance in range(self.instances if issued_per_warpgroup(stmt) else 1):
+                for instance in self.running() if issued_per_warpgroup(stmt) else (0,):
                     origin = tuple(self.scalar(c, instance) for c in coords)
                     write_box(self.tensors[tensor], origin,
                               self.read(self.place(src, instance)).reshape(box))
             case ir.TileDef() | ir.TileAssign() | ir.SharedStore() | ir.Mma():
-                for instance in range(self.instances):
+                for instance in self.running():
                     self.per_warpgroup(stmt, instance)
             case ir.TakeTile(index=index, span=span):
                 self.env.update(taken_tile(self.kernel, self.scalar(index, span=span), self.env))
             case _:
                 pass  # synchronization: the reference has no concurrency to order
+
+    def running(self) -> range | tuple[int]:
+        """The warpgroups running: all, in step, or the one whose turn it is."""
+        return range(self.instances) if self.turn is None else (self.turn,)
 
     def some_threads(self, body: ir.Block, span) -> None:
         """A branch some threads take: copies and syncs mean the same run once;

@@ -113,6 +113,23 @@ class Warp:
             yield PREEMPT
         self.ready, self.waiting, self.waiting_on, self.waiting_span = None, "", None, None
 
+    def meet(self, stmt: ir.Stmt, ident: int, threads: int, wait: bool) -> Iterator:
+        """bar.sync (`wait`) or bar.arrive on named barrier `ident`."""
+        block, span = self.block, stmt.span
+        key = id(stmt)
+        occurrence = (key, self.occurrences[key])
+        self.occurrences[key] += 1
+        named = block.named_barrier(ident)
+        meeting = named.arrive(self.index, threads, occurrence, self.clock, span, self.agent)
+        generation = named.generation if named.meeting is meeting else named.generation - 1
+        verb = "bar.sync" if wait else "bar.arrive"
+        block.event(self.name, span, f"arrives at {verb} {ident}, {threads}")
+        if wait:
+            yield from self.wait(lambda: named.generation > generation,
+                                 f"bar.sync {ident}, {threads}", named, span)
+            join(self.clock, meeting.clock)
+        self.tick()
+
     # ---- statements
     def block_(self, block: ir.Block, lanes: tuple[int, ...]) -> Iterator:
         for stmt in block.stmts:
@@ -162,11 +179,10 @@ class Warp:
                                            self.env))
             case ir.PhaseFlip(phase=phase):
                 self.env[phase] ^= 1
-            case ir.StageAdvance(stage=stage, phase=phase, stages=stages):
-                self.env[stage] += 1
-                if self.env[stage] == stages:
-                    self.env[stage] = 0
-                    self.env[phase] ^= 1
+            case ir.StageAdvance(stage=stage, phase=phase, stages=stages, by=by, span=span):
+                to = self.env[stage] + (1 if by is None else self.value(by, lanes, span))
+                self.env[phase] ^= (to // stages) & 1
+                self.env[stage] = to % stages
             case _:
                 yield PREEMPT
                 yield from self.sync(stmt, lanes)
@@ -273,18 +289,11 @@ class Warp:
                                f"{self.running_threads} threads of {where} (no condition "
                                f"separates them), so they meet in unordered groups of {threads}",
                                span)
-                key = id(stmt)
-                occurrence = (key, self.occurrences[key])
-                self.occurrences[key] += 1
-                named = block.named_barrier(ident)
-                meeting = named.arrive(self.index, threads, occurrence, self.clock, span,
-                                       self.agent)
-                generation = named.generation if named.meeting is meeting else named.generation - 1
-                block.event(self.name, span, f"arrives at bar.sync {ident}, {threads}")
-                yield from self.wait(lambda: named.generation > generation,
-                                     f"bar.sync {ident}, {threads}", named, span)
-                join(self.clock, meeting.clock)
-                self.tick()
+                yield from self.meet(stmt, ident, threads, True)
+            case ir.TurnBarrier(id=ident, warpgroups=n, threads=threads, hand_over=hand_over):
+                mine = self.local // 4
+                ident += mine if hand_over else (mine + n - 1) % n
+                yield from self.meet(stmt, ident, threads, not hand_over)
             case ir.ProxyFence():
                 block.memory.fence(self.agent, self.clock, sum(1 << lane for lane in lanes))
                 self.tick()

@@ -43,6 +43,7 @@ REMOVED: dict[type, frozenset[Category]] = {
     ir.ProxyFence: frozenset({Category.MISSING_FENCE}),
     ir.WgmmaFence: frozenset({Category.MISSING_FENCE}),
     ir.NamedBarrier: SYNC,
+    ir.TurnBarrier: SYNC | {Category.WRONG_RESULT},
     ir.MBarrierWait: SYNC,
     ir.MBarrierArrive: HANG,
     ir.StageRelease: HANG,

@@ -1,12 +1,13 @@
 """`hopperc explain`: what the compiler wrote around the kernel's code (the tile
-loop of a persistent kernel, the roles of a specialized one), then every sync
+loop of a persistent kernel, the turns of a pingpong one, the roles of a
+specialized one), then every sync
 the passes inserted, with its reason, in source order."""
 from __future__ import annotations
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.printer import explain, statement
-from hopperc.ir.raster import GROUP
+from hopperc.ir.raster import GROUP, turn_warpgroups
 
 
 def inserted_syncs(kernel: ir.Kernel) -> list[str]:
@@ -29,4 +30,11 @@ def schedule(kernel: ir.Kernel) -> list[str]:
     if kernel.persistent:
         out.append(f"{where}: persistent: block b takes tiles b, b + blocks, ... (groups of "
                    f"{GROUP} rows of tiles); each role's stage and phase carry across tiles")
+    for role in (s for s in kernel.body.stmts if isinstance(s, ir.RoleBlock)):
+        turns = next((turn_warpgroups(s) for s in walk(role.body) if turn_warpgroups(s)), None)
+        if turns:
+            out.append(f"{where}: pingpong: role '{role.role.name}' takes tiles in turn, "
+                       f"warpgroup w the tiles w, w + {turns}, ... of its block; each skips "
+                       "the ring stages of the others' tiles, and named barriers hand the "
+                       "tensor cores from one warpgroup's main loop to the next")
     return out

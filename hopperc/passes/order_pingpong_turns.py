@@ -9,8 +9,10 @@ reads its rings only after the warpgroup of tile t - 1 has left its own:
 `bar.arrive id + wg, 256` right after it (when tile t + 1 exists, its
 warpgroup waits for that arrival). The tensor cores alternate between the
 warpgroups: one's main loop runs while the previous one finishes its last
-batch and runs its epilogue. A role-wide barrier inside a turn is refused: the
-other warpgroups, in their own turns, would never meet it.
+batch and runs its epilogue. Inside a turn, a role-wide barrier is refused
+(the other warpgroups, in their own turns, would never meet it), and so is
+code issued by the role's one thread (in warpgroup 0, absent from the others'
+turns).
 
 Hardware rule: try_wait.parity(P) passes when the barrier's latest completed
 phase has parity P; it cannot tell that phase from one two fills older. A
@@ -27,7 +29,7 @@ from dataclasses import replace
 
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import walk
+from hopperc.ir.accesses import issued_per_warpgroup, walk
 from hopperc.ir.raster import TILE_LOOP, turn_warpgroups
 from hopperc.passes.insert_barriers import NAMED_BARRIERS, first_unallotted_barrier
 
@@ -55,7 +57,7 @@ def _order_role(body: ir.Block, first: int, full: dict[str, ir.Pipeline]) -> ir.
 
 def _order_turn(turn: ir.IfThen, tiles: ir.ForLoop, first: int,
                 full: dict[str, ir.Pipeline]) -> ir.IfThen:
-    _check_no_role_barrier(turn.then)
+    _check_turn_body(turn.then)
     stmts = turn.then.stmts
     rings = [i for i, s in enumerate(stmts) if isinstance(s, ir.ForLoop) and _waits_on(s, full)]
     if not rings:
@@ -96,7 +98,9 @@ def _waits_on(loop: ir.ForLoop, full: dict[str, ir.Pipeline]) -> list[ir.Pipelin
     return list(dict.fromkeys(full[s.barrier.array] for s in _ring_waits(loop, full)))
 
 
-def _check_no_role_barrier(block: ir.Block) -> None:
+def _check_turn_body(block: ir.Block) -> None:
+    """Code a turn runs on one warpgroup: no barrier of the whole role, nothing
+    issued by the role's one thread (it is in warpgroup 0)."""
     for stmt in walk(block):
         if isinstance(stmt, ir.NamedBarrier) and not stmt.per_warpgroup:
             reason = stmt.reason
@@ -105,3 +109,9 @@ def _check_no_role_barrier(block: ir.Block) -> None:
                                "in a pingpong kernel each warpgroup works on its own tile, but "
                                f"this needs a barrier of the whole role{what}; use shared memory "
                                "of the warpgroup's own (index it with wg)")
+        if isinstance(stmt, ir.OneThread) and not stmt.per_warpgroup or isinstance(
+                stmt, (ir.AsyncLoad, ir.AsyncStore)) and not issued_per_warpgroup(stmt):
+            raise CompileError(stmt.span, "in a pingpong kernel each warpgroup works on its own "
+                                          "tile, but this is issued by one thread of the role, "
+                                          "which is in warpgroup 0; use shared memory of the "
+                                          "warpgroup's own (index it with wg)")

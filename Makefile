@@ -53,6 +53,7 @@ gpu-test: $(GPU_STAMP)
 gpu-bench: $(GPU_STAMP)
 	$(BIN)/python bench/gemm.py
 	$(BIN)/python bench/gemm.py --sample gemm_persistent
+	$(BIN)/python bench/gemm.py --sample gemm_pingpong
 
 bench: $(STAMP)
 	$(BIN)/python bench/frontend.py

@@ -178,3 +178,19 @@ def test_diagnostics(edits, message, line):
         driver.build(SourceFile("p.hk", text))
     assert message in info.value.message
     assert info.value.span.line == line
+
+
+def test_specialize_composes_with_pingpong():
+    """gemm_pipelined's role-free loop, 64 rows per tile, persistent and in turns:
+    the compiler's consumer role takes the turns and the check is clean."""
+    text = driver.read_source(ROOT / "samples" / "gemm_pipelined.hk").text
+    for old, new in (("tile(BM = 128,", "tile(BM = 64,"), (" reuses sa", ""),
+                     ("threads 256 specialize", "threads 256 persistent pingpong specialize"),
+                     ("acc += sa[wg] @ sb^T", "acc += sa @ sb^T"), ("2 * tile.m + wg", "tile.m")):
+        assert old in text
+        text = text.replace(old, new)
+    front_end = driver.check(SourceFile("pipelined_pingpong.hk", text))
+    lowered = driver.lower(front_end)
+    assert lowered.specialized and lowered.pingpong
+    report = simulate(lowered, front_end, make_problem(lowered, default_dims(lowered)), 4, 100)
+    assert report.ok, [f.headline() for f in report.findings]

@@ -61,7 +61,7 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
                 pointers.add(stmt.tensor)
                 continue
             buf = kernel.buffer(view.buffer)
-            box = copy_box(buf, stmt.box)
+            box = copy_box(buf, stmt.issued_box if isinstance(stmt, ir.AsyncLoad) else stmt.box)
             if all((m.tensor, m.box, m.swizzle) != (stmt.tensor, box, buf.swizzle) for m in maps):
                 ordinal = sum(m.tensor == stmt.tensor for m in maps) + 1
                 maps.append(TensorMap(tensor_map_label(stmt.tensor, ordinal), stmt.tensor,

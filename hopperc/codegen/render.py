@@ -22,7 +22,8 @@ from hopperc.ir import nodes as ir
 from hopperc.ir import raster
 from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.printer import explain, statement
-from hopperc.ir.layout import block_bytes, column_blocks, copy_box, packs_pairs, tile_registers
+from hopperc.ir.layout import (block_bytes, column_blocks, copy_box, packs_pairs, row_pitch,
+                               tile_registers)
 from hopperc.toolchain import cache_root
 
 GRID_REGISTERS = ("x", "y", "z")
@@ -67,6 +68,7 @@ class CopyOperands:
     barrier: str
     global_address: str
     nbytes: int
+    multicast_mask: int = 0  # a multicast load: the blocks of the cluster it writes
 
 
 def render(kernel: ir.Kernel, source_name: str) -> tuple[str, LaunchInfo]:
@@ -297,8 +299,14 @@ class _Context:
             address = f"{names.user(stmt.tensor)} + ({coords[0]})"
             return [CopyOperands(1, base, None, (), "", barrier, address,
                                  stmt.box[0] * buf.dtype.nbytes)]
-        box = copy_box(buf, stmt.box)
+        box = copy_box(buf, stmt.issued_box if isinstance(stmt, ir.AsyncLoad) else stmt.box)
         tmap = names.tensor_map(self.launch.tensor_map(stmt.tensor, box, buf.swizzle).param)
+        if isinstance(stmt, ir.AsyncLoad) and stmt.multicast > 1:
+            # This block's slice of rows, into that slice of every block's stage.
+            rank, rows = "hk_cluster_rank()", box[0]
+            return [CopyOperands(len(coords), f"{base} + {rank} * {rows * row_pitch(buf)}u", tmap,
+                                 coords[:-1] + (f"({coords[-1]}) + {rank} * {rows}",), slots,
+                                 barrier, "", 0, (1 << stmt.multicast) - 1)]
         return [CopyOperands(len(coords), f"{base} + {j * block_bytes(buf)}u" if j else base, tmap,
                              (f"({coords[0]}) + {j * box[-1]}" if j else coords[0],) + coords[1:],
                              slots, barrier, "", 0)

@@ -106,6 +106,13 @@ def builtins_in(expr: ir.ScalarExpr) -> set[str]:
     return builtins_in(expr.left) | (builtins_in(expr.right) if expr.right is not None else set())
 
 
+def scalars_in(expr: ir.ScalarExpr) -> set[ir.Scalar]:
+    """Every leaf of a scalar expression (constants, dimensions, tile coordinates...)."""
+    if isinstance(expr, ir.Scalar):
+        return {expr}
+    return scalars_in(expr.left) | (scalars_in(expr.right) if expr.right is not None else set())
+
+
 def _is_wg(expr: ir.ScalarExpr) -> bool:
     return isinstance(expr, ir.Scalar) and expr.kind is ir.ScalarKind.BUILTIN and expr.name == "wg"
 

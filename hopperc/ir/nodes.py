@@ -13,9 +13,9 @@ from enum import Enum
 from hopperc.diagnostics import Span
 from hopperc.dtypes import DType, Swizzle
 from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace for the IR
-    BarrierRef, BulkCommit, BulkWaitRead, Hazard, MBarrierArrive, MBarrierExpectTx, MBarrierInit,
-    MBarrierInitFence, MBarrierInval, MBarrierWait, NamedBarrier, PhaseFlip, Pipeline, ProxyFence,
-    Reason, SetMaxRegisters, StageAdvance, StageRelease, SyncStmt, TurnBarrier, WgmmaCommit,
+    BarrierRef, BulkCommit, BulkWaitRead, ClusterBarrier, Hazard, MBarrierArrive, MBarrierExpectTx,
+    MBarrierInit, MBarrierInitFence, MBarrierInval, MBarrierWait, NamedBarrier, PhaseFlip, Pipeline,
+    ProxyFence, Reason, SetMaxRegisters, StageAdvance, StageRelease, SyncStmt, TurnBarrier, WgmmaCommit,
     WgmmaFence, WgmmaWait)
 
 
@@ -283,7 +283,11 @@ class IfThen:
 
 @dataclass(frozen=True)
 class AsyncLoad:
-    """Global -> shared through the async proxy, completing on `barrier`."""
+    """Global -> shared through the async proxy, completing on `barrier`. With
+    `multicast` > 1 the box is the same for that many blocks of the cluster:
+    the block of cluster rank r issues its r-th slice of rows (`issued_box`)
+    into rows r of the buffer in every one of them, completing on each one's
+    `barrier`."""
 
     engine: Engine
     dst: BufferView
@@ -293,6 +297,11 @@ class AsyncLoad:
     nbytes: int
     barrier: BarrierRef | None
     span: Span
+    multicast: int = 1
+
+    @property
+    def issued_box(self) -> tuple[int, ...]:
+        return (self.box[0] // self.multicast, *self.box[1:])
 
 
 @dataclass(frozen=True)

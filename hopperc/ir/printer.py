@@ -101,6 +101,9 @@ def statement(stmt: ir.Stmt) -> str:
             return "manual:"
         case ir.AsyncLoad(engine=e, dst=dst, tensor=t, coords=c, nbytes=n, barrier=b):
             via = f" on {barrier(b)}" if b else ""
+            if stmt.multicast > 1:
+                via += (f", multicast to {stmt.multicast} blocks (each issues "
+                        f"{stmt.issued_box[0]} rows)")
             return f"{e.value}.load {view(dst)} <- {t}[{', '.join(scalar(x) for x in c)}] ({n} B){via}"
         case ir.AsyncStore(engine=e, tensor=t, coords=c, src=src):
             return f"{e.value}.store {t}[{', '.join(scalar(x) for x in c)}] <- {view(src)}"
@@ -122,8 +125,13 @@ def statement(stmt: ir.Stmt) -> str:
             return f"advance {stage} mod {n} (flip {phase} on wrap)"
         case ir.StageAdvance(stage=stage, phase=phase, stages=n, by=by):
             return f"advance {stage} by {scalar(by)} mod {n} (flip {phase} per wrap)"
-        case ir.StageRelease(barrier=b, lag=lag):
+        case ir.StageRelease(barrier=b, lag=lag, blocks=1):
             return f"mbarrier.arrive {barrier(b)}  (release stage, lag {lag})"
+        case ir.StageRelease(barrier=b, lag=lag, blocks=n):
+            return (f"mbarrier.arrive {barrier(b)} in each of {n} blocks  (release stage, "
+                    f"lag {lag})")
+        case ir.ClusterBarrier():
+            return "barrier.cluster.arrive.release + barrier.cluster.wait.acquire"
         case ir.SetMaxRegisters(regs=regs, increase=inc):
             return f"setmaxnreg.{'inc' if inc else 'dec'} {regs}"
         case ir.ProxyFence():

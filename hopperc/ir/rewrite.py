@@ -17,6 +17,12 @@ def map_bodies(stmt: ir.Stmt, fn: Callable[[ir.Block], ir.Block]) -> ir.Stmt:
     return stmt
 
 
+def map_stmts(block: ir.Block, fn: Callable[[ir.Stmt], ir.Stmt]) -> ir.Block:
+    """`block` with `fn` applied to every statement, nested ones first (manual
+    code as written)."""
+    return ir.Block(tuple(fn(map_bodies(s, lambda b: map_stmts(b, fn))) for s in block.stmts))
+
+
 def close_runs(block: ir.Block, member: type | tuple[type, ...],
                closer: Callable[[list[ir.Stmt]], ir.Stmt]) -> ir.Block:
     """After each maximal run of consecutive `member` statements (in every nested

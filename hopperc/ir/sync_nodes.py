@@ -85,6 +85,15 @@ class TurnBarrier:
 
 
 @dataclass(frozen=True)
+class ClusterBarrier:
+    """barrier.cluster.arrive.release + barrier.cluster.wait.acquire: every
+    thread of every block of the cluster meets."""
+
+    span: Span
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
 class MBarrierInit:
     barrier: BarrierRef
     count: int
@@ -156,13 +165,17 @@ class StageAdvance:
 @dataclass(frozen=True)
 class StageRelease:
     """mbarrier.arrive on a pipeline's empty barrier: the arriving threads are
-    done with the stage the role used `lag` iterations ago (0: the latest)."""
+    done with the stage the role used `lag` iterations ago (0: the latest).
+    With `blocks` > 1 the ring is filled by multicast loads of the cluster's
+    blocks, and each arriving thread arrives on the barrier of every one of them
+    (its own and, through `mapa`, the others')."""
 
     pipeline: str
     barrier: BarrierRef
     lag: int
     span: Span
     reason: Reason | None = None
+    blocks: int = 1  # > 1: on that barrier in each of the cluster's blocks (mapa)
 
 
 @dataclass(frozen=True)
@@ -193,6 +206,7 @@ class Pipeline:
     consumer_arrivals: int
     tx_bytes: int
     span: Span
+    blocks: int = 1  # the cluster's blocks whose multicast loads fill each stage
 
 
 @dataclass(frozen=True)
@@ -245,6 +259,6 @@ class BulkWaitRead:
     views: tuple["BufferView", ...] = ()
 
 
-SyncStmt = (ProxyFence | NamedBarrier | TurnBarrier | MBarrierInit | MBarrierInitFence | MBarrierArrive
+SyncStmt = (ProxyFence | NamedBarrier | TurnBarrier | ClusterBarrier | MBarrierInit | MBarrierInitFence | MBarrierArrive
             | MBarrierExpectTx | MBarrierWait | MBarrierInval | StageRelease | SetMaxRegisters
             | WgmmaFence | WgmmaCommit | WgmmaWait | BulkCommit | BulkWaitRead)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.arith import INTEGER_OPS
-from hopperc.ir.accesses import Access, Proxy, bodies, leaf_accesses, leaves
+from hopperc.ir.accesses import Access, Proxy, bodies, leaf_accesses, leaves, scalars_in
 from hopperc.ir.raster import turn_warpgroups
 from hopperc.ir.rewrite import fresh_name
 
@@ -224,18 +224,13 @@ def _check_turn(below: list, use: _Use) -> None:
     """A warpgroup skips another's tile by the trip count of the one loop that
     reads the ring, which must then be the same for every tile."""
     loop = below[0] if len(below) == 1 and isinstance(below[0], ir.ForLoop) else None
-    if loop is None or any(_mentions_tile(e) for e in (loop.start, loop.stop)):
+    if loop is None or any(x.kind is ir.ScalarKind.TILE for e in (loop.start, loop.stop)
+                           for x in scalars_in(e)):
         raise CompileError(use.access.span, f"in a pingpong kernel a warpgroup skips the ring "
                                             "stages of the tiles it leaves to the others, so it "
                                             f"reads '{use.access.buffer}' in one loop directly "
                                             "in the role's body, with bounds that do not depend "
                                             "on the tile")
-
-
-def _mentions_tile(expr: ir.ScalarExpr) -> bool:
-    if isinstance(expr, ir.ScalarOp):
-        return any(_mentions_tile(side) for side in (expr.left, expr.right) if side is not None)
-    return isinstance(expr, ir.Scalar) and expr.kind is ir.ScalarKind.TILE
 
 
 def _controls(body: ir.Block, site: Path) -> list[ir.ForLoop | ir.IfThen]:

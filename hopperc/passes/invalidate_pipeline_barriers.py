@@ -8,7 +8,9 @@ follows them (an epilogue's hand-off barrier, at no extra cost; a warpgroup's
 own barrier proves nothing about the other warpgroups). Without such a
 barrier they stay valid to the block's end: no barrier is added for them. By
 then the producer is done too: each of its arrivals and loads completed a
-phase some consumer waited for.
+phase some consumer waited for. A pipeline filled by multicast loads stays
+valid to the block's end: the cluster's other blocks may still arrive on its
+empty barriers until the cluster barrier at exit.
 
 Hardware rule: an mbarrier's memory may be reused for anything else only
 after mbarrier.inval, and inval must not race with any other operation on the
@@ -31,7 +33,8 @@ def invalidate_pipeline_barriers(kernel: ir.Kernel) -> ir.Kernel:
     body = []
     for stmt in kernel.body.stmts:
         mine = [p for p in kernel.pipelines
-                if isinstance(stmt, ir.RoleBlock) and stmt.role.name == p.consumer]
+                if isinstance(stmt, ir.RoleBlock) and stmt.role.name == p.consumer
+                and p.blocks == 1]
         if mine:
             stmt = replace(stmt, body=_invalidate(kernel, stmt, mine))
         body.append(stmt)

@@ -42,7 +42,7 @@ class MBarrier:
     init_fence: int | None = None  # the initializing warp's clock at fence.mbarrier_init
     collecting: Clock = field(default_factory=dict)
     released: Clock = field(default_factory=dict)  # clocks of the last completed phase
-    arrived: set = field(default_factory=set)  # (warp, lane) in the phase in progress
+    arrived: set = field(default_factory=set)  # (warp label, lane) in the phase in progress
     last_arrival: Span | None = None  # the latest arrival of the phase in progress
 
     def describe(self) -> str:
@@ -104,7 +104,7 @@ class MBarrier:
                        span, state=(self.describe(),))
         if who in self.arrived:
             raise fail(Category.BARRIER_MISUSE,
-                       f"extra arrival: warp {who[0]} lane {who[1]} arrives on {self.name} "
+                       f"extra arrival: {who[0]} lane {who[1]} arrives on {self.name} "
                        f"twice in phase {self.phase}", span, state=(self.describe(),))
         self.arrived.add(who)
         self.last_arrival = span
@@ -180,8 +180,11 @@ class Meeting:
 
 
 class NamedBarrier:
-    def __init__(self, ident: int):
+    """`bar.sync ident` of one block, or (with a `label`) the cluster's barrier."""
+
+    def __init__(self, ident: int, label: str | None = None):
         self.ident = ident
+        self.label = label or f"bar.sync {ident}"
         self.meeting: Meeting | None = None
         self.generation = 0
         self.met: dict[tuple, int] = {}  # (statement, occurrence) -> generation it met in
@@ -197,12 +200,12 @@ class NamedBarrier:
             meeting = self.meeting = Meeting(threads)
         elif meeting.threads != threads:
             raise fail(Category.BARRIER_MISUSE,
-                       f"bar.sync {self.ident} is reached with {threads} threads here and "
+                       f"{self.label} is reached with {threads} threads here and "
                        f"{meeting.threads} elsewhere: a barrier's thread count must agree", span)
         split = self.met.get(occurrence)
         if split is not None and split != self.generation:
             raise fail(Category.BARRIER_MISUSE,
-                       f"bar.sync {self.ident}, {threads}: the warps reaching this statement "
+                       f"{self.label}, {threads}: the warps reaching this statement "
                        f"together are split over two barrier generations, so {threads} is not "
                        "the number of threads that meet here", span)
         meeting.warps.append(warp)
@@ -219,7 +222,7 @@ class NamedBarrier:
         for (other, count), (tick, where) in self.uses.items():
             if count != threads and clock.get(other, 0) < tick:
                 raise fail(Category.BARRIER_MISUSE,
-                           f"bar.sync {self.ident} is used with {threads} threads here and with "
+                           f"{self.label} is used with {threads} threads here and with "
                            f"{count} threads{line(where)} by code that may run at the same time "
                            "(nothing orders that use before this one): concurrent uses of one "
                            "barrier id must agree on its thread count", span, where)
@@ -228,7 +231,7 @@ class NamedBarrier:
     def describe(self) -> str:
         m = self.meeting
         if m is None:
-            return f"bar.sync {self.ident}: idle"
-        return (f"bar.sync {self.ident}, {m.threads}: {32 * len(m.warps)} of {m.threads} threads "
+            return f"{self.label}: idle"
+        return (f"{self.label}, {m.threads}: {32 * len(m.warps)} of {m.threads} threads "
                 f"arrived (warps {', '.join(map(str, sorted(m.warps)))})")
 

@@ -125,13 +125,16 @@ class Block:
 
     def __init__(self, program: Program, env: dict[str, int],
                  tensors: dict[str, np.ndarray] | None,
-                 writers: dict[str, np.ndarray] | None = None):
+                 writers: dict[str, np.ndarray] | None = None, agents: Agents | None = None,
+                 trace: deque | None = None):
         """`tensors` None: a run without data (the exhaustive search), which makes
         every synchronization and shared-memory access with its checks but moves
         and computes no values. Nothing it reports depends on them: indices,
         loop bounds and conditions are scalars, and the data is compared only
         after the seeded schedules. `writers`: per output tensor, the span of
-        the TMA store that last wrote each element, so a wrong result names it."""
+        the TMA store that last wrote each element, so a wrong result names it.
+        The blocks of a cluster share `agents` (one set of clocks) and `trace`;
+        `cluster` lists them, by rank, once all are made."""
         kernel = program.kernel
         self.program = program
         self.kernel = kernel
@@ -139,13 +142,17 @@ class Block:
         self.tensors = tensors
         self.writers = writers if writers is not None else {}
         self.space = SharedSpace(kernel, program.layout, data=tensors is not None)
-        self.agents = Agents()
+        self.agents = agents if agents is not None else Agents()
+        self.rank = env.get("@rank", 0)
+        self.cluster: list[Block] = [self]
+        self.exited = False
         self.memory = ShadowMemory(self.space.chunks, self.agents)
         self.mbarriers = {(b.name, i): MBarrier(f"{b.name}[{i}]", b.name in program.carries_bytes)
                           for b in kernel.barriers for i in range(b.count)}
         self.named: dict[int, NamedBarrier] = {}
+        self.cluster_barrier = NamedBarrier(-1, "barrier.cluster")  # the cluster's, shared
         self.loads: list[Load] = []
-        self.trace: deque[str] = deque(maxlen=TRACE_LENGTH)
+        self.trace: deque[str] = trace if trace is not None else deque(maxlen=TRACE_LENGTH)
         self.warps: list = []
 
     def event(self, who: str, span: Span | None, text: str) -> None:
@@ -164,9 +171,26 @@ class Block:
     def named_barrier(self, ident: int) -> NamedBarrier:
         return self.named.setdefault(ident, NamedBarrier(ident))
 
+    @property
+    def label(self) -> str:
+        """How messages name this block: only a cluster's blocks need naming."""
+        return f"block {self.rank} " if len(self.cluster) > 1 else ""
+
+    def peer(self, rank: int, what: str, span: Span | None) -> "Block":
+        """Block `rank` of the cluster, which `what` reaches into: it must still run."""
+        block = self.cluster[rank]
+        if block.exited:
+            raise fail(Category.RACE, f"{what} reaches block {rank} of the cluster after it "
+                                      "exited: nothing keeps it running until the cluster's "
+                                      "other blocks are done with its shared memory", span)
+        return block
+
     # ---- asynchronous completions
     def complete_load(self, load: Load) -> None:
         self.loads.remove(load)
+        if self.exited:
+            raise fail(Category.RACE, f"{load.site} writes block {self.rank} of the cluster "
+                                      "after it exited", load.site.span)
         if load.barrier.invalidated or not load.barrier.initialized:
             raise fail(Category.BARRIER_MISUSE, f"{load.site} completes on {load.barrier.name}, "
                                                 "which is no longer initialized", load.site.span)
@@ -190,7 +214,8 @@ class Block:
         store.done = True
 
     def exit_checks(self, span: Span | None) -> None:
-        """When the last warp is done: nothing may still touch shared memory."""
+        """When the block's last warp is done: nothing may still touch its shared
+        memory (the cluster's other blocks are checked when they reach it)."""
         for load in self.loads:
             raise fail(Category.RACE, f"the block exits while {load.site} is still in flight",
                        load.site.span)
@@ -203,3 +228,4 @@ class Block:
                                unwaited[0].site.span)
         for barrier in self.mbarriers.values():
             barrier.leftover(span, "left at block exit")
+        self.exited = True

@@ -2,8 +2,8 @@
 it stores with the numpy reference.
 
 Seeded schedules cycle through the strategies of `schedule.MODES`; then a
-depth-first search replays every order of the choices block 0 makes at its
-synchronization points, up to a budget (complete when the tree is smaller).
+depth-first search replays every order of the choices the first cluster (block 0,
+or the blocks of its cluster) makes at its synchronization points, up to a budget (complete when the tree is smaller).
 A schedule stops at its first finding; findings are merged across schedules.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from hopperc.sim.block import Program
 from hopperc.sim.findings import Category, Finding, SimFailure
 from hopperc.sim.problem import Problem
 from hopperc.sim.reference import ReferenceUnavailable, expected_outputs
-from hopperc.sim.schedule import MODES, Chooser, Pruned, Replay, run_block
+from hopperc.sim.schedule import MODES, Chooser, Pruned, Replay, run_cluster
 from hopperc.sim.values import tolerance
 
 
@@ -77,18 +77,18 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
 
 def _search(prog: Program, problem: Problem, budget: int, report: Report,
             first_finding: bool = False) -> None:
-    """Depth-first search over the choices of block 0 (the other blocks run the
-    same code on other tiles), pruning states already explored. Data is
+    """Depth-first search over the choices of block 0's cluster (the other blocks
+    run the same code on other tiles), pruning states already explored. Data is
     compared on the seeded schedules, which run every block; the search runs
     without data (no tensors: the same synchronization and access checks)."""
     stack: list[list[int]] = [[]]
     visited: set = set()
-    block = problem.grid[0]
+    envs = [problem.env(block) for block in problem.clusters()[0]]
     while stack and report.exhaustive < budget:
         prefix = stack.pop()
         replay = Replay(prefix, visited)
         try:
-            run_block(prog, problem.env(block), None, replay, 0)
+            run_cluster(prog, envs, None, replay, 0)
         except Pruned:
             pass
         except SimFailure as failure:
@@ -107,8 +107,9 @@ def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Repo
     tensors = problem.fresh_tensors()
     writers = {name: np.full(tensors[name].shape, None, dtype=object) for name in want or ()}
     try:
-        for index, block in enumerate(problem.grid):
-            run_block(prog, problem.env(block), tensors, chooser, index, writers)
+        for index, cluster in enumerate(problem.clusters()):
+            run_cluster(prog, [problem.env(block) for block in cluster], tensors, chooser, index,
+                        writers)
     except SimFailure as failure:
         report.add(replace(failure.finding, trace=getattr(failure, "trace", ()), schedule=name))
         return

@@ -34,6 +34,11 @@ class Problem:
     # its index and the blocks, `@block` and `@blocks`)
     blocks: int = 0  # blocks in the whole grid, when `grid` is a subset of it
     tiles: int = 0  # a persistent kernel's output tiles, which its blocks share
+    cluster: int = 1  # blocks per cluster: `grid` lists each cluster's blocks together
+
+    def clusters(self) -> list[list[dict[str, int]]]:
+        """The blocks of `grid`, a cluster at a time (each block's `@rank` in it)."""
+        return [self.grid[i:i + self.cluster] for i in range(0, len(self.grid), self.cluster)]
 
     def env(self, block: dict[str, int]) -> dict[str, int]:
         return {**self.dims, **self.scalars,
@@ -45,6 +50,8 @@ class Problem:
     def describe(self) -> str:
         dims = " ".join(f"{k}={v}" for k, v in self.dims.items())
         run = f"{len(self.grid)} block{'s' * (len(self.grid) != 1)}"
+        if self.cluster > 1:
+            run += f" in clusters of {self.cluster}"
         if self.tiles:
             run += f" taking {self.tiles} tiles in turn (persistent)"
         if self.blocks > len(self.grid):
@@ -128,11 +135,25 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
         resident = max(1, min(blocks // 2, PERSISTENT_BLOCKS))
         grid = [{"@block": b, "@blocks": resident} for b in range(resident)]
         return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid, tiles=blocks)
-    coords = representative_blocks(extents, max_blocks) if max_blocks and blocks > max_blocks \
-        else list(np.ndindex(*extents))
-    grid = [{n: int(c) for n, c in zip(names, block)} for block in coords]
+    shape = list(kernel.cluster[:len(extents)])
+    for axis, (tiles, size) in enumerate(zip(extents, shape)):
+        if tiles % size:
+            raise CompileError(kernel.span, f"grid {'xyz'[axis]} extent {tiles} is not a "
+                                            f"multiple of the cluster's {size}: give a shape "
+                                            "whose tiles fill whole clusters")
+    size = math.prod(kernel.cluster)
+    # Whole clusters, each block with its rank (x fastest, as %cluster_ctarank).
+    clusters = [e // c for e, c in zip(extents, shape)]
+    picks = representative_blocks(clusters, max(1, max_blocks // size)) \
+        if max_blocks and blocks > max_blocks else list(np.ndindex(*clusters))
+    grid = []
+    for cluster in picks:
+        for rank, within in enumerate(np.ndindex(*reversed(shape))):
+            block = [c * n + w for c, n, w in zip(cluster, shape, reversed(within))]
+            grid.append({**{n: int(c) for n, c in zip(names, block)},
+                         **({"@rank": rank} if size > 1 else {})})
     return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid,
-                   blocks if len(grid) < blocks else 0)
+                   blocks if len(grid) < blocks else 0, cluster=size)
 
 
 def representative_blocks(extents: list[int], limit: int) -> list[tuple[int, ...]]:

@@ -6,10 +6,12 @@ as possible, uniformly random, one role starved (each in turn), or a replayed ch
 from __future__ import annotations
 
 import random
+from collections import deque
 
 from hopperc.sim.barriers import MBarrier, NamedBarrier
-from hopperc.sim.block import Block, Program
+from hopperc.sim.block import TRACE_LENGTH, Block, Program
 from hopperc.sim.findings import Category, SimFailure, fail
+from hopperc.sim.memory import Agents
 from hopperc.sim.warp import Warp
 
 MODES = ("async-early", "async-late", "random", "starve")
@@ -78,7 +80,7 @@ class Replay:
             return candidates[0]
         depth = len(self.branching)
         if depth >= len(self.prefix):
-            state = _state(block)
+            state = _state(block.cluster)
             if state in self.visited:
                 raise Pruned
             self.visited.add(state)
@@ -86,7 +88,11 @@ class Replay:
         return candidates[self.prefix[depth] if depth < len(self.prefix) else 0]
 
 
-def _state(block: Block) -> tuple:
+def _state(blocks: list[Block]) -> tuple:
+    return tuple(_block_state(block) for block in blocks)
+
+
+def _block_state(block: Block) -> tuple:
     warps = tuple((w.steps, w.done, len(w.wgmma.pending), len(w.wgmma.groups),
                    tuple((len(q.pending), len(q.groups)) for q in w.stores.values()))
                   for w in block.warps)
@@ -95,76 +101,93 @@ def _state(block: Block) -> tuple:
     named = tuple((i, n.generation, tuple(sorted(n.meeting.warps)) if n.meeting else ())
                   for i, n in sorted(block.named.items()))
     loads = tuple(sorted((str(load.site), load.place.stage) for load in block.loads))
-    return warps, mbarriers, named, loads
+    return warps, mbarriers, named, loads, block.exited
 
 
 def run_block(program: Program, env: dict[str, int], tensors, chooser, block_index: int,
               writers=None) -> None:
-    """Run one block to its end; raises SimFailure at the first finding.
+    """Run one block to its end (a cluster of one)."""
+    run_cluster(program, [env], tensors, chooser, block_index, writers)
+
+
+def run_cluster(program: Program, envs: list[dict[str, int]], tensors, chooser,
+                block_index: int, writers=None) -> None:
+    """Run the blocks of one cluster together to their end; raises SimFailure at
+    the first finding. A block's exit is checked when its last warp is done.
     `tensors` None: without data (see `Block`); `writers`: see `Block`."""
-    block = Block(program, env, tensors, writers)
-    warps = [Warp(block, i) for i in range(program.kernel.threads // 32)]
-    block.warps = warps
+    agents, trace = Agents(), deque(maxlen=TRACE_LENGTH)
+    blocks = [Block(program, env, tensors, writers, agents, trace) for env in envs]
+    for block in blocks:
+        block.cluster = blocks
+        block.cluster_barrier = blocks[0].cluster_barrier
+        block.warps = [Warp(block, i) for i in range(program.kernel.threads // 32)]
+    warps = [w for block in blocks for w in block.warps]
     runs = {w: w.run() for w in warps}
     try:
         while True:
-            candidates = _candidates(block)
+            candidates = _candidates(blocks)
             if not candidates:
                 if all(w.done for w in warps):
-                    block.exit_checks(program.kernel.span)
                     return
-                raise _deadlock(block)
-            kind, what = chooser(candidates, block_index, block)
+                raise _deadlock(blocks)
+            kind, what = chooser(candidates, block_index, blocks[0])
             if kind == "warp":
                 what.steps += 1
                 try:
                     next(runs[what])
                 except StopIteration:
-                    pass
+                    block = what.block
+                    if all(w.done for w in block.warps):
+                        block.exit_checks(program.kernel.span)
             elif kind == "load":
-                block.complete_load(what)
+                block, load = what
+                block.complete_load(load)
             elif kind == "product":
                 what.run_product()
             else:
-                block.run_store(what)
+                block, queue = what
+                block.run_store(queue)
     except SimFailure as failure:
-        failure.trace = tuple(block.trace)
+        failure.trace = tuple(trace)
         raise
     finally:
         for run in runs.values():
             run.close()
 
 
-def _candidates(block: Block) -> list[tuple[str, object]]:
+def _candidates(blocks: list[Block]) -> list[tuple[str, object]]:
     """Runnable warps, then loads, then each warp's pending wgmma and stores (the
     order the choosers index into). Rebuilt at every step with plain loops: any
     event may release a waiter, and a blocked warp's test is a cheap comparison."""
     out: list[tuple[str, object]] = []
     queued: list[tuple[str, object]] = []
-    for w in block.warps:
-        if not w.done and (w.ready is None or w.ready()):
-            out.append(("warp", w))
-        if w.wgmma.pending:
-            queued.append(("product", w))
-        if w.stores:
-            for q in w.stores.values():
-                if q.pending:
-                    queued.append(("store", q))
-    for load in block.loads:
-        out.append(("load", load))
+    for block in blocks:
+        for w in block.warps:
+            if not w.done and (w.ready is None or w.ready()):
+                out.append(("warp", w))
+            if w.wgmma.pending:
+                queued.append(("product", w))
+            if w.stores:
+                for q in w.stores.values():
+                    if q.pending:
+                        queued.append(("store", (block, q)))
+    for block in blocks:
+        for load in block.loads:
+            out.append(("load", (block, load)))
     out += queued
     return out
 
 
-def _deadlock(block: Block) -> SimFailure:
-    blocked = [w for w in block.warps if not w.done]
-    groups: dict[str, list[int]] = {}
+def _deadlock(blocks: list[Block]) -> SimFailure:
+    warps = [w for block in blocks for w in block.warps]
+    blocked = [w for w in warps if not w.done]
+    groups: dict[tuple[str, str], list[int]] = {}
     for w in blocked:
         role = f" ({w.role.name})" if w.role else ""
-        groups.setdefault(f"{role} wait{{s}} at {w.waiting}{_at(w)}: {w.waiting_on.describe()}",
-                          []).append(w.index)
-    state = tuple(f"{_warps(ids)}{text.format(s='s' if len(ids) == 1 else '')}"
-                  for text, ids in groups.items())
+        groups.setdefault((w.block.label, f"{role} wait{{s}} at {w.waiting}{_at(w)}: "
+                                          f"{w.waiting_on.describe()}"), []).append(w.index)
+    state = tuple(f"{label}{_warps(ids)}{text.format(s='s' if len(ids) == 1 else '')}"
+                  for (label, text), ids in groups.items())
     first = blocked[0]
     # The other side of the cycle: a wait elsewhere that this one waits on.
     other = next((w.waiting_span for w in blocked if w.waiting_span != first.waiting_span), None)
@@ -183,7 +206,7 @@ def _deadlock(block: Block) -> SimFailure:
                     f"{named.describe()}, and no other warp can arrive: the thread count does "
                     "not match the warps that reach it", first.waiting_span, other, state=state)
     return fail(Category.DEADLOCK, f"every live warp is blocked ({len(blocked)} of "
-                                   f"{len(block.warps)} warps) and nothing in flight can "
+                                   f"{len(warps)} warps) and nothing in flight can "
                                    "release them", first.waiting_span, other, state=state)
 
 

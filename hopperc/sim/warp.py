@@ -10,6 +10,7 @@ one-thread blocks run on the lowest active lane.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Iterator
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from hopperc.diagnostics import ToolchainError
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import element_threads
+from hopperc.sim.barriers import NamedBarrier
 from hopperc.sim.block import Block, InOrderQueue, Load, Product, Store
 from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.memory import Site, join
@@ -38,7 +40,7 @@ class Warp:
     def __init__(self, block: Block, index: int):
         self.block = block
         self.index = index
-        self.agent = block.agents.add(f"warp {index}", generic=True)
+        self.agent = block.agents.add(f"{block.label}warp {index}", generic=True)
         self.clock = {self.agent: 1}
         self.env: dict[str, int] = {**block.env, **dict.fromkeys(block.kernel.carried, 0),
                                     "@warp": index, "@wg": index // 4}
@@ -46,7 +48,8 @@ class Warp:
         self.local = index
         self.running_threads = block.kernel.threads
         self.tiles: dict[str, np.ndarray] = {}
-        self.wgmma = InOrderQueue(block.agents.add(f"wgmma of warp {index}", generic=False))
+        self.wgmma = InOrderQueue(block.agents.add(f"wgmma of {block.label}warp {index}",
+                                                   generic=False))
         self.stores: dict[int, InOrderQueue] = {}
         self.touched: dict[str, object] = {}  # tiles used by other code since wgmma.fence
         self.fenced = False  # PTX wants a wgmma.fence before a warpgroup's first wgmma
@@ -61,7 +64,12 @@ class Warp:
 
     @property
     def name(self) -> str:
-        return f"warp {self.index}" + (f" ({self.role.name})" if self.role else "")
+        return f"{self.who} ({self.role.name})" if self.role else self.who
+
+    @property
+    def who(self) -> str:
+        """The warp, in messages (with its block's rank, in a cluster)."""
+        return f"{self.block.label}warp {self.index}"
 
     def all_queues(self) -> list[InOrderQueue]:
         return [self.wgmma, *self.stores.values()]
@@ -113,20 +121,20 @@ class Warp:
             yield PREEMPT
         self.ready, self.waiting, self.waiting_on, self.waiting_span = None, "", None, None
 
-    def meet(self, stmt: ir.Stmt, ident: int, threads: int, wait: bool) -> Iterator:
-        """bar.sync (`wait`) or bar.arrive on named barrier `ident`."""
+    def meet(self, stmt: ir.Stmt, named: NamedBarrier, threads: int, wait: bool) -> Iterator:
+        """Arrive at `named` and, with `wait`, wait for the others (bar.sync,
+        barrier.cluster), else go on (bar.arrive)."""
         block, span = self.block, stmt.span
         key = id(stmt)
         occurrence = (key, self.occurrences[key])
         self.occurrences[key] += 1
-        named = block.named_barrier(ident)
         meeting = named.arrive(self.index, threads, occurrence, self.clock, span, self.agent)
         generation = named.generation if named.meeting is meeting else named.generation - 1
-        verb = "bar.sync" if wait else "bar.arrive"
-        block.event(self.name, span, f"arrives at {verb} {ident}, {threads}")
+        verb = named.label if wait else named.label.replace("bar.sync", "bar.arrive")
+        block.event(self.name, span, f"arrives at {verb}, {threads}")
         if wait:
             yield from self.wait(lambda: named.generation > generation,
-                                 f"bar.sync {ident}, {threads}", named, span)
+                                 f"{named.label}, {threads}", named, span)
             join(self.clock, meeting.clock)
         self.tick()
 
@@ -289,11 +297,14 @@ class Warp:
                                f"{self.running_threads} threads of {where} (no condition "
                                f"separates them), so they meet in unordered groups of {threads}",
                                span)
-                yield from self.meet(stmt, ident, threads, True)
+                yield from self.meet(stmt, block.named_barrier(ident), threads, True)
             case ir.TurnBarrier(id=ident, warpgroups=n, threads=threads, hand_over=hand_over):
                 mine = self.local // 4
                 ident += mine if hand_over else (mine + n - 1) % n
-                yield from self.meet(stmt, ident, threads, not hand_over)
+                yield from self.meet(stmt, block.named_barrier(ident), threads, not hand_over)
+            case ir.ClusterBarrier():
+                threads = block.kernel.threads * len(block.cluster)
+                yield from self.meet(stmt, block.cluster_barrier, threads, True)
             case ir.ProxyFence():
                 block.memory.fence(self.agent, self.clock, sum(1 << lane for lane in lanes))
                 self.tick()
@@ -329,11 +340,20 @@ class Warp:
                 barrier = self.barrier(ref, lanes, span)
                 barrier.init(count, (self.agent, lane), self.clock, span)
                 self.tick()
+            case ir.StageRelease(barrier=ref, blocks=blocks) if blocks > 1:
+                index = self.value(ref.index, lanes, span)
+                for rank in range(blocks):  # its own barrier and, through mapa, the others'
+                    peer = block.peer(rank, f"the remote mbarrier.arrive{line(span)}", span)
+                    barrier = peer.mbarrier(ref.array, index, span)
+                    barrier.usable("mbarrier.arrive", self.clock, span, (self.agent, lane))
+                    block.event(self.name, span, f"arrives on {peer.label}{barrier.name}")
+                    barrier.arrive((self.who, lane), self.clock, span)
+                self.tick()
             case ir.MBarrierArrive(barrier=ref) | ir.StageRelease(barrier=ref):
                 barrier = self.barrier(ref, lanes, span)
                 barrier.usable("mbarrier.arrive", self.clock, span, (self.agent, lane))
                 block.event(self.name, span, f"arrives on {barrier.name}")
-                barrier.arrive((self.index, lane), self.clock, span)
+                barrier.arrive((self.who, lane), self.clock, span)
                 self.tick()
             case ir.MBarrierExpectTx(barrier=ref, nbytes=nbytes):
                 barrier = self.barrier(ref, lanes, span)
@@ -342,7 +362,7 @@ class Warp:
                 n = self.value(nbytes, lanes, span)
                 block.event(self.name, span, f"arrive.expect_tx {barrier.name}, {n} B")
                 barrier.expect_tx(n)
-                barrier.arrive((self.index, lane), self.clock, span)
+                barrier.arrive((self.who, lane), self.clock, span)
                 self.tick()
             case ir.MBarrierInval(barrier=ref):
                 barrier = self.barrier(ref, lanes, span)
@@ -370,17 +390,25 @@ class Warp:
         block, span = self.block, stmt.span
         if stmt.barrier is None:
             raise SimUnsupported(f"{span}: a load without an mbarrier")
-        barrier = self.barrier(stmt.barrier, lanes, span)
-        barrier.usable(f"{stmt.engine.label} load", self.clock, span)
+        index = self.value(stmt.barrier.index, lanes, span)
         place = self.place(stmt.dst, lanes, stmt.span)
         origin = tuple(self.value(c, lanes, span) for c in stmt.coords)
-        site = Site(f"{stmt.engine.label} load into {self.label(place)}", span)
-        agent = block.agents.add(f"{stmt.engine.label} load{line(span)}", generic=False)
-        clock = {**self.clock, agent: 1}
-        barrier.in_flight += 1
-        block.loads.append(Load(agent, clock, place, stmt.tensor, origin, stmt.box, stmt.nbytes,
-                                barrier, site))
-        block.event(self.name, span, f"issues {site.what} on {barrier.name}")
+        box, nbytes, targets = stmt.box, stmt.nbytes, [block]
+        if stmt.multicast > 1:  # this block's slice of rows, into every block's stage
+            box, nbytes = stmt.issued_box, stmt.nbytes // stmt.multicast
+            origin = (origin[0] + block.rank * box[0], *origin[1:])
+            place = replace(place, part=block.rank, parts=stmt.multicast)
+            targets = [block.peer(r, f"the multicast load{line(span)}", span)
+                       for r in range(stmt.multicast)]
+        for target in targets:
+            barrier = target.mbarrier(stmt.barrier.array, index, span)
+            barrier.usable(f"{stmt.engine.label} load", self.clock, span)
+            site = Site(f"{stmt.engine.label} load into {target.label}{self.label(place)}", span)
+            agent = block.agents.add(f"{stmt.engine.label} load{line(span)}", generic=False)
+            barrier.in_flight += 1
+            target.loads.append(Load(agent, {**self.clock, agent: 1}, place, stmt.tensor, origin,
+                                     box, nbytes, barrier, site))
+            block.event(self.name, span, f"issues {site.what} on {target.label}{barrier.name}")
         self.tick()
 
     def store_queue(self, lane: int) -> InOrderQueue:

@@ -24,6 +24,7 @@ TORCH_REFERENCE = {
     "gemm_persistent": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
     "gemm_pipelined": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
     "gemm_pingpong": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
+    "gemm_multicast": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
     "gemm_bias_relu": lambda torch, t: {"C": torch.relu(
         t["A"].float() @ t["B"].float().T + t["bias"][None, :]).bfloat16()},
     "mlp_two_mma": lambda torch, t: {"H": (_relu_mm(torch, t["X"], t["Wg"]) * (

@@ -44,6 +44,7 @@ REMOVED: dict[type, frozenset[Category]] = {
     ir.WgmmaFence: frozenset({Category.MISSING_FENCE}),
     ir.NamedBarrier: SYNC,
     ir.TurnBarrier: SYNC | {Category.WRONG_RESULT},
+    ir.ClusterBarrier: SYNC,
     ir.MBarrierWait: SYNC,
     ir.MBarrierArrive: HANG,
     ir.StageRelease: HANG,
@@ -113,6 +114,9 @@ def _operators(stmt: ir.Stmt, kernel: ir.Kernel) -> Iterator[tuple]:
                 if 32 <= threads + delta <= kernel.threads:
                     yield (f"threads{delta:+d}", (replace(stmt, threads=threads + delta),),
                            SYNC, f"{statement(stmt)} -> {threads + delta}")
+        case ir.StageRelease(blocks=blocks) if blocks > 1:
+            yield ("local", (replace(stmt, blocks=1),), HANG,
+                   "releases the stage in its own block only, not in the others")
         case ir.MBarrierWait(parity=parity):
             yield ("parity", (replace(stmt, parity=ir.ScalarOp("-", ir.const(1), parity)),),
                    SYNC, "waits for the other parity")

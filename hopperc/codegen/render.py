@@ -22,8 +22,8 @@ from hopperc.ir import nodes as ir
 from hopperc.ir import raster
 from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.printer import explain, statement
-from hopperc.ir.layout import (block_bytes, column_blocks, copy_box, packs_pairs, row_pitch,
-                               tile_registers)
+from hopperc.ir.layout import (block_bytes, column_blocks, copy_box, multicast_slice,
+                               packs_pairs, tile_registers)
 from hopperc.toolchain import cache_root
 
 GRID_REGISTERS = ("x", "y", "z")
@@ -303,10 +303,11 @@ class _Context:
         tmap = names.tensor_map(self.launch.tensor_map(stmt.tensor, box, buf.swizzle).param)
         if isinstance(stmt, ir.AsyncLoad) and stmt.multicast > 1:
             # This block's slice of rows, into that slice of every block's stage.
-            rank, rows = "hk_cluster_rank()", box[0]
-            return [CopyOperands(len(coords), f"{base} + {rank} * {rows * row_pitch(buf)}u", tmap,
+            rows, nbytes = multicast_slice(buf, stmt, 1)  # per rank
+            rank = "hk_cluster_rank()"
+            return [CopyOperands(len(coords), f"{base} + {rank} * {nbytes}u", tmap,
                                  coords[:-1] + (f"({coords[-1]}) + {rank} * {rows}",), slots,
-                                 barrier, "", 0, (1 << stmt.multicast) - 1)]
+                                 barrier, "", 0, stmt.multicast_mask)]
         return [CopyOperands(len(coords), f"{base} + {j * block_bytes(buf)}u" if j else base, tmap,
                              (f"({coords[0]}) + {j * box[-1]}" if j else coords[0],) + coords[1:],
                              slots, barrier, "", 0)

@@ -131,6 +131,15 @@ def copy_box(buf: ir.SharedBuffer, box: tuple[int, ...]) -> tuple[int, ...]:
     return box[:-1] + (box[-1] // blocks,)
 
 
+def multicast_slice(buf: ir.SharedBuffer, load: ir.AsyncLoad, rank: int) -> tuple[int, int]:
+    """(first row of the box, byte offset in the stage) of the slice of a
+    multicast load that the block of cluster rank `rank` issues: the box's rows
+    split in `load.multicast` equal runs, rank r the r-th (as CuTe's
+    make_tma_copy with a multicast count partitions a box)."""
+    rows = load.issued_box[0]
+    return rank * rows, rank * rows * row_pitch(buf)
+
+
 STMATRIX_COLS = 16  # columns of a warpgroup tile one stmatrix.x4 stores per warp
 
 

@@ -303,6 +303,11 @@ class AsyncLoad:
     def issued_box(self) -> tuple[int, ...]:
         return (self.box[0] // self.multicast, *self.box[1:])
 
+    @property
+    def multicast_mask(self) -> int:
+        """The cluster ranks a multicast writes: every block of a one-axis cluster."""
+        return (1 << self.multicast) - 1
+
 
 @dataclass(frozen=True)
 class AsyncStore:

@@ -17,7 +17,7 @@ import numpy as np
 
 from hopperc.diagnostics import ToolchainError
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import element_threads
+from hopperc.ir.layout import element_threads, multicast_slice
 from hopperc.sim.barriers import NamedBarrier
 from hopperc.sim.block import Block, InOrderQueue, Load, Product, Store
 from hopperc.sim.findings import Category, fail, line
@@ -396,10 +396,11 @@ class Warp:
         box, nbytes, targets = stmt.box, stmt.nbytes, [block]
         if stmt.multicast > 1:  # this block's slice of rows, into every block's stage
             box, nbytes = stmt.issued_box, stmt.nbytes // stmt.multicast
-            origin = (origin[0] + block.rank * box[0], *origin[1:])
-            place = replace(place, part=block.rank, parts=stmt.multicast)
+            first_row, _ = multicast_slice(block.kernel.buffer(stmt.dst.buffer), stmt, block.rank)
+            origin = (origin[0] + first_row, *origin[1:])
+            place = replace(place, part=first_row // box[0], parts=stmt.multicast)
             targets = [block.peer(r, f"the multicast load{line(span)}", span)
-                       for r in range(stmt.multicast)]
+                       for r in range(16) if stmt.multicast_mask >> r & 1]
         for target in targets:
             barrier = target.mbarrier(stmt.barrier.array, index, span)
             barrier.usable(f"{stmt.engine.label} load", self.clock, span)

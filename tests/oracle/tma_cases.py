@@ -30,6 +30,7 @@ class TmaCase:
     plane_stride: int = 0
     subtile_store: bool = False  # hopperc's side stores the box from one plane of a
     # rank-3 staging buffer (an epilogue subtile), the map CuTe builds for the box
+    multicast: int = 0  # the box is a ring stage multicast to that many blocks
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -43,6 +44,9 @@ class TmaCase:
         swizzle = "" if self.swizzle == "none" else f" swizzle {self.swizzle}"
         dims = ", ".join(("P", "R", "C")[-len(self.shape):])
         origin = ", ".join("0" for _ in self.shape)
+        if self.multicast:
+            return multicast_kernel(self.name, self.dtype, self.box, swizzle,
+                                    (self.multicast, 1))
         if self.subtile_store:
             return (f"kernel {self.name}(X: {self.dtype}[{dims}]) grid(m: 1) threads 128 {{\n"
                     f"    shared s: {self.dtype}[2, {self.box[0]}, {self.box[1]}]{swizzle}\n"
@@ -61,11 +65,43 @@ class TmaCase:
     def cute_call(self) -> str:
         bits = 0 if self.swizzle == "none" else SWIZZLE_BITS[self.swizzle]
         template = f"{CUTE_TMA_TYPES[self.dtype]}, {bits}, {self.box[0]}, {self.box[1]}"
+        if self.multicast:
+            return (f'  tma_case_multicast<{template}, {self.multicast}>("{self.name}", '
+                    f"{ADDRESS}ull, {self.rows}, {self.cols}, {self.row_stride});")
         if self.planes:
             return (f'  tma_case_planes<{template}>("{self.name}", {ADDRESS}ull, {self.planes}, '
                     f"{self.rows}, {self.cols}, {self.row_stride}, {self.plane_stride});")
         return (f'  tma_case<{template}>("{self.name}", {ADDRESS}ull, {self.rows}, {self.cols}, '
                 f"{self.row_stride});")
+
+
+def multicast_kernel(name: str, dtype: str, box: tuple[int, int], swizzle: str,
+                     cluster: tuple[int, int]) -> str:
+    """A pipeline whose ring `s` (loaded from X at a box no block coordinate
+    moves) is multicast across a cluster; `a` too where the cluster spans n."""
+    return (f"kernel {name}(X: {dtype}[R, C], Y: {dtype}[M, {box[1]}], Z: {dtype}[N, 64])\n"
+            f"    grid(m: M / 64, n: N / 64) cluster({cluster[0]}, {cluster[1]})\n{{\n"
+            f"    shared s: {dtype}[{box[0]}, {box[1]}] stages 2{swizzle}\n"
+            f"    shared a: {dtype}[64, {box[1]}] stages 2{swizzle}\n"
+            f"    role math: warpgroup {{\n        acc: f32[64, {box[0]}] = 0\n"
+            f"        for k in 0 .. 2 {{\n            acc += a @ s^T\n        }}\n    }}\n"
+            f"    role load: warp {{\n        for k in 0 .. 2 {{\n"
+            f"            tma a <- Y[tile.m, 0]\n            tma s <- X[0, 0]\n        }}\n"
+            f"    }}\n}}\n")
+
+
+@dataclass(frozen=True)
+class ClusterCase:
+    """A cluster shape: each block's rank, and the mask of a load shared along
+    the cluster's one axis of more than one block (`mode`)."""
+
+    name: str
+    shape: tuple[int, int, int]
+    mode: int
+
+    def cute_call(self) -> str:
+        x, y, z = self.shape
+        return f'  cluster_case<{x}, {y}, {z}, {self.mode}>("{self.name}");'
 
 
 @dataclass(frozen=True)
@@ -108,12 +144,23 @@ CASES = (
     TmaCase("bf16_subtile_128B", "bf16", 256, 512, 512, (64, 64), "128B", subtile_store=True),
     VectorCase("f32_vector_256", "f32", 1000, 256),
     VectorCase("bf16_vector_64", "bf16", 40, 64),
+    # multicast: B's ring of gemm_multicast, 4 blocks, a narrow 64B-swizzled box
+    TmaCase("bf16_multicast_2", "bf16", 1024, 512, 512, (256, 64), "128B", multicast=2),
+    TmaCase("bf16_multicast_4", "bf16", 1000, 520, 520, (128, 64), "128B", multicast=4),
+    TmaCase("f16_multicast_64B", "f16", 512, 96, 96, (64, 32), "64B", multicast=2),
+)
+CLUSTERS = (
+    ClusterCase("x2", (2, 1, 1), 0),
+    ClusterCase("x4", (4, 1, 1), 0),
+    ClusterCase("y2", (1, 2, 1), 1),
+    ClusterCase("y4", (1, 4, 1), 1),
+    ClusterCase("x8", (8, 1, 1), 0),
 )
 
 
 def cases_header() -> str:
-    return "\n".join(["static void hk_tma_cases() {", *(c.cute_call() for c in CASES),
-                      "}", ""])
+    return "\n".join(["static void hk_tma_cases() {",
+                      *(c.cute_call() for c in CASES + CLUSTERS), "}", ""])
 
 
 def parse(stdout: str) -> dict[str, dict[str, tuple[int, ...]]]:
@@ -122,9 +169,13 @@ def parse(stdout: str) -> dict[str, dict[str, tuple[int, ...]]]:
     current = None
     for line in stdout.splitlines():
         tag, *rest = line.split()
-        if tag == "tma":
-            current = found.setdefault(rest[0], {})
+        if tag in ("tma", "cluster"):
+            current = found.setdefault(rest[0] if tag == "tma" else f"cluster {rest[0]}", {})
         elif tag == "arg":
             assert rest[0] not in current, f"{rest[0]} passed twice"
             current[rest[0]] = tuple(int(v) for v in rest[1:])
+        elif tag == "slice":  # rank -> (first row, byte offset)
+            current[f"slice {rest[0]}"] = (int(rest[1]), int(rest[2]))
+        elif tag == "rank":  # (x, y, z) -> (rank, mask)
+            current[tuple(int(v) for v in rest[:3])] = (int(rest[3]), int(rest[4]))
     return found

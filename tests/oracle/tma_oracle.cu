@@ -85,6 +85,44 @@ void tma_case_vector(const char* name, uint64_t address, int length) {
   make_tma_copy(SM90_TMA_LOAD{}, gmem, make_layout(Shape<Int<BOX>>{}));
 }
 
+// A multicast load (SM90_TMA_LOAD_MULTICAST, C blocks): the map make_tma_copy
+// builds for each block's part of the box, then per cluster rank the first
+// global row and the shared byte offset of the part it issues
+// ("slice RANK ROW BYTES"), from CuTe's partition of the box.
+template <class T, int BITS, int BOX_ROWS, int BOX_COLS, int C>
+void tma_case_multicast(const char* name, uint64_t address, int rows, int cols,
+                        int64_t row_stride) {
+  std::printf("tma %s\n", name);
+  Tensor gmem = make_tensor(make_gmem_ptr(reinterpret_cast<T*>(address)),
+                            make_layout(make_shape(rows, cols), make_stride(row_stride, _1{})));
+  auto box = box_layout<T, BITS, BOX_ROWS, BOX_COLS>();
+  auto tma = make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, gmem, box, Int<C>{});
+  Tensor coords = local_tile(tma.get_tma_tensor(make_shape(rows, cols)),
+                             Shape<Int<BOX_ROWS>, Int<BOX_COLS>>{}, make_coord(0, 0));
+  Tensor smem = make_tensor(make_smem_ptr(reinterpret_cast<T*>(0)), box);
+  for (int rank = 0; rank < C; ++rank) {
+    auto part = tma.get_slice(rank);
+    auto first = part.partition_S(coords)(0);  // the TMA's coordinates: columns first
+    long bytes = long(reinterpret_cast<char*>(raw_pointer_cast(part.partition_D(smem).data())) -
+                      reinterpret_cast<char*>(0));
+    std::printf("slice %d %d %ld\n", rank, int(get<1>(first)), bytes);
+  }
+}
+
+// A cluster of X x Y x Z blocks: each block's rank in it (CuTe's column-major
+// layout of the cluster, as %cluster_ctarank) and the multicast mask of a load
+// shared along mode MODE ("rank X Y Z RANK MASK").
+template <int X, int Y, int Z, int MODE>
+void cluster_case(const char* name) {
+  std::printf("cluster %s\n", name);
+  auto cluster = Layout<Shape<Int<X>, Int<Y>, Int<Z>>>{};
+  for (int z = 0; z < Z; ++z)
+    for (int y = 0; y < Y; ++y)
+      for (int x = 0; x < X; ++x)
+        std::printf("rank %d %d %d %d %u\n", x, y, z, int(cluster(x, y, z)),
+                    unsigned(create_tma_multicast_mask<MODE>(cluster, make_coord(x, y, z))));
+}
+
 #include "hopperc_tma_cases.h"
 
 int main() {

@@ -1,6 +1,6 @@
 """`hopperc explain`: what the compiler wrote around the kernel's code (the tile
-loop of a persistent kernel, the turns of a pingpong one, the roles of a
-specialized one), then every sync
+loop of a persistent kernel, the turns of a pingpong one, the multicast loads
+of a cluster, the roles of a specialized one), then every sync
 the passes inserted, with its reason, in source order."""
 from __future__ import annotations
 
@@ -30,6 +30,12 @@ def schedule(kernel: ir.Kernel) -> list[str]:
     if kernel.persistent:
         out.append(f"{where}: persistent: block b takes tiles b, b + blocks, ... (groups of "
                    f"{GROUP} rows of tiles); each role's stage and phase carry across tiles")
+    for load in (s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad) and s.multicast > 1):
+        out.append(f"{where}: cluster: {load.tensor}'s loads into {load.dst.buffer} (line "
+                   f"{load.span.line}) are multicast to the {load.multicast} blocks of each "
+                   f"cluster, each block issuing {load.issued_box[0]} of the box's "
+                   f"{load.box[0]} rows; each stage is released in every block, and the cluster "
+                   "meets after the barrier setup and before exit")
     for role in (s for s in kernel.body.stmts if isinstance(s, ir.RoleBlock)):
         turns = next((turn_warpgroups(s) for s in walk(role.body) if turn_warpgroups(s)), None)
         if turns:

@@ -1,0 +1,199 @@
+"""Clusters with TMA multicast (`cluster(2, 1)`): a ring load the blocks of a
+cluster share is issued once per cluster, each block its slice of rows, and
+the compiler writes the cluster-wide syncs: empty barriers that count every
+block's consumers, releases in every block through mapa, a cluster barrier
+after the barrier setup and another before exit."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hopperc import driver
+from hopperc.backend import sass_metrics as sm
+from hopperc.diagnostics import SourceFile
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import walk
+from hopperc.sim.explore import simulate
+from hopperc.sim.problem import default_dims, make_problem
+from tests.conftest import ROOT, filecheck, ir_after
+from tests.oracle.toolchain import cute_include
+from tests.sim import mutations as m
+
+SAMPLE = ROOT / "samples" / "gemm_multicast.hk"
+
+
+def _text() -> str:
+    return driver.read_source(SAMPLE).text
+
+
+def _lowered(text: str | None = None):
+    front_end = driver.check(SourceFile("gemm_multicast.hk", text or _text()))
+    return front_end, driver.lower(front_end)
+
+
+def test_b_is_multicast_and_a_is_not(tmp_path):
+    """B[tile.n, k] is the same box for both blocks of a cluster along m: each
+    block issues 128 of its 256 rows; A[tile.m, k] is each block's own. Each
+    full barrier still expects all 49152 bytes its stage receives."""
+    filecheck(ir_after(_text()), """
+CHECK: kernel gemm_multicast threads 384 cluster [2, 1, 1]
+CHECK: mbarrier load_math_empty[4] arrivals 16
+CHECK: expect_tx 49152 B
+CHECK: fence.mbarrier_init.release.cluster
+CHECK-NEXT: barrier.cluster.arrive.release + barrier.cluster.wait.acquire
+CHECK-SAME: used by every block of the cluster
+CHECK: mbarrier.arrive load_math_empty[(load_math_math_stage + 3) % 4] in each of 2 blocks  (release stage, lag 1)
+CHECK: mbarrier.arrive.expect_tx load_math_full[load_math_load_stage], 49152
+CHECK-NEXT: tma.load sa{stage load_math_load_stage} <- A[tile.m * 128, k * 64] (16384 B) on load_math_full[load_math_load_stage]  #
+CHECK-NEXT: tma.load sb{stage load_math_load_stage} <- B[tile.n * 256, k * 64] (32768 B) on load_math_full[load_math_load_stage], multicast to 2 blocks (each issues 128 rows)
+CHECK: barrier.cluster.arrive.release + barrier.cluster.wait.acquire
+CHECK-SAME: this block exits only after every block of the cluster is done with it
+""", tmp_path)
+
+
+def test_the_ring_barriers_are_not_invalidated():
+    """The other block may still arrive on them until the cluster barrier at exit."""
+    _, lowered = _lowered()
+    assert not any(isinstance(s, ir.MBarrierInval) for s in walk(lowered.body))
+
+
+def test_generated_code_multicasts_and_releases_through_mapa():
+    cuda = driver.generate(driver.read_source(SAMPLE)).cuda
+    load = re.search(r'"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\.mbarrier::'
+                     r'complete_tx::bytes\.multicast::cluster \[%0\], \[%1, \{ %3, %4 \}\], '
+                     r'\[%2\], %5;".*?:: "r"\((.*?)\), "l"\(&hk_tmap_B\), "r"\([^"]*\), '
+                     r'"r"\([^"]*\), "r"\((.*?)\), "h"\(static_cast<unsigned short>\(3\)\)', cuda,
+                     re.S)
+    assert load, "no multicast load of B with mask 0b11"
+    assert load.group(1).endswith("+ hk_cluster_rank() * 16384u")  # 128 rows of 128 B
+    assert load.group(2).endswith("+ hk_cluster_rank() * 128")
+    for rank in (0, 1):
+        assert (f"mapa.shared::cluster.u32 r, %0, {rank}; @p mbarrier.arrive.shared::cluster"
+                f".b64 _, [r];") in cuda
+    assert cuda.count("barrier.cluster.arrive.release.aligned; "
+                      "barrier.cluster.wait.acquire.aligned;") == 2
+
+
+@pytest.mark.skipif(cute_include() is None, reason="CuTe's headers not installed")
+def test_the_remote_release_is_cutlass_cluster_barrier_arrive():
+    """CUTLASS's ClusterBarrier::arrive(cta_id): mapa of the local barrier's
+    address to block cta_id, then mbarrier.arrive.shared::cluster there."""
+    header = (cute_include() / "cutlass" / "arch" / "barrier.h").read_text()
+    theirs = re.search(r"static void arrive\(ValueType const\* smem_ptr, uint32_t cta_id, "
+                       r"uint32_t pred\).*?asm volatile\((.*?)\);", header, re.S).group(1)
+    steps = [" ".join(x.split()) for x in re.findall(r'"([^"]*?);\\n\\t"', theirs)
+             if not x.startswith(".reg")]
+    assert steps == ["mapa.shared::cluster.u32 remAddr32, %0, %1",
+                     "mbarrier.arrive.shared::cluster.b64 _, [remAddr32]"]
+    cuda = driver.generate(driver.read_source(SAMPLE)).cuda
+    for rank in (0, 1):  # CUTLASS's two steps, to block `rank`, predicated on the elected lane
+        mapa, arrive = (step.replace("remAddr32", "r") for step in steps)
+        assert f"{mapa.replace('%1', str(rank))}; @p {arrive};" in cuda
+
+
+def test_sass_has_multicast_loads_and_cluster_barriers():
+    """As CUTLASS's cluster kernels: the producer loop issues UTMALDG.2D.MULTICAST
+    (B) beside UTMALDG.2D (A); the consumer loop arrives remotely
+    (SYNCS.ARRIVE.TRANS64.RED) with no fence, barrier or MEMBAR; the kernel
+    meets the cluster (UCGABAR_ARV / UCGABAR_WAIT) at setup and at exit."""
+    built = driver.build(driver.read_source(SAMPLE))
+    (code,) = sm.functions(built.result.cubin).values()
+    loops = [lp.body(code) for lp in sm.loops(code)]
+    producer = next(body for body in loops if any(i.base == "UTMALDG" for i in body))
+    assert {i.opcode for i in producer if i.base == "UTMALDG"} == {"UTMALDG.2D",
+                                                                   "UTMALDG.2D.MULTICAST"}
+    consumer = next(body for body in loops if any(i.base == "HGMMA" for i in body))
+    assert sum(i.opcode.startswith("SYNCS.ARRIVE.TRANS64.RED") for i in consumer) == 2
+    assert not any(i.base in ("BAR", "MEMBAR", "FENCE") for i in consumer)
+    assert [i.opcode for i in code if i.opcode.startswith("UCGABAR")] == [
+        "UCGABAR_ARV", "UCGABAR_WAIT", "UCGABAR_ARV", "UCGABAR_WAIT"]
+
+
+def test_the_cluster_checks_clean_with_its_blocks_together():
+    front_end, lowered = _lowered()
+    problem = make_problem(lowered, default_dims(lowered))
+    assert problem.cluster == 2 and [b["@rank"] for b in problem.grid] == [0, 1, 0, 1]
+    report = simulate(lowered, front_end, problem, 4, 100)
+    assert report.ok, [f.headline() for f in report.findings]
+
+
+def _first_finding(kernel, front_end):
+    report = simulate(kernel, front_end, make_problem(kernel, default_dims(kernel)), 8, 200,
+                      first_finding=True)
+    assert report.findings, "the simulator found nothing"
+    return report.findings[0]
+
+
+def test_a_block_barrier_instead_of_the_cluster_barrier_after_setup_is_found():
+    """The other block's multicast or release may reach a barrier before its init."""
+    front_end, lowered = _lowered()
+    setup = lowered.body.stmts[1]
+    assert isinstance(setup, ir.ClusterBarrier)
+    kernel = m.edit(lowered, lambda s: [ir.NamedBarrier(0, lowered.threads, s.span)]
+                    if s is setup else None)
+    finding = _first_finding(kernel, front_end)
+    assert finding.category.value == "barrier misuse" and "init" in finding.message
+
+
+def test_exiting_without_the_cluster_barrier_is_found():
+    front_end, lowered = _lowered()
+    last = lowered.body.stmts[-1]
+    assert isinstance(last, ir.ClusterBarrier)
+    kernel = m.edit(lowered, lambda s: [] if s is last else None)
+    finding = _first_finding(kernel, front_end)
+    assert finding.category.value in ("race", "barrier misuse")
+
+
+def test_a_release_in_its_own_block_only_is_found():
+    """The other block's producer waits for arrivals that never come."""
+    front_end, lowered = _lowered()
+    kernel = m.edit(lowered, lambda s: [ir.StageRelease(s.pipeline, s.barrier, s.lag, s.span,
+                                                        s.reason, 1)]
+                    if isinstance(s, ir.StageRelease) else None, limit=2)
+    assert _first_finding(kernel, front_end).category.value == "deadlock"
+
+
+def _variant(old: str, new: str) -> ir.Kernel:
+    text = _text()
+    assert old in text
+    return _lowered(text.replace(old, new))[1]
+
+
+@pytest.mark.parametrize("old, new, why", [
+    ("tma sb <- B[tile.n, k]", "tma sb <- B[tile.n + tile.m, k]", "the box moves with tile.m"),
+    ("cluster(2, 1)", "cluster(2, 2)", "a cluster of two axes"),
+    ("cluster(2, 1)", "", "no cluster"),
+])
+def test_loads_that_are_not_shared_stay_each_blocks_own(old, new, why):
+    kernel = _variant(old, new)
+    assert not any(isinstance(s, ir.AsyncLoad) and s.multicast > 1 for s in walk(kernel.body)), why
+    assert not any(isinstance(s, ir.ClusterBarrier) for s in walk(kernel.body)), why
+
+
+@pytest.mark.parametrize("rows, multicast", [(8, 1), (16, 2)])
+def test_a_slice_must_start_where_the_swizzle_pattern_starts(rows, multicast):
+    """Rows of 128 B split in 2 with the 128B swizzle (a 1024 B pattern): 16 rows
+    give slices of 1024 B and are multicast; 8 rows would put the second slice
+    512 B in, so each block loads its own."""
+    text = f"""kernel narrow(X: bf16[R, C], Y: bf16[M, 64]) grid(m: M / 64) cluster(2)
+{{
+    shared s: bf16[{rows}, 64] stages 2 swizzle 128B
+    role math: warpgroup {{
+        t: f32[{rows}, 64] = f32(s)
+    }}
+    role load: warp {{
+        tma s <- X[0, 0]
+    }}
+}}
+"""
+    kernel = driver.lower(driver.check(SourceFile("narrow.hk", text)))
+    (load,) = [s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad)]
+    assert load.multicast == multicast
+
+
+def test_explain_describes_the_multicast(hopperc_cli):
+    proc = hopperc_cli("explain", str(SAMPLE))
+    assert proc.returncode == 0, proc.stderr
+    assert ("cluster: B's loads into sb (line 34) are multicast to the 2 blocks of each "
+            "cluster") in proc.stdout

@@ -54,6 +54,7 @@ gpu-bench: $(GPU_STAMP)
 	$(BIN)/python bench/gemm.py
 	$(BIN)/python bench/gemm.py --sample gemm_persistent
 	$(BIN)/python bench/gemm.py --sample gemm_pingpong
+	$(BIN)/python bench/gemm.py --sample gemm_multicast
 
 bench: $(STAMP)
 	$(BIN)/python bench/frontend.py

@@ -22,6 +22,7 @@ from hopperc.diagnostics import ToolchainError  # noqa: E402
 from hopperc.driver import read_source  # noqa: E402
 from hopperc.harness.bench import bench  # noqa: E402
 from hopperc.runtime import device, driver_version  # noqa: E402
+from hopperc.runtime.errors import ArgumentError  # noqa: E402
 
 MS = (128, 1024, 4096, 8192)
 NKS = ((4096, 4096), (11008, 4096), (4096, 11008), (8192, 8192))
@@ -39,7 +40,11 @@ def main() -> int:
         rows = []
         for m in MS:
             for n, k in NKS:
-                r = bench(source, shapes={"M": m, "N": n, "K": k}, runs=options.runs)
+                try:
+                    r = bench(source, shapes={"M": m, "N": n, "K": k}, runs=options.runs)
+                except ArgumentError as exc:  # e.g. a grid that is not whole clusters
+                    print(f"M={m:5} N={n:5} K={k:5}  skipped: {exc}", flush=True)
+                    continue
                 rows.append((m, n, k, r.timing.median_ms * 1e3, r.tflops,
                              r.baseline.median_ms * 1e3, r.baseline_tflops, r.ratio))
                 if not options.markdown:

@@ -68,9 +68,10 @@ def test_generated_code_multicasts_and_releases_through_mapa():
     assert load, "no multicast load of B with mask 0b11"
     assert load.group(1).endswith("+ hk_cluster_rank() * 16384u")  # 128 rows of 128 B
     assert load.group(2).endswith("+ hk_cluster_rank() * 128")
-    for rank in (0, 1):
-        assert (f"mapa.shared::cluster.u32 r, %0, {rank}; @p mbarrier.arrive.shared::cluster"
-                f".b64 _, [r];") in cuda
+    # lane r of each warp (r < 2) releases the stage in block r
+    assert re.search(r"mov\.u32 l, %%laneid; setp\.lt\.u32 p, l, 2; setp\.ne\.b32 q, %1, 0; "
+                     r"and\.pred p, p, q; [^;]*?mapa\.shared::cluster\.u32 r, %0, l; "
+                     r"@p mbarrier\.arrive\.shared::cluster\.b64 _, \[r\]; \}", cuda, re.S)
     assert cuda.count("barrier.cluster.arrive.release.aligned; "
                       "barrier.cluster.wait.acquire.aligned;") == 2
 
@@ -87,15 +88,16 @@ def test_the_remote_release_is_cutlass_cluster_barrier_arrive():
     assert steps == ["mapa.shared::cluster.u32 remAddr32, %0, %1",
                      "mbarrier.arrive.shared::cluster.b64 _, [remAddr32]"]
     cuda = driver.generate(driver.read_source(SAMPLE)).cuda
-    for rank in (0, 1):  # CUTLASS's two steps, to block `rank`, predicated on the elected lane
-        mapa, arrive = (step.replace("remAddr32", "r") for step in steps)
-        assert f"{mapa.replace('%1', str(rank))}; @p {arrive};" in cuda
+    # CUTLASS's two steps, with the lane id (`l`, lane r arriving in block r) as cta_id
+    mapa, arrive = (step.replace("remAddr32", "r") for step in steps)
+    assert f"{mapa.replace('%1', 'l')}; @p {arrive};" in cuda
 
 
 def test_sass_has_multicast_loads_and_cluster_barriers():
     """As CUTLASS's cluster kernels: the producer loop issues UTMALDG.2D.MULTICAST
     (B) beside UTMALDG.2D (A); the consumer loop arrives remotely
-    (SYNCS.ARRIVE.TRANS64.RED) with no fence, barrier or MEMBAR; the kernel
+    (one SYNCS.ARRIVE.TRANS64.RED: lane r of each warp arrives in block r) with no
+    fence, barrier or MEMBAR; the kernel
     meets the cluster (UCGABAR_ARV / UCGABAR_WAIT) at setup and at exit."""
     built = driver.build(driver.read_source(SAMPLE))
     (code,) = sm.functions(built.result.cubin).values()
@@ -104,7 +106,7 @@ def test_sass_has_multicast_loads_and_cluster_barriers():
     assert {i.opcode for i in producer if i.base == "UTMALDG"} == {"UTMALDG.2D",
                                                                    "UTMALDG.2D.MULTICAST"}
     consumer = next(body for body in loops if any(i.base == "HGMMA" for i in body))
-    assert sum(i.opcode.startswith("SYNCS.ARRIVE.TRANS64.RED") for i in consumer) == 2
+    assert sum(i.opcode.startswith("SYNCS.ARRIVE.TRANS64.RED") for i in consumer) == 1
     assert not any(i.base in ("BAR", "MEMBAR", "FENCE") for i in consumer)
     assert [i.opcode for i in code if i.opcode.startswith("UCGABAR")] == [
         "UCGABAR_ARV", "UCGABAR_WAIT", "UCGABAR_ARV", "UCGABAR_WAIT"]

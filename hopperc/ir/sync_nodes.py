@@ -167,8 +167,9 @@ class StageRelease:
     """mbarrier.arrive on a pipeline's empty barrier: the arriving threads are
     done with the stage the role used `lag` iterations ago (0: the latest).
     With `blocks` > 1 the ring is filled by multicast loads of the cluster's
-    blocks, and each arriving thread arrives on the barrier of every one of them
-    (its own and, through `mapa`, the others')."""
+    blocks, and each arrival is made on the barrier of every one of them (its
+    own and, through `mapa`, the others'; an elected warp's lane r arrives in
+    block r)."""
 
     pipeline: str
     barrier: BarrierRef

@@ -27,7 +27,13 @@ def schedule(kernel: ir.Kernel) -> list[str]:
             out.append(f"{where}: specialize: role '{p.producer}' (one warp) issues the loads "
                        f"into {', '.join(p.buffers)}; role '{p.consumer}' ({consumer.warps // 4} "
                        f"warpgroups) runs the rest, through a {p.stages}-stage ring")
-    if kernel.persistent:
+    size = kernel.cluster[0]
+    if kernel.persistent and size > 1:
+        out.append(f"{where}: persistent: cluster c takes runs of {size} tiles along "
+                   f"{kernel.grid[0].name} c, c + clusters, ... (groups of {GROUP} rows of "
+                   "runs), the block of rank r tile r of each run; each role's stage and phase "
+                   "carry across tiles")
+    elif kernel.persistent:
         out.append(f"{where}: persistent: block b takes tiles b, b + blocks, ... (groups of "
                    f"{GROUP} rows of tiles); each role's stage and phase carry across tiles")
     for load in (s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad) and s.multicast > 1):

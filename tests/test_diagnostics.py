@@ -328,8 +328,9 @@ SEMANTIC = [
         ("grid(m: M / BM, n: N / BN)", "grid(m: M / BM, n: N / BN, z: Z) persistent")],
          "kernel copy", "a persistent kernel walks a grid of 1 or 2 axes, not 3"),
     case("persistent_cluster", COPY, [
-        ("grid(m: M / BM, n: N / BN)", "grid(m: M / BM, n: N / BN) cluster(2) persistent")],
-         "kernel copy", "persistent kernels with clusters are not supported yet"),
+        ("grid(m: M / BM, n: N / BN)", "grid(m: M / BM, n: N / BN) cluster(1, 2) persistent")],
+         "kernel copy", "a persistent kernel's cluster spans the first grid axis: cluster(2), "
+                        "not cluster(1, 2, 1)"),
     case("persistent_manual", MANUAL, [("threads 128 manual", "threads 128 persistent manual")],
          "kernel mcopy", "a persistent kernel's tile loop is written by the compiler"),
     case("warpgroup_plane_offset", COPY, [

@@ -59,6 +59,8 @@ def _builtin(name: str, role: RoleContext) -> str:
         else "static_cast<int>(threadIdx.x)",
         "block": "static_cast<int>(blockIdx.x)",
         "blocks": "static_cast<int>(gridDim.x)",
+        "cluster": "static_cast<int>(hk_cluster_id())",
+        "clusters": "static_cast<int>(hk_clusters())",
     }[name]
 
 

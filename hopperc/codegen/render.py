@@ -277,6 +277,9 @@ class _Context:
         """The running thread's warpgroup within its role."""
         return scalar(ir.Scalar(ir.ScalarKind.BUILTIN, "wg"), self.role)
 
+    def lane(self) -> str:
+        return scalar(ir.Scalar(ir.ScalarKind.BUILTIN, "lane"), self.role)
+
     def scalar(self, expr: ir.ScalarExpr) -> str:
         return scalar(expr, self.role)
 
@@ -367,9 +370,10 @@ class _Context:
 
     def take_tile(self, stmt: ir.TakeTile) -> str:
         """C++ setting the grid coordinates to those of tile `stmt.index`."""
-        extents = tuple(self.scalar(raster.extent(axis)) for axis in self.kernel.grid)
+        extents = tuple(self.scalar(e) for e in raster.run_extents(self.kernel))
         targets = tuple(names.grid_coordinate(axis.name) for axis in self.kernel.grid)
-        return raster.coordinates_cxx(self.scalar(stmt.index), extents, targets)
+        return raster.coordinates_cxx(self.scalar(stmt.index), extents, targets,
+                                      self.kernel.cluster[0], "static_cast<int>(hk_cluster_rank())")
 
     def carried(self, register: str) -> str:
         return names.carried(register)

@@ -3,7 +3,8 @@ output tiles instead of computing the one its launch index names.
 
 The body of each role (or the kernel's body, without roles) becomes a loop in
 which block b takes tiles b, b + blocks, b + 2 blocks, ... (`TakeTile` sets
-tile.AXIS, in ir/raster.py's grouped order). Every role walks the same tiles
+tile.AXIS, in ir/raster.py's grouped order); in a kernel with clusters, cluster
+c takes runs of its blocks' tiles c, c + clusters, ... Every role walks the same tiles
 in the same order, so a producer's loop and its consumer's stay matched, and
 the stage and phase registers of a ring carry from one tile to the next.
 
@@ -29,8 +30,10 @@ def check(grid: tuple[ir.GridAxis, ...], cluster: tuple[int, ...], manual: bool,
     if not 1 <= len(grid) <= 2:
         raise CompileError(span, f"a persistent kernel walks a grid of 1 or 2 axes, not "
                                  f"{len(grid)}")
-    if any(c != 1 for c in cluster):
-        raise CompileError(span, "persistent kernels with clusters are not supported yet")
+    if any(c != 1 for c in cluster[1:]):
+        raise CompileError(span, "a persistent kernel's cluster spans the first grid axis: "
+                                 f"cluster({cluster[0] * cluster[1] * cluster[2]}), not "
+                                 f"cluster({', '.join(map(str, cluster))})")
 
 
 def turning_role(roles: tuple[ir.RoleInfo, ...], persistent: bool, span: Span) -> ir.RoleInfo:
@@ -46,17 +49,19 @@ def turning_role(roles: tuple[ir.RoleInfo, ...], persistent: bool, span: Span) -
     return turning[0]
 
 
-def tile_loop(body: ir.Block, grid: tuple[ir.GridAxis, ...], span: Span,
+def tile_loop(body: ir.Block, grid: tuple[ir.GridAxis, ...], cluster: int, span: Span,
               turns: int = 0) -> ir.Block:
-    """`body` inside the loop over this block's tiles; with `turns` N, run by
-    warpgroup tile % N of the role."""
+    """`body` inside the loop over this block's tiles (with clusters of `cluster`
+    > 1 blocks, over its cluster's runs of tiles: ir/raster.py); with `turns` N,
+    run by warpgroup tile % N of the role."""
     if turns:
         body = ir.Block((ir.IfThen(turn_condition(turns), body, ir.Block(), span),))
-    tiles = extent(grid[0])
+    tiles = extent(grid[0], cluster)
     for axis in grid[1:]:
         tiles = ir.ScalarOp("*", tiles, extent(axis))
-    block = ir.Scalar(ir.ScalarKind.BUILTIN, "block")
-    blocks = ir.Scalar(ir.ScalarKind.BUILTIN, "blocks")
+    who = ("cluster", "clusters") if cluster > 1 else ("block", "blocks")
+    block = ir.Scalar(ir.ScalarKind.BUILTIN, who[0])
+    blocks = ir.Scalar(ir.ScalarKind.BUILTIN, who[1])
     count = ir.ScalarOp("/", ir.ScalarOp("-", tiles, block), blocks)  # `/` rounds up
     index = ir.ScalarOp("+", block, ir.ScalarOp(
         "*", ir.Scalar(ir.ScalarKind.LOOP, TILE_LOOP), blocks))

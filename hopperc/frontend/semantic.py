@@ -71,7 +71,7 @@ class _Analyzer:
         turning = persistent.turning_role(roles, k.persistent, k.span) if k.pingpong else None
         if k.persistent:
             persistent.check(grid, cluster, k.manual, k.span)
-            body = _per_tile(body, grid, k.span, turning)
+            body = _per_tile(body, grid, cluster[0], k.span, turning)
         return ir.Kernel(k.name, tensors, scalars, consts, grid, cluster, self.threads,
                          roles, tuple(self.buffers), tuple(self.barriers), body, k.span,
                          persistent=k.persistent, pingpong=k.pingpong)
@@ -353,12 +353,12 @@ def _find_name(node, name: str) -> ast.Name | None:
     return None
 
 
-def _per_tile(body: ir.Block, grid: tuple[ir.GridAxis, ...], span,
+def _per_tile(body: ir.Block, grid: tuple[ir.GridAxis, ...], cluster: int, span,
               turning: ir.RoleInfo | None) -> ir.Block:
     """Each role's body (or the whole body, without roles) in the tile loop;
     the body of the `turning` role run by its warpgroups in turn (pingpong)."""
     if any(isinstance(s, ir.RoleBlock) for s in body.stmts):
         return ir.Block(tuple(replace(s, body=persistent.tile_loop(
-            s.body, grid, s.span, s.role.warpgroups if s.role == turning else 0))
+            s.body, grid, cluster, s.span, s.role.warpgroups if s.role == turning else 0))
             for s in body.stmts))
-    return persistent.tile_loop(body, grid, span)
+    return persistent.tile_loop(body, grid, cluster, span)

@@ -9,6 +9,12 @@ reuse A's rows in L2 (the grouped order of Triton's and CUTLASS's GEMMs). A
 
 In a pingpong kernel the warpgroups of the turning role take a block's tiles in
 turn: warpgroup w runs iteration `tile` of the tile loop when tile % N == w.
+
+A persistent kernel with clusters of C blocks (along the first axis) walks runs
+of C tiles instead: cluster c takes runs c, c + clusters, ..., in the same
+grouped order over the runs, and the block of cluster rank r computes tile r of
+its run, so the blocks of a cluster share the tiles' other coordinates (and
+the loads that depend only on them).
 """
 from __future__ import annotations
 
@@ -30,25 +36,45 @@ def coordinates(index: int, extents: tuple[int, ...]) -> tuple[int, ...]:
     return (first + within % height, within // height)
 
 
-def coordinates_cxx(index: str, extents: tuple[str, ...], targets: tuple[str, ...]) -> str:
+def in_cluster(run: tuple[int, ...], size: int, rank: int) -> tuple[int, ...]:
+    """The tile the block of cluster rank `rank` computes in a run of `size`
+    tiles along the first axis, the run at coordinates `run`."""
+    return (run[0] * size + rank, *run[1:])
+
+
+def coordinates_cxx(index: str, extents: tuple[str, ...], targets: tuple[str, ...],
+                    cluster: int = 1, rank: str = "") -> str:
     """C++ statements setting `targets` to the coordinates of tile `index`
-    (`coordinates` with C++ integer expressions)."""
+    (`coordinates` with C++ integer expressions); with `cluster` > 1, `index`
+    and `extents` count runs, and `rank` is the block's rank (`in_cluster`)."""
     if len(extents) == 1:
-        return f"{targets[0]} = {index};"
-    rows, columns = extents
-    return (f"{{ const int hk_tile = {index}, hk_per_group = {GROUP} * ({columns}); "
-            f"const int hk_first = hk_tile / hk_per_group * {GROUP}; "
-            f"const int hk_height = min(({rows}) - hk_first, {GROUP}); "
-            f"const int hk_within = hk_tile % hk_per_group; "
-            f"{targets[0]} = hk_first + hk_within % hk_height; "
-            f"{targets[1]} = hk_within / hk_height; }}")
+        run = f"{targets[0]} = {index};"
+    else:
+        rows, columns = extents
+        run = (f"{{ const int hk_tile = {index}, hk_per_group = {GROUP} * ({columns}); "
+               f"const int hk_first = hk_tile / hk_per_group * {GROUP}; "
+               f"const int hk_height = min(({rows}) - hk_first, {GROUP}); "
+               f"const int hk_within = hk_tile % hk_per_group; "
+               f"{targets[0]} = hk_first + hk_within % hk_height; "
+               f"{targets[1]} = hk_within / hk_height; }}")
+    if cluster == 1:
+        return run
+    return f"{run} {targets[0]} = {targets[0]} * {cluster} + {rank};"
 
 
-def extent(axis: ir.GridAxis) -> ir.ScalarExpr:
-    """The number of tiles along a grid axis (ceil(dim / divisor), or a constant)."""
-    if axis.dim is None:
-        return ir.const(axis.divisor)
-    return ir.ScalarOp("/", ir.Scalar(ir.ScalarKind.DIM, axis.dim), ir.const(axis.divisor))
+def extent(axis: ir.GridAxis, cluster: int = 1) -> ir.ScalarExpr:
+    """The number of tiles along a grid axis (ceil(dim / divisor), or a constant);
+    with `cluster` > 1, of runs of that many tiles (the last may be partial)."""
+    tiles = ir.const(axis.divisor) if axis.dim is None else ir.ScalarOp(
+        "/", ir.Scalar(ir.ScalarKind.DIM, axis.dim), ir.const(axis.divisor))
+    return tiles if cluster == 1 else ir.ScalarOp("/", tiles, ir.const(cluster))  # rounds up
+
+
+def run_extents(kernel: ir.Kernel) -> tuple[ir.ScalarExpr, ...]:
+    """What a persistent kernel's tile loop walks along each grid axis: tiles, or
+    runs of a cluster's tiles along the first axis."""
+    return tuple(extent(axis, kernel.cluster[0] if i == 0 else 1)
+                 for i, axis in enumerate(kernel.grid))
 
 
 def turn_condition(warpgroups: int) -> ir.ScalarExpr:

@@ -86,11 +86,14 @@ class LaunchSpec:
 
     def grid_dims(self, dims: dict[str, int], sms: int | None = None) -> tuple[int, int, int]:
         """The launch grid; a persistent kernel's is one block per SM (`sms`; one per
-        tile when unknown), never more blocks than tiles."""
+        tile when unknown), never more blocks than tiles; with clusters of C blocks
+        (along x), as many whole clusters as fit, never more than runs of C tiles."""
         extents = [axis.extent(dims) for axis in self.grid]
         if self.persistent:
-            tiles = math.prod(extents)
-            return (min(tiles, sms) if sms else tiles, 1, 1)
+            size = self.cluster[0]
+            runs = math.prod([-(-extents[0] // size), *extents[1:]])
+            clusters = min(runs, max(1, sms // size)) if sms else runs
+            return (clusters * size, 1, 1)
         return tuple(extents + [1] * (3 - len(extents)))  # type: ignore[return-value]
 
 

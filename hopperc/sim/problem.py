@@ -12,7 +12,7 @@ import numpy as np
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
-from hopperc.ir.raster import TILE_LOOP, extent
+from hopperc.ir.raster import TILE_LOOP, extent, run_extents
 from hopperc.sim.values import round_to, scalar
 
 GRID_TILES = 2
@@ -31,7 +31,8 @@ class Problem:
     inputs: dict[str, np.ndarray]
     outputs: tuple[str, ...]  # tensors the kernel stores to
     grid: list[dict[str, int]]  # tile coordinates of each block simulated (persistent:
-    # its index and the blocks, `@block` and `@blocks`)
+    # its index and the blocks, `@block` and `@blocks`; with clusters, `@cluster`,
+    # `@clusters` and each block's `@rank`)
     blocks: int = 0  # blocks in the whole grid, when `grid` is a subset of it
     tiles: int = 0  # a persistent kernel's output tiles, which its blocks share
     cluster: int = 1  # blocks per cluster: `grid` lists each cluster's blocks together
@@ -131,10 +132,18 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
     blocks = math.prod(extents)
     if kernel.persistent:
         # Fewer blocks than tiles, as SMs: each block takes several tiles, so the
-        # rings wrap across tiles and the tile loop's syncs are exercised.
-        resident = max(1, min(blocks // 2, PERSISTENT_BLOCKS))
-        grid = [{"@block": b, "@blocks": resident} for b in range(resident)]
-        return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid, tiles=blocks)
+        # rings wrap across tiles and the tile loop's syncs are exercised. With
+        # clusters, fewer clusters than runs of tiles.
+        size = kernel.cluster[0]
+        runs = math.prod(scalar(e, env) for e in run_extents(kernel))
+        resident = max(1, min(runs // 2, PERSISTENT_BLOCKS))
+        if size == 1:
+            grid = [{"@block": b, "@blocks": resident} for b in range(resident)]
+        else:
+            grid = [{"@cluster": c, "@clusters": resident, "@rank": r}
+                    for c in range(resident) for r in range(size)]
+        return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid, tiles=blocks,
+                       cluster=size)
     shape = list(kernel.cluster[:len(extents)])
     for axis, (tiles, size) in enumerate(zip(extents, shape)):
         if tiles % size:

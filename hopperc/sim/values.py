@@ -83,10 +83,12 @@ def scalar(expr: ir.ScalarExpr, env: Mapping[str, int]) -> int:
 
 
 def taken_tile(kernel: ir.Kernel, index: int, env: Mapping[str, int]) -> dict[str, int]:
-    """The grid coordinates (`tile.m`, ...) of a persistent block's tile `index`."""
-    extents = tuple(scalar(raster.extent(axis), env) for axis in kernel.grid)
-    return {f"tile.{axis.name}": c
-            for axis, c in zip(kernel.grid, raster.coordinates(index, extents))}
+    """The grid coordinates (`tile.m`, ...) of a persistent block's tile `index`
+    (with clusters: of its tile in its cluster's run `index`)."""
+    extents = tuple(scalar(e, env) for e in raster.run_extents(kernel))
+    coords = raster.in_cluster(raster.coordinates(index, extents), kernel.cluster[0],
+                               env.get("@rank", 0))
+    return {f"tile.{axis.name}": c for axis, c in zip(kernel.grid, coords)}
 
 
 def compile_scalar(expr: ir.ScalarExpr) -> Callable[[Mapping[str, int]], int]:

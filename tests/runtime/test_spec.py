@@ -35,6 +35,17 @@ def test_persistent_spec_launches_one_block_per_sm_at_most_one_per_tile():
     assert spec.grid_dims({"M": 1000, "N": 312, "K": 64}) == (16, 1, 1)
 
 
+def test_persistent_cluster_spec_launches_whole_clusters():
+    """gemm_multicast walks runs of 2 tiles along m: ceil(ceil(M / 128) / 2) x
+    ceil(N / 256) runs, at most one cluster per 2 SMs, in whole clusters along x."""
+    spec = sample_spec("gemm_multicast")
+    assert spec.persistent and spec.cluster == (2, 1, 1)
+    assert spec.grid_dims({"M": 8192, "N": 8192, "K": 64}, sms=132) == (132, 1, 1)  # 32 x 32
+    assert spec.grid_dims({"M": 1000, "N": 312, "K": 64}, sms=132) == (16, 1, 1)  # 4 x 2 runs
+    assert spec.grid_dims({"M": 1000, "N": 312, "K": 64}, sms=5) == (4, 1, 1)  # 2 clusters
+    assert spec.grid_dims({"M": 640, "N": 256, "K": 64}, sms=1) == (2, 1, 1)  # one cluster
+
+
 def test_read_spec_from_a_built_file(tmp_path, hopperc_cli):
     cubin = tmp_path / "scale_rows.cubin"
     assert hopperc_cli("build", "samples/scale_rows.hk", "-o", str(cubin), "-q").returncode == 0

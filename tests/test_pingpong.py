@@ -194,3 +194,17 @@ def test_specialize_composes_with_pingpong():
     assert lowered.specialized and lowered.pingpong
     report = simulate(lowered, front_end, make_problem(lowered, default_dims(lowered)), 4, 100)
     assert report.ok, [f.headline() for f in report.findings]
+
+
+def test_pingpong_composes_with_a_multicast_cluster():
+    """On clusters of two along m, B is multicast; a stage is read by one
+    warpgroup per block, so each empty barrier counts 4 warps of each of the 2
+    blocks; the cluster checks clean."""
+    text = _text().replace("persistent pingpong", "cluster(2, 1) persistent pingpong")
+    front_end, lowered = _lowered(text)
+    assert lowered.pipelines[0].consumer_arrivals == 8
+    assert any(isinstance(s, ir.AsyncLoad) and s.multicast == 2 for s in walk(lowered.body))
+    problem = make_problem(lowered, default_dims(lowered))
+    assert problem.cluster == 2
+    report = simulate(lowered, front_end, problem, 4, 50)
+    assert report.ok, [f.headline() for f in report.findings]

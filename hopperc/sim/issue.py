@@ -1,0 +1,98 @@
+"""What a warp hands to the asynchronous units: TMA and bulk loads (a
+multicast delivered to each block of the cluster), bulk stores (one in-order
+queue per issuing lane), and wgmma products, with a product's execution when the
+scheduler completes it. A mixin of `warp.Warp`, whose state it uses: the block,
+the warp's clock and environment, its register tiles and queues."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hopperc.ir import nodes as ir
+from hopperc.ir.layout import multicast_slice
+from hopperc.sim.block import InOrderQueue, Load, Product, Store
+from hopperc.sim.findings import Category, fail, line
+from hopperc.sim.memory import Site
+from hopperc.sim.values import matrix_product
+from hopperc.sim.views import Place
+
+
+class AsyncIssue:
+    def issue_load(self, stmt: ir.AsyncLoad, lanes) -> None:
+        """A load with its mbarrier (the warp refuses one without)."""
+        block, span = self.block, stmt.span
+        index = self.value(stmt.barrier.index, lanes, span)
+        place = self.place(stmt.dst, lanes, stmt.span)
+        origin = tuple(self.value(c, lanes, span) for c in stmt.coords)
+        box, nbytes, targets = stmt.box, stmt.nbytes, [block]
+        if stmt.multicast > 1:  # this block's slice of rows, into every block's stage
+            box, nbytes = stmt.issued_box, stmt.nbytes // stmt.multicast
+            first_row, _ = multicast_slice(block.kernel.buffer(stmt.dst.buffer), stmt, block.rank)
+            origin = (origin[0] + first_row, *origin[1:])
+            place = replace(place, part=first_row // box[0], parts=stmt.multicast)
+            targets = [block.peer(r, f"the multicast load{line(span)}", span)
+                       for r in range(16) if stmt.multicast_mask >> r & 1]
+        for target in targets:
+            barrier = target.mbarrier(stmt.barrier.array, index, span)
+            barrier.usable(f"{stmt.engine.label} load", self.clock, span)
+            site = Site(f"{stmt.engine.label} load into {target.label}{self.label(place)}", span)
+            agent = block.agents.add(f"{stmt.engine.label} load{line(span)}", generic=False)
+            barrier.in_flight += 1
+            target.loads.append(Load(agent, {**self.clock, agent: 1}, place, stmt.tensor, origin,
+                                     box, nbytes, barrier, site))
+            block.event(self.name, span, f"issues {site.what} on {target.label}{barrier.name}")
+        self.tick()
+
+    def store_queue(self, lane: int) -> InOrderQueue:
+        if lane not in self.stores:
+            agent = self.block.agents.add(f"bulk stores of warp {self.index} lane {lane}", False)
+            self.stores[lane] = InOrderQueue(agent)
+        return self.stores[lane]
+
+    def issue_store(self, stmt: ir.AsyncStore, lane: int) -> None:
+        queue = self.store_queue(lane)
+        place = self.place(stmt.src, (lane,), stmt.span)
+        origin = tuple(self.value(c, (lane,), stmt.span) for c in stmt.coords)
+        queue.issued += 1
+        clock = {**self.clock, queue.agent: queue.issued}
+        site = Site(f"{stmt.engine.label} store from {self.label(place)}", stmt.span)
+        queue.add(Store(clock, place, stmt.tensor, origin, stmt.box, site))
+        self.block.event(self.name, stmt.span, f"issues {site.what}")
+        self.tick()
+
+    def issue_mma(self, stmt: ir.Mma, lanes) -> None:
+        span = stmt.span
+        used = [stmt.acc] + ([stmt.a.name] if isinstance(stmt.a, ir.TileRef) else [])
+        if not self.fenced:
+            raise fail(Category.MISSING_FENCE, "the warpgroup's first wgmma has no wgmma.fence "
+                                               "before it", span)
+        for tile in used:
+            if tile in self.touched:
+                raise fail(Category.MISSING_FENCE,
+                           f"wgmma uses register tile '{tile}', which other code used"
+                           f"{line(self.touched[tile])}, with no wgmma.fence in between",
+                           span, self.touched[tile])
+        a = stmt.a.name if isinstance(stmt.a, ir.TileRef) else self.place(stmt.a, lanes, span)
+        b = self.place(stmt.b, lanes, span)
+        queue = self.wgmma
+        queue.issued += 1
+        clock = {**self.clock, queue.agent: queue.issued}
+        operands = " and ".join(self.label(p) for p in (a, b) if isinstance(p, Place))
+        overwrite = stmt.overwrite_when is not None and self.value(stmt.overwrite_when, lanes, span)
+        queue.add(Product(clock, stmt.acc, a, b, stmt.accumulate and not overwrite,
+                          Site(f"wgmma read of {operands}", span)))
+        self.block.event(self.name, span, f"issues wgmma on {stmt.acc}")
+
+    def run_product(self) -> None:
+        """Execute this warp's oldest pending wgmma: its 16 rows of the product."""
+        op: Product = self.wgmma.pending.popleft()
+        space, memory = self.block.space, self.block.memory
+        rows = slice(16 * (self.local % 4), 16 * (self.local % 4) + 16)
+        if isinstance(op.a, Place):
+            memory.read(self.wgmma.agent, op.clock, space.region(op.a), op.site)
+        memory.read(self.wgmma.agent, op.clock, space.region(op.b), op.site)
+        if self.block.tensors is not None:
+            a = space.view(op.a)[rows] if isinstance(op.a, Place) else self.tiles[op.a][rows]
+            product = matrix_product(a, space.view(op.b))  # converts: no copy needed
+            acc = self.tiles[op.acc]
+            acc[rows] = (acc[rows] + product) if op.accumulate else product
+        op.done = True

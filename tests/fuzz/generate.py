@@ -121,7 +121,7 @@ kernel fz(X: bf16[M, N], S: f32[M], Y: {dt}[M, N])
 """,
     "gemm": """\
 kernel fz(A: bf16[M, K], B: bf16[N, K], C: {dt}[M, N])
-    tile(BM = 128, BN = {bn}, BK = 64) grid(m: M / BM, n: N / BN)
+    tile(BM = 128, BN = {bn}, BK = 64) grid(m: M / BM, n: N / BN) {schedule}
 {{
     shared sa: bf16[BM, BK] stages {stages} swizzle 128B
     shared sb: bf16[BN, BK] stages {stages} swizzle 128B
@@ -162,6 +162,9 @@ def skeleton_kernels(draw) -> str:
         stages=draw(st.sampled_from(["2", "4", "1", "3"])),
         regs=draw(st.sampled_from(["232", "240", "168"])),
         role=draw(st.sampled_from(["warp regs 40", "warp", "warps 2 regs 40", "warpgroup regs 40"])),
+        schedule=draw(st.sampled_from(["", "", "persistent", "persistent pingpong",
+                                       "cluster(2, 1)", "cluster(2) persistent",
+                                       "cluster(2, 1) persistent pingpong", "cluster(1, 2)"])),
         stmt=stmt, expr=expr)
 
 

@@ -214,3 +214,32 @@ def test_explain_describes_the_multicast(hopperc_cli):
             "cluster") in proc.stdout
     assert ("persistent: cluster c takes runs of 2 tiles along m c, c + clusters, ... (groups "
             "of 8 rows of runs), the block of rank r tile r of each run") in proc.stdout
+
+
+HAZARD = ROOT / "tests" / "sim" / "hazards" / "cluster_rows.hk"
+
+
+def test_element_wise_readers_release_in_every_block_and_the_fence_covers_the_cluster():
+    """cluster_rows reads its multicast ring with ld.shared: every thread arrives
+    in both blocks (each empty barrier counts 128 threads x 2 blocks), and the
+    producer's fence before refilling is .shared::cluster (a .shared::cta fence
+    would order only its own block's reads)."""
+    source = driver.read_source(HAZARD)
+    lowered = driver.lower(driver.check(source))
+    assert lowered.pipelines[0].consumer_arrivals == 256
+    cuda = re.sub(r"\n#line [^\n]*", "", driver.generate(source).cuda)
+    release = re.search(r'asm volatile\("\{ \.reg \.b32 r; "\s*'
+                        r'"mapa\.shared::cluster\.u32 r, %0, 0; mbarrier\.arrive\.shared::cluster'
+                        r'\.b64 _, \[r\]; "\s*"mapa\.shared::cluster\.u32 r, %0, 1; mbarrier\.arrive'
+                        r'\.shared::cluster\.b64 _, \[r\]; "\s*"\}"', cuda)
+    assert release, "no per-thread release in both blocks"
+    assert "mapa.shared::cluster.u32 r, %0, %2" not in cuda  # no lane-spread (per-warp) form
+    assert "fence.proxy.async.shared::cluster;" in cuda
+
+
+def test_a_cta_fence_before_a_multicast_over_element_wise_reads_is_found():
+    front_end = driver.check(driver.read_source(HAZARD))
+    lowered = driver.lower(front_end)
+    kernel = m.edit(lowered, lambda s: [ir.ProxyFence(s.span, s.reason)]
+                    if isinstance(s, ir.ProxyFence) and s.cluster else None)
+    assert _first_finding(kernel, front_end).category.value == "missing proxy fence"

@@ -134,6 +134,8 @@ def statement(stmt: ir.Stmt) -> str:
             return "barrier.cluster.arrive.release + barrier.cluster.wait.acquire"
         case ir.SetMaxRegisters(regs=regs, increase=inc):
             return f"setmaxnreg.{'inc' if inc else 'dec'} {regs}"
+        case ir.ProxyFence(cluster=True):
+            return "fence.proxy.async.shared::cluster"
         case ir.ProxyFence():
             return "fence.proxy.async.shared::cta"
         case ir.NamedBarrier(id=i, threads=t, per_warpgroup=True):

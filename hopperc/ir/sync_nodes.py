@@ -46,10 +46,12 @@ class Reason:
 
 @dataclass(frozen=True)
 class ProxyFence:
-    """fence.proxy.async.shared::cta"""
+    """fence.proxy.async.shared::cta; with `cluster`, .shared::cluster: it also
+    orders the other blocks' shared memory (which a multicast load overwrites)."""
 
     span: Span
     reason: Reason | None = None
+    cluster: bool = False
 
 
 @dataclass(frozen=True)

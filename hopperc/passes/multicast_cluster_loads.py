@@ -11,7 +11,9 @@ block's full barrier, which still expects every byte its stage receives. A
 block's producer then writes into the other blocks' stages, so it may refill a
 stage only once every block's consumers released it: each consumer arrival
 goes to the empty barrier of all C blocks (its own, and the others' through
-`mapa`), and each empty barrier counts C times the consumer's arrivals. Every
+`mapa`), and each empty barrier counts C times the consumer's arrivals; where
+the consumers read the ring with ld.shared, the producer's proxy fence before
+its loads covers the whole cluster's shared memory (.shared::cluster). Every
 thread of the cluster meets on a cluster barrier before the block exits, as
 the other blocks' consumers may still arrive on this block's barriers (the
 setup's cluster barrier is initialize_mbarriers').
@@ -19,8 +21,10 @@ setup's cluster barrier is initialize_mbarriers').
 Hardware rule: a multicast copy writes the same CTA-relative shared address in
 every destination CTA and signals the mbarrier at the same offset there; a
 shared::cluster address of another CTA comes from `mapa`; a CTA's shared
-memory may be accessed by its cluster's other CTAs only while it is running
-(PTX ISA, cp.async.bulk.tensor, mapa, Distributed Shared Memory).
+memory may be accessed by its cluster's other CTAs only while it is running;
+a .shared::cta proxy fence orders only the executing CTA's shared memory
+(PTX ISA, cp.async.bulk.tensor, mapa, fence.proxy.async, Distributed Shared
+Memory).
 """
 from __future__ import annotations
 
@@ -48,11 +52,17 @@ def multicast_cluster_loads(kernel: ir.Kernel) -> ir.Kernel:
     if not multicast:
         return kernel
 
+    written = {b for name in multicast for b in pipelines[name].buffers}
+
     def rewrite(stmt: ir.Stmt) -> ir.Stmt:
         if isinstance(stmt, ir.AsyncLoad) and id(stmt) in shared:
             return replace(stmt, multicast=blocks)
         if isinstance(stmt, ir.StageRelease) and stmt.pipeline in multicast:
             return replace(stmt, blocks=blocks)
+        if isinstance(stmt, ir.ProxyFence) and stmt.reason is not None and \
+                stmt.reason.hazard is ir.Hazard.GENERIC_READ_ASYNC_WRITE and \
+                stmt.reason.subject in written:
+            return replace(stmt, cluster=True)  # the loads overwrite the other blocks' reads
         return stmt
 
     empties = {pipelines[name].empty for name in multicast}

@@ -305,8 +305,9 @@ class Warp(AsyncIssue):
             case ir.ClusterBarrier():
                 threads = block.kernel.threads * len(block.cluster)
                 yield from self.meet(stmt, block.cluster_barrier, threads, True)
-            case ir.ProxyFence():
-                block.memory.fence(self.agent, self.clock, sum(1 << lane for lane in lanes))
+            case ir.ProxyFence(cluster=cluster):
+                for target in block.cluster if cluster else (block,):
+                    target.memory.fence(self.agent, self.clock, sum(1 << lane for lane in lanes))
                 self.tick()
                 block.event(self.name, span, "fence.proxy.async")
             case ir.MBarrierInitFence():

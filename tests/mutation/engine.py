@@ -114,6 +114,9 @@ def _operators(stmt: ir.Stmt, kernel: ir.Kernel) -> Iterator[tuple]:
                 if 32 <= threads + delta <= kernel.threads:
                     yield (f"threads{delta:+d}", (replace(stmt, threads=threads + delta),),
                            SYNC, f"{statement(stmt)} -> {threads + delta}")
+        case ir.ProxyFence(cluster=True):
+            yield ("cta", (replace(stmt, cluster=False),), frozenset({Category.MISSING_FENCE}),
+                   "orders its own block's shared memory only")
         case ir.StageRelease(blocks=blocks) if blocks > 1:
             yield ("local", (replace(stmt, blocks=1),), HANG,
                    "releases the stage in its own block only, not in the others")

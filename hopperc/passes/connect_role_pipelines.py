@@ -187,8 +187,8 @@ def _make_plan(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBlock
     turns = 1 if turn is None else turn_warpgroups(c_controls[turn])
     if turn is not None:
         _check_turn(c_controls[turn + 1:], c_uses[0])
-    if [_shape(c) for c in p_controls] != [_shape(c) for c in c_controls if c_controls.index(c)
-                                           != turn]:
+    if [_shape(c) for c in p_controls] != [_shape(c) for i, c in enumerate(c_controls)
+                                           if i != turn]:
         raise CompileError(c_uses[0].access.span,
                            f"role '{producer.role.name}' loads '{buffers[0]}' under "
                            f"{_describe(p_controls)} but role '{consumer.role.name}' reads it "

@@ -44,7 +44,7 @@ class AsyncIssue:
 
     def store_queue(self, lane: int) -> InOrderQueue:
         if lane not in self.stores:
-            agent = self.block.agents.add(f"bulk stores of warp {self.index} lane {lane}", False)
+            agent = self.block.agents.add(f"bulk stores of {self.who} lane {lane}", False)
             self.stores[lane] = InOrderQueue(agent)
         return self.stores[lane]
 

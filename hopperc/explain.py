@@ -1,6 +1,7 @@
 """`hopperc explain`: what the compiler wrote around the kernel's code (the tile
 loop of a persistent kernel, the turns of a pingpong one, the multicast loads
-of a cluster, the roles of a specialized one), then every sync
+of a cluster, the rings pipelined in one role, the roles of a specialized one),
+then every sync
 the passes inserted, with its reason, in source order."""
 from __future__ import annotations
 
@@ -36,6 +37,13 @@ def schedule(kernel: ir.Kernel) -> list[str]:
     elif kernel.persistent:
         out.append(f"{where}: persistent: block b takes tiles b, b + blocks, ... (groups of "
                    f"{GROUP} rows of tiles); each role's stage and phase carry across tiles")
+    for p in (p for p in kernel.pipelines if p.producer == p.consumer):
+        who = f"role '{p.producer}'" if p.producer else "the block"
+        out.append(f"{where}: pipelined in one role: {who} loads {', '.join(p.buffers)} "
+                   f"(line {p.span.line}) {p.stages - 1} iteration"
+                   f"{'s' if p.stages > 2 else ''} ahead of their reads through a "
+                   f"{p.stages}-stage ring, one thread refilling each stage once its readers "
+                   "released it")
     for load in (s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad) and s.multicast > 1):
         out.append(f"{where}: cluster: {load.tensor}'s loads into {load.dst.buffer} (line "
                    f"{load.span.line}) are multicast to the {load.multicast} blocks of each "

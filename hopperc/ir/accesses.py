@@ -193,6 +193,8 @@ def mma_registers(mma: ir.Mma) -> tuple[str, ...]:
 def leaf_accesses(stmt: ir.Stmt) -> list[Access]:
     """Accesses of a statement that has no body."""
     match stmt:
+        case ir.AsyncLoad(ahead=ahead) if ahead:
+            return []  # ordered against its readers by its pipeline's barriers alone
         case ir.AsyncLoad(dst=dst, engine=engine, span=span):
             return [_access(dst, Proxy.ASYNC, True, True, f"written by {engine.label} load", span)]
         case ir.AsyncStore(src=src, engine=engine, span=span):
@@ -219,7 +221,7 @@ def _access(view: ir.BufferView, proxy: Proxy, write: bool, single_thread: bool,
 def mbarrier_arms(stmt: ir.Stmt) -> list[Access]:
     """Arrive.expect_tx statements in `stmt`, as writes of their barrier's phase
     (the issuer starts the phase the next load completes)."""
-    return [Access(_phase_word(s.barrier), Proxy.GENERIC, True, True, "armed for the next phase by arrive.expect_tx",
+    return [Access(phase_word(s.barrier.array), Proxy.GENERIC, True, True, "armed for the next phase by arrive.expect_tx",
                    s.span) for s in leaves(stmt) if isinstance(s, ir.MBarrierExpectTx)]
 
 
@@ -228,7 +230,7 @@ def mbarrier_waits(stmt: ir.Stmt, single_thread: bool) -> list[Access]:
     (or by the one thread of an elected block)."""
     match stmt:
         case ir.MBarrierWait(barrier=barrier, span=span):
-            return [Access(_phase_word(barrier), Proxy.GENERIC, False, single_thread,
+            return [Access(phase_word(barrier.array), Proxy.GENERIC, False, single_thread,
                            "waited on", span)]
         case ir.OneThread():
             single_thread = True
@@ -238,9 +240,9 @@ def mbarrier_waits(stmt: ir.Stmt, single_thread: bool) -> list[Access]:
             for a in mbarrier_waits(inner, single_thread)]
 
 
-def _phase_word(barrier: ir.BarrierRef) -> str:
-    """The memory an mbarrier's phase lives in (not a buffer name: it has a space)."""
-    return f"mbarrier {barrier.array}"
+def phase_word(array: str) -> str:
+    """The memory an mbarrier array's phases live in (not a buffer name: it has a space)."""
+    return f"mbarrier {array}"
 
 
 def all_accesses(stmt: ir.Stmt) -> list[Access]:

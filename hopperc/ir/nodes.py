@@ -287,7 +287,10 @@ class AsyncLoad:
     `multicast` > 1 the box is the same for that many blocks of the cluster:
     the block of cluster rank r issues its r-th slice of rows (`issued_box`)
     into rows r of the buffer in every one of them, completing on each one's
-    `barrier`."""
+    `barrier`. A load `ahead` of its readers in their own role (a one-role ring)
+    is ordered against them by its pipeline's full and empty barriers alone, as
+    a producer role's loads are: the passes that order a role's own accesses
+    leave it out."""
 
     engine: Engine
     dst: BufferView
@@ -298,6 +301,7 @@ class AsyncLoad:
     barrier: BarrierRef | None
     span: Span
     multicast: int = 1
+    ahead: int = 0  # > 0: issued that many iterations before its readers, in their role
 
     @property
     def issued_box(self) -> tuple[int, ...]:

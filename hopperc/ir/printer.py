@@ -190,7 +190,9 @@ def print_kernel(kernel: ir.Kernel) -> str:
         count = f" arrivals {m.arrivals}" if m.arrivals is not None else ""
         lines.append(f"  mbarrier {m.name}[{m.count}]{count}")
     for p in kernel.pipelines:
-        lines.append(f"  pipeline {p.name}: {p.producer} -> {p.consumer} "
+        roles = f"{p.producer} -> {p.consumer}" if p.producer != p.consumer else \
+            f"within {p.producer or 'the block'}"
+        lines.append(f"  pipeline {p.name}: {roles} "
                      f"[{', '.join(p.buffers)}] stages {p.stages} full {p.full} "
                      f"empty {p.empty} ({p.consumer_arrivals} arrivals) "
                      f"expect_tx {p.tx_bytes} B")

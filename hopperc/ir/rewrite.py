@@ -5,6 +5,7 @@ from dataclasses import replace
 from typing import Callable
 
 from hopperc.ir import nodes as ir
+from hopperc.ir.arith import INTEGER_OPS
 
 
 def map_bodies(stmt: ir.Stmt, fn: Callable[[ir.Block], ir.Block]) -> ir.Stmt:
@@ -51,3 +52,39 @@ def fresh_name(name: str, taken: set[str]) -> str:
         candidate = f"{name}{n}"
     taken.add(candidate)
     return candidate
+
+
+def scalar_op(op: str, left: ir.ScalarExpr, right: ir.ScalarExpr) -> ir.ScalarExpr:
+    """`left op right`, folded when both are constants."""
+    if all(isinstance(x, ir.Scalar) and x.kind is ir.ScalarKind.CONST for x in (left, right)):
+        return ir.const(INTEGER_OPS[op](int(left.value), int(right.value)))
+    if op in ("-", "+") and right == ir.const(0):
+        return left
+    return ir.ScalarOp(op, left, right)
+
+
+def at_stage(stmt: ir.Stmt, buffers: tuple[str, ...], stage: ir.ScalarExpr) -> ir.Stmt:
+    """`stmt` with every view of `buffers` addressing ring stage `stage`."""
+    def view(v):
+        if isinstance(v, ir.BufferView) and v.buffer in buffers:
+            return replace(v, stage=stage)
+        return v
+
+    def expr(e: ir.TileExpr) -> ir.TileExpr:
+        match e:
+            case ir.SharedRead(view=v):
+                return replace(e, view=view(v))
+            case ir.Elementwise(op=op, args=args):
+                return ir.Elementwise(op, tuple(expr(a) for a in args))
+            case ir.Convert(dtype=dtype, operand=operand):
+                return ir.Convert(dtype, expr(operand))
+        return e
+
+    match stmt:
+        case ir.Mma(a=a, b=b):
+            return replace(stmt, a=view(a), b=view(b))
+        case ir.TileDef(init=init):
+            return replace(stmt, init=expr(init))
+        case ir.TileAssign(value=value) | ir.SharedStore(value=value):
+            return replace(stmt, value=expr(value))
+    return stmt

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 PASS_NAMES: tuple[str, ...] = (
     "fold_zero_into_first_product",
     "connect_role_pipelines",
+    "pipeline_one_role_rings",
     "multicast_cluster_loads",
     "allocate_load_barriers",
     "initialize_mbarriers",

@@ -1,6 +1,7 @@
 """allocate_load_barriers
 
-Requires: loads between roles bound to pipelines (connect_role_pipelines).
+Requires: loads into rings bound to pipelines (connect_role_pipelines,
+pipeline_one_role_rings).
 Establishes: every remaining async load in automatic code (a role loading for
 itself) completes on an mbarrier owned by its destination buffer
 (`<buf>_full`, arrival count 1: the elected issuer's arrive.expect_tx), with a
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import all_accesses, bodies, walk
 from hopperc.ir.rewrite import fresh_name, map_bodies
@@ -27,16 +27,7 @@ def allocate_load_barriers(kernel: ir.Kernel) -> ir.Kernel:
     loads = [s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad) and s.barrier is None]
     if not loads:
         return kernel
-    buffers: list[str] = []
-    for load in loads:
-        buf = kernel.buffer(load.dst.buffer)
-        if buf.stages > 1:
-            raise CompileError(load.span, f"'{buf.name}' has {buf.stages} stages, but one role "
-                                          "both loads and reads it; a stage ring is filled by a "
-                                          "producer role and read by a consumer role (or use "
-                                          "stages 1)")
-        if buf.name not in buffers:
-            buffers.append(buf.name)
+    buffers = list(dict.fromkeys(load.dst.buffer for load in loads))
     taken = {b.name for b in kernel.barriers} | {b.name for b in kernel.buffers}
     groups = _loaded_together(kernel.body, buffers)
     group_names = [fresh_name("_".join(group) + "_full", taken) for group in groups]

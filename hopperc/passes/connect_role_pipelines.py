@@ -34,10 +34,9 @@ from dataclasses import dataclass, replace
 
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
-from hopperc.ir.arith import INTEGER_OPS
 from hopperc.ir.accesses import Access, Proxy, bodies, leaf_accesses, leaves, scalars_in
 from hopperc.ir.raster import turn_warpgroups
-from hopperc.ir.rewrite import fresh_name
+from hopperc.ir.rewrite import at_stage, fresh_name, scalar_op
 
 Path = tuple[tuple[int, int], ...]  # (statement index, body index) from the role body
 
@@ -212,7 +211,7 @@ def _make_plan(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBlock
     skip = None
     if turn is not None:
         loop = c_controls[-1]
-        steps = _op("*", consumer_side.ran, _op("-", loop.stop, loop.start))
+        steps = scalar_op("*", consumer_side.ran, scalar_op("-", loop.stop, loop.start))
         # The skip stands for the reads of the iterations it steps over.
         skip = (c_site[:turn + 1], replace(consumer_side.advance, by=steps,
                                             span=c_uses[0].access.span))
@@ -259,15 +258,15 @@ def _side(pipe: str, role: str, site: Path, controls: list, stages: int, taken: 
     loop = controls[-1] if controls and isinstance(controls[-1], ir.ForLoop) else None
     later = ran = None
     if loop is not None:
-        later = _op(">", ir.Scalar(ir.ScalarKind.LOOP, loop.var), loop.start)
-        ran = _op(">", loop.stop, loop.start)
+        later = scalar_op(">", ir.Scalar(ir.ScalarKind.LOOP, loop.var), loop.start)
+        ran = scalar_op(">", loop.stop, loop.start)
     if not controls:
         zero = ir.const(0)
         return _Side(role, site, zero, zero, None, None, None, None, None)
     stage = fresh_name(f"{pipe}_{role}_stage", taken)
     phase = fresh_name(f"{pipe}_{role}_phase", taken)
     reg = ir.Scalar(ir.ScalarKind.CARRIED, stage)
-    back = _op("%", _op("+", reg, ir.const(stages - 1)), ir.const(stages))
+    back = scalar_op("%", scalar_op("+", reg, ir.const(stages - 1)), ir.const(stages))
     return _Side(role, site, reg, ir.Scalar(ir.ScalarKind.CARRIED, phase), back, back, ran, later,
                  ir.StageAdvance(stage, phase, stages, controls[-1].span))
 
@@ -311,7 +310,7 @@ def _produce(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
     reader = plan.consumer_uses[-1]
     subject = ", ".join(p.buffers)
     head: list[ir.Stmt] = [ir.MBarrierWait(
-        ir.BarrierRef(p.empty, side.stage), _op("-", ir.const(1), side.parity), load.span,
+        ir.BarrierRef(p.empty, side.stage), scalar_op("-", ir.const(1), side.parity), load.span,
         ir.Reason(ir.Hazard.STAGE_HANDOFF, subject, f"stage released by role '{p.consumer}'",
                   reader.access.span, f"refilled by role '{p.producer}'", load.span))]
     generic = next((u for u in plan.consumer_uses if u.access.proxy is Proxy.GENERIC), None)
@@ -353,7 +352,7 @@ def _consume(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
         plan.loads[0].span, _what(user), user.span))
     out = list(stmts[:first]) + [wait]
     for i, stmt in enumerate(stmts[first:], first):
-        out.append(_staged(stmt, p, side.stage))
+        out.append(at_stage(stmt, p.buffers, side.stage))
         if i == last:
             if plan.deferred:
                 release = _release(plan, side.previous, 1, stmts[last])
@@ -389,33 +388,6 @@ def _touches(stmt: ir.Stmt, p: ir.Pipeline) -> bool:
 
 def _what(stmt: ir.Stmt) -> str:
     return "read by wgmma" if isinstance(stmt, ir.Mma) else "read by ld.shared"
-
-
-def _staged(stmt: ir.Stmt, p: ir.Pipeline, stage: ir.ScalarExpr) -> ir.Stmt:
-    """`stmt` with every view of the pipeline's buffers addressing `stage`."""
-    def view(v):
-        if isinstance(v, ir.BufferView) and v.buffer in p.buffers:
-            return replace(v, stage=stage)
-        return v
-
-    def expr(e: ir.TileExpr) -> ir.TileExpr:
-        match e:
-            case ir.SharedRead(view=v):
-                return replace(e, view=view(v))
-            case ir.Elementwise(op=op, args=args):
-                return ir.Elementwise(op, tuple(expr(a) for a in args))
-            case ir.Convert(dtype=dtype, operand=operand):
-                return ir.Convert(dtype, expr(operand))
-        return e
-
-    match stmt:
-        case ir.Mma(a=a, b=b):
-            return replace(stmt, a=view(a), b=view(b))
-        case ir.TileDef(init=init):
-            return replace(stmt, init=expr(init))
-        case ir.TileAssign(value=value) | ir.SharedStore(value=value):
-            return replace(stmt, value=expr(value))
-    return stmt
 
 
 # ---------------------------------------------------------------- reused memory
@@ -454,14 +426,3 @@ def _check_reused_memory(kernel: ir.Kernel, uses: list[_Use], plans: list[_Plan]
                                                   f"'{buf.reuses}': use it in role "
                                                   f"'{plan.pipeline.consumer}' after the loop that "
                                                   f"reads '{buf.reuses}'")
-
-
-def _op(op: str, left: ir.ScalarExpr, right: ir.ScalarExpr) -> ir.ScalarExpr:
-    """`left op right`, folded when both are constants."""
-    if all(isinstance(x, ir.Scalar) and x.kind is ir.ScalarKind.CONST for x in (left, right)):
-        return ir.const(INTEGER_OPS[op](int(left.value), int(right.value)))
-    if op == "-" and right == ir.const(0):
-        return left
-    return ir.ScalarOp(op, left, right)
-
-

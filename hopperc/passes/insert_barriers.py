@@ -32,7 +32,7 @@ from dataclasses import replace
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import (Access, Proxy, bodies, leaf_accesses, leaves, manual_accesses,
-                                 may_overlap, mbarrier_arms, mbarrier_waits, own_rows,
+                                 may_overlap, mbarrier_arms, mbarrier_waits, own_rows, phase_word,
                                  same_rows, source_order, walk)
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 from hopperc.ir.layout import element_grid, element_threads, stores_by_matrix, view_shape
@@ -93,6 +93,9 @@ class _Barriers(ForwardRewrite[Pending]):
         self.layout = {b.name: (b.reuses or b.name, b.shape, b.dtype, b.swizzle, b.stages)
                        for b in kernel.buffers}
         self.tiles = {s.name: s for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
+        # A one-role ring's issuer re-arms a stage only after every reader released it.
+        self.ordered_phases = {phase_word(a) for p in kernel.pipelines
+                               if p.producer == p.consumer for a in (p.full, p.empty)}
 
     def initial(self) -> Pending:
         return frozenset()
@@ -117,7 +120,7 @@ class _Barriers(ForwardRewrite[Pending]):
         # A wait after an arm needs no barrier: the waiters of a phase wait on
         # every phase in order (complete_async_loads), so only the arm is checked.
         conflicts = [(prior, access)
-                     for access in loads + self.accesses(stmt) + mbarrier_arms(stmt)
+                     for access in loads + self.accesses(stmt) + self.arms(stmt)
                      for prior in sorted(state, key=source_order)
                      if self.needs_barrier(prior, access)]
         if not conflicts:
@@ -132,6 +135,9 @@ class _Barriers(ForwardRewrite[Pending]):
         else:
             barrier = ir.NamedBarrier(*role_barrier(self.kernel, self.role), access.span, reason)
         return [barrier], self.transfer(barrier, state)
+
+    def arms(self, stmt: ir.Stmt) -> list[Access]:
+        return [a for a in mbarrier_arms(stmt) if a.buffer not in self.ordered_phases]
 
     def accesses(self, stmt: ir.Stmt) -> list[Access]:
         """The accesses of `stmt` and everything nested in it (manual code as any
@@ -222,7 +228,8 @@ class _Barriers(ForwardRewrite[Pending]):
                 landed = self.guards.get(bar.array, set())
                 return frozenset(a for a in state if not (
                     a.proxy is Proxy.ASYNC and a.write and a.memory in landed)
-                ) | frozenset(mbarrier_waits(stmt, self.single_thread))
+                ) | frozenset(a for a in mbarrier_waits(stmt, self.single_thread)
+                              if a.buffer not in self.ordered_phases)
             case ir.BulkWaitRead(pending=0):
                 return frozenset(_completed(a) if _is_store(a) else a for a in state)
             case ir.BulkWaitRead(views=done):

@@ -43,7 +43,8 @@ def multicast_cluster_loads(kernel: ir.Kernel) -> ir.Kernel:
     blocks = kernel.cluster[axes[0]]
     coordinate = ir.Scalar(ir.ScalarKind.TILE, kernel.grid[axes[0]].name)
     pipelines = {p.name: p for p in kernel.pipelines}
-    shared = {id(s) for p in kernel.pipelines for s in walk(kernel.body)
+    handed = [p for p in kernel.pipelines if p.producer != p.consumer]  # between roles
+    shared = {id(s) for p in handed for s in walk(kernel.body)
               if isinstance(s, ir.AsyncLoad) and s.dst.buffer in p.buffers
               and _shareable(s, kernel, blocks, coordinate)}
     multicast = {name for name, p in pipelines.items() if any(

@@ -23,6 +23,7 @@ TORCH_REFERENCE = {
     "gemm_bf16": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
     "gemm_persistent": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
     "gemm_pipelined": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
+    "gemm_one_role": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
     "gemm_pingpong": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
     "gemm_multicast": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
     "gemm_bias_relu": lambda torch, t: {"C": torch.relu(

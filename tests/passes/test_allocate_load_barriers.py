@@ -1,8 +1,5 @@
 """allocate_load_barriers: one mbarrier per buffer a role loads for itself, shared by
 buffers always loaded together and first used together."""
-import pytest
-
-from hopperc.diagnostics import CompileError
 from tests.conftest import filecheck, ir_after
 from tests.passes.kernels import (COPY, HEADER, LOAD_THEN_READ, MMA_CHAIN, MMA_FUSED_LOOP,
                                   WRITE_THEN_STORE)
@@ -36,16 +33,6 @@ def test_negative_no_load_no_barrier():
     out = ir_after(WRITE_THEN_STORE, PASS)
     assert "mbarrier" not in out and "bar.sync" not in out
     assert out == ir_after(WRITE_THEN_STORE, "front-end")
-
-
-def test_staged_buffer_is_rejected_with_location():
-    text = HEADER + """    shared s: bf16[BM, BN] stages 2
-    tma s <- X[tile.m, tile.n]
-}
-"""
-    with pytest.raises(CompileError, match="2 stages, but one role both loads") as info:
-        ir_after(text, PASS)
-    assert info.value.span.line == 5
 
 
 def test_wait_not_yet_placed():

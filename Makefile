@@ -55,6 +55,7 @@ gpu-bench: $(GPU_STAMP)
 	$(BIN)/python bench/gemm.py --sample gemm_persistent
 	$(BIN)/python bench/gemm.py --sample gemm_pingpong
 	$(BIN)/python bench/gemm.py --sample gemm_multicast
+	$(BIN)/python bench/gemm.py --sample gemm_one_role
 
 bench: $(STAMP)
 	$(BIN)/python bench/frontend.py

@@ -47,6 +47,13 @@ def pipeline_one_role_rings(kernel: ir.Kernel) -> ir.Kernel:
             body.append(replace(stmt, body=rewriter.block(stmt.body)))
         else:
             body.extend(rewriter.block(ir.Block((stmt,))).stmts)
+    piped = {b for p in rewriter.pipelines for b in p.buffers}
+    for stmt in walk(ir.Block(tuple(body))):
+        for access in leaf_accesses(stmt):
+            if access.buffer in piped and access.view.stage is None:
+                raise CompileError(access.span, f"'{access.buffer}' is a ring filled one stage "
+                                                "per iteration of the loop that loads it; use "
+                                                "it only inside that loop")
     return replace(kernel, body=ir.Block(tuple(body)), barriers=kernel.barriers + rewriter.arrays,
                    carried=kernel.carried + rewriter.carried,
                    pipelines=kernel.pipelines + rewriter.pipelines)

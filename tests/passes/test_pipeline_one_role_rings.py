@@ -113,6 +113,8 @@ ERRORS = [
      "'sa' and 'sb' are loaded in the same loop but have different 'stages'", 18),
     ("    acc: f32[64, BN] = 0\n", "    acc: f32[64, BN] = 0\n    tma sa <- A[tile.m, 0]\n",
      "'sa' has 3 stages, so it is filled one stage per iteration of a loop", 16),
+    ("    sc[wg] = bf16(acc[:, 0 : 64])\n", "    sc[wg] = bf16(acc[:, 0 : 64] + f32(sa[wg]))\n",
+     "'sa' is a ring filled one stage per iteration of the loop that loads it", 21),
 ]
 
 

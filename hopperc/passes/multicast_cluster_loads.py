@@ -75,8 +75,8 @@ def multicast_cluster_loads(kernel: ir.Kernel) -> ir.Kernel:
                    if isinstance(s, ir.StageRelease) and s.pipeline in multicast)
     first = pipelines[release.pipeline]
     exit_barrier = ir.ClusterBarrier(kernel.span, ir.Reason(
-        ir.Hazard.SETUP, first.empty, f"arrived on by the other {blocks - 1} block"
-        f"{'s' if blocks > 2 else ''} of the cluster", release.span,
+        ir.Hazard.SETUP, first.empty, f"arrived on by the cluster's other block"
+        f"{'s' if blocks > 2 else ''}", release.span,
         "this block exits only after every block of the cluster is done with it", None))
     body = map_stmts(kernel.body, rewrite)
     return replace(kernel, body=ir.Block(body.stmts + (exit_barrier,)), barriers=barriers,

@@ -53,6 +53,9 @@ class Scope:
         self.loop_vars: set[str] = set()
         # Loop variable -> its (low, high) values, None where the loop never runs.
         self.loop_ranges: dict[str, tuple[int | None, int | None] | None] = {}
+        # In a pingpong kernel's turning role each warpgroup runs whole tiles in turn:
+        # element-wise code reads whole buffers (writes still name the warpgroup's own).
+        self.turns = False
 
     def declare(self, name: str, symbol: Symbol, span: Span) -> None:
         for table in self.tables:

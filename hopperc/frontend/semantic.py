@@ -59,7 +59,8 @@ class _Analyzer:
         if self.threads % 32 or not 32 <= self.threads <= limits.MAX_THREADS:
             raise CompileError(k.span, f"a block of {self.threads} threads is not possible: use "
                                        f"a multiple of 32 up to {limits.MAX_THREADS}")
-        body = self._top_level(k.body, roles)
+        turning = persistent.turning_role(roles, k.persistent, k.span) if k.pingpong else None
+        body = self._top_level(k.body, roles, turning)
         limits.check_tile_registers(body, roles, self.threads)
         if self.manual:
             body = ir.Block((ir.ManualRegion(body, k.body.span),))
@@ -68,7 +69,6 @@ class _Analyzer:
         cluster = tuple(k.cluster or ()) + (1,) * (3 - len(k.cluster or ()))
         if len(cluster) != 3 or any(c < 1 for c in cluster) or cluster[0] * cluster[1] * cluster[2] > 16:
             raise CompileError(k.span, "a cluster has 1 to 3 dimensions of at most 16 blocks")
-        turning = persistent.turning_role(roles, k.persistent, k.span) if k.pingpong else None
         if k.persistent:
             persistent.check(grid, cluster, k.manual, k.span)
             body = _per_tile(body, grid, cluster[0], k.span, turning)
@@ -76,7 +76,8 @@ class _Analyzer:
                          roles, tuple(self.buffers), tuple(self.barriers), body, k.span,
                          persistent=k.persistent, pingpong=k.pingpong)
 
-    def _top_level(self, block: ast.Block, roles: tuple[ir.RoleInfo, ...]) -> ir.Block:
+    def _top_level(self, block: ast.Block, roles: tuple[ir.RoleInfo, ...],
+                   turning: ir.RoleInfo | None) -> ir.Block:
         out = []
         for stmt in block.stmts:
             if isinstance(stmt, ast.SharedDecl):
@@ -85,9 +86,9 @@ class _Analyzer:
                 self._mbarrier(stmt)
             elif isinstance(stmt, ast.Role):
                 role = next(r for r in roles if r.span == stmt.span)
-                self.role = role
+                self.role, self.scope.turns = role, role == turning
                 out.append(ir.RoleBlock(role, self._block(stmt.body), stmt.span))
-                self.role = None
+                self.role, self.scope.turns = None, False
             elif roles:
                 raise CompileError(stmt.span, "with roles, every statement belongs to a role; "
                                               "move this into one")

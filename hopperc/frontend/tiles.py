@@ -143,7 +143,8 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
                                      "like f32(x))")
     view = buffer_view(expr, scope, warpgroups)
     if view is not None:
-        require_warpgroup_view(view, warpgroups, expr.span)
+        if not scope.turns:  # in a pingpong turn a warpgroup's tile reads whole buffers
+            require_warpgroup_view(view, warpgroups, expr.span)
         return Typed(ir.SharedRead(view.view), view.buffer.dtype, view.shape)
     raise CompileError(expr.span, "expected a tile expression: a register tile, a shared "
                                   "buffer, a broadcast vector, a literal or a scalar parameter")

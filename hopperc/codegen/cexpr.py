@@ -5,6 +5,8 @@ read and rounded when written to a tile or buffer.
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from hopperc.codegen import names
@@ -173,6 +175,8 @@ class ExprRenderer:
                 bound = t.dims[0] if isinstance(t.dims[0], int) else names.user(t.dims[0])
                 load = to_float(t.dtype, f"__ldg({names.user(tensor)} + hk_i)")
                 return f"[&] {{ const int hk_i = {index}; return hk_i < {bound} ? {load} : 0.0f; }}()"
+            case ir.Literal(value=v) if math.isinf(v):
+                return f"{'-' if v < 0 else ''}__int_as_float(0x7f800000)"
             case ir.Literal(value=v):
                 return f"{float(v)!r}f"
             case ir.ScalarValue(expr=e):
@@ -213,6 +217,10 @@ def _elementwise(op: str, vals: list[str]) -> str:
             return f"fabsf({vals[0]})"
         case "exp":
             return f"__expf({vals[0]})"
+        case "exp2":
+            return f"exp2f({vals[0]})"
+        case "rsqrt":
+            return f"rsqrtf({vals[0]})"
         case "max":
             return f"fmaxf({vals[0]}, {vals[1]})"
         case "min":

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 from functools import lru_cache
 from importlib import resources
 
@@ -329,6 +330,9 @@ class _ToAst(Transformer):
 
     def float_lit(self, meta, children):
         return ast.FloatLit(float_literal(str(children[0]), self._s(meta)), self._s(meta))
+
+    def inf_lit(self, meta, children):
+        return ast.FloatLit(math.inf, self._s(meta))
 
     def name(self, meta, children):
         return ast.Name(str(children[0]), self._s(meta))

@@ -63,7 +63,7 @@ class Scope:
                 prev = table[name][1]
                 where = f" (first declared at {prev})" if prev else ""
                 raise CompileError(span, f"'{name}' is already declared{where}")
-        if name in BUILTINS or name == "tile":
+        if name in BUILTINS or name in ("tile", "inf"):
             raise CompileError(span, f"'{name}' is a built-in name and cannot be redeclared")
         self.tables[-1][name] = (symbol, span)
 

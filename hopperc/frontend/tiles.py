@@ -17,7 +17,7 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, warpgroup_offset
 from hopperc.ir.layout import plane_rows
 
-UNARY_FUNCS = {"relu", "abs", "exp"}
+UNARY_FUNCS = {"relu", "abs", "exp", "exp2", "rsqrt"}
 BINARY_FUNCS = {"max", "min"}
 BINARY_OPS = {"+", "-", "*", "/"}
 

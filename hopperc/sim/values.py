@@ -145,6 +145,7 @@ def _value(expr: ir.TileExpr, leaf: Leaf):
 _ELEMENTWISE = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "neg": np.negative,
     "relu": lambda x: np.maximum(x, np.float32(0)), "abs": np.abs, "exp": np.exp,
+    "exp2": np.exp2, "rsqrt": lambda x: np.float32(1) / np.sqrt(x),
     "max": np.maximum, "min": np.minimum,
 }
 

@@ -99,6 +99,11 @@ class _Rings:
         buffers = tuple(dict.fromkeys(load.dst.buffer for load in loads))
         reads = [i for i, s in enumerate(stmts) if _reads(s, buffers)]
         _check(loop, loads, buffers, reads, self.kernel)
+        again_in = next((b for p in self.pipelines for b in p.buffers if b in buffers), None)
+        if again_in is not None:  # its first fills would not wait for the other loop's reads
+            raise CompileError(loads[0].span, f"'{again_in}' is a ring of an earlier loop; a "
+                                              "ring loaded and read by one role is filled by "
+                                              "one loop")
         stages = self.kernel.buffer(buffers[0]).stages
         name = fresh_name(f"{self.role.name}_ring" if self.role else "ring", self.taken)
         full, empty = (fresh_name(f"{name}_{x}", self.taken) for x in ("full", "empty"))

@@ -115,6 +115,10 @@ ERRORS = [
      "'sa' has 3 stages, so it is filled one stage per iteration of a loop", 16),
     ("    sc[wg] = bf16(acc[:, 0 : 64])\n", "    sc[wg] = bf16(acc[:, 0 : 64] + f32(sa[wg]))\n",
      "'sa' is a ring filled one stage per iteration of the loop that loads it", 21),
+    ("    sc[wg] = bf16(acc[:, 0 : 64])\n",
+     "    for j in 0 .. K / BK {\n        tma sa <- A[tile.m, j]\n        tma sb <- B[tile.n, j]\n"
+     "        acc += sa[wg] @ sb^T\n    }\n    sc[wg] = bf16(acc[:, 0 : 64])\n",
+     "'sa' is a ring of an earlier loop", 22),
 ]
 
 

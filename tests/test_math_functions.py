@@ -1,5 +1,6 @@
-"""`exp2`, `rsqrt` and the `inf` literal in element-wise code: what the front
-end accepts, the C++ they become, and what the simulator computes for them."""
+"""`exp2`, `rsqrt`, the `inf` literal, comparisons, `where` and the element
+coordinates `row()` / `col()` in element-wise code: what the front end accepts,
+the C++ they become, and what the simulator computes for them."""
 from __future__ import annotations
 
 import math
@@ -60,10 +61,58 @@ def test_check_is_clean_against_the_reference():
     ("shared sx: f32[BM, 64]\n    tma sx <- X[tile.m, 0]",
      "shared inf: f32[BM, 64]\n    tma inf <- X[tile.m, 0]",
      "'inf' is a built-in name and cannot be redeclared"),
-    ("exp2(", "tanh(", "unknown function 'tanh' (known: abs, exp, exp2, max, min, relu, rsqrt"),
+    ("exp2(", "tanh(", "unknown function 'tanh' (known: abs, col(), exp, exp2, max, min, relu, "
+                       "row(), rsqrt, where"),
 ])
 def test_diagnostics(old, new, message):
     assert old in KERNEL
     with pytest.raises(CompileError) as info:
         driver.check(SourceFile("k.hk", KERNEL.replace(old, new, 1)))
+    assert message in info.value.message
+
+
+MASK = """kernel causal_mask(S: f32[M, N], Y: f32[M, N])
+    tile(BM = 64, BN = 32) grid(m: M / BM, n: N / BN) threads 128
+{
+    shared ss: f32[BM, BN]
+    tma ss <- S[tile.m, tile.n]
+    s: f32[BM, BN] = where(BN * tile.n + col() > BM * tile.m + row(), -inf, ss)
+    ss = exp2(s) * (s >= 0.0)
+    tma Y[tile.m, tile.n] <- ss
+}
+"""
+
+
+def test_a_causal_mask_compares_global_rows_and_columns():
+    """row() and col() are the element's coordinates in the tile; with the tile's
+    offsets they give a causal mask. What the simulator's reference computes is
+    checked against numpy written out here (element (i, j) is masked where j > i)."""
+    from hopperc.sim.problem import make_problem
+    from hopperc.sim.reference import expected_outputs
+    front_end = driver.check(SourceFile("mask.hk", MASK))
+    problem = make_problem(driver.lower(front_end), {"M": 128, "N": 128})
+    got = expected_outputs(front_end, problem)["Y"]
+    s = problem.inputs["S"]
+    i, j = np.indices(s.shape)
+    masked = np.where(j > i, -np.inf, s)
+    np.testing.assert_allclose(got, np.exp2(masked) * (masked >= 0), rtol=1e-6)
+    assert got[0, 1] == 0 and (got[np.triu_indices(128, 1)] == 0).all()
+
+
+def test_comparisons_where_and_coordinates_in_cuda():
+    cuda = driver.generate(SourceFile("mask.hk", MASK)).cuda
+    assert "static_cast<float>(hk_c)" in cuda and "static_cast<float>(hk_r)" in cuda
+    assert "? 1.0f : 0.0f)" in cuda and ") != 0.0f ? (" in cuda
+    assert driver.build(SourceFile("mask.hk", MASK)).result.resources.spill_stores == 0
+    report = driver.simulate(SourceFile("mask.hk", MASK), seeds=2, search=20)
+    assert report.ok
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("col()", "col(ss)", "col() takes no arguments: it is the element's col"),
+    ("-inf, ss)", "-inf)", "where() takes 3 arguments"),
+])
+def test_mask_diagnostics(old, new, message):
+    with pytest.raises(CompileError) as info:
+        driver.check(SourceFile("mask.hk", MASK.replace(old, new, 1)))
     assert message in info.value.message

@@ -175,6 +175,8 @@ class ExprRenderer:
                 bound = t.dims[0] if isinstance(t.dims[0], int) else names.user(t.dims[0])
                 load = to_float(t.dtype, f"__ldg({names.user(tensor)} + hk_i)")
                 return f"[&] {{ const int hk_i = {index}; return hk_i < {bound} ? {load} : 0.0f; }}()"
+            case ir.ElementIndex(axis=axis):
+                return f"static_cast<float>({plane_row if axis == 'row' else 'hk_c'})"
             case ir.Literal(value=v) if math.isinf(v):
                 return f"{'-' if v < 0 else ''}__int_as_float(0x7f800000)"
             case ir.Literal(value=v):
@@ -221,6 +223,10 @@ def _elementwise(op: str, vals: list[str]) -> str:
             return f"exp2f({vals[0]})"
         case "rsqrt":
             return f"rsqrtf({vals[0]})"
+        case "==" | "!=" | "<" | "<=" | ">" | ">=":
+            return f"(({vals[0]}) {op} ({vals[1]}) ? 1.0f : 0.0f)"
+        case "where":
+            return f"(({vals[0]}) != 0.0f ? ({vals[1]}) : ({vals[2]}))"
         case "max":
             return f"fmaxf({vals[0]}, {vals[1]})"
         case "min":

@@ -19,7 +19,11 @@ from hopperc.ir.layout import plane_rows
 
 UNARY_FUNCS = {"relu", "abs", "exp", "exp2", "rsqrt"}
 BINARY_FUNCS = {"max", "min"}
+TERNARY_FUNCS = {"where"}  # where(c, a, b): a where c != 0, else b
+INDEX_FUNCS = {"row", "col"}  # the element's row or column: row(), col()
+FUNCS = UNARY_FUNCS | BINARY_FUNCS | TERNARY_FUNCS
 BINARY_OPS = {"+", "-", "*", "/"}
+COMPARE_OPS = {"==", "!=", "<", "<=", ">", ">="}  # 1 where true, else 0
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,13 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
             if isinstance(symbol, VectorSymbol):
                 raise CompileError(span, f"vector '{name}' needs a broadcast: {name}[:, None] "
                                          f"(one value per row) or {name}[None, :] (per column)")
+            if symbol in ("dim", "loop") or isinstance(symbol, int) and not isinstance(symbol,
+                                                                                      bool):
+                # a tile constant, dimension or loop variable: the same for every element
+                return Typed(ir.ScalarValue(scalar_expr(expr, scope, builtins=frozenset())),
+                             None, None)
+        case ast.Attribute(value=ast.Name(id="tile")):
+            return Typed(ir.ScalarValue(scalar_expr(expr, scope)), None, None)
         case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if isinstance(
                 scope.lookup(name, expr.value.span), TileSymbol):
             return _columns(name, scope.lookup(name, expr.value.span), a, b, scope, expr.span)
@@ -132,13 +143,21 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
                                      "accumulator update: acc = a @ b or acc += a @ b")
         case ast.BinOp(op=op, left=left, right=right, span=span) if op in BINARY_OPS:
             return _combine(op, [lower_tile_expr(x, scope, warpgroups) for x in (left, right)], span)
-        case ast.Call(func=func, args=args, span=span) if func in UNARY_FUNCS | BINARY_FUNCS:
-            arity = 1 if func in UNARY_FUNCS else 2
+        case ast.Compare(op=op, left=left, right=right, span=span) if op in COMPARE_OPS:
+            return _combine(op, [lower_tile_expr(x, scope, warpgroups) for x in (left, right)],
+                            span)
+        case ast.Call(func=func, args=args, span=span) if func in FUNCS:
+            arity = 1 if func in UNARY_FUNCS else 2 if func in BINARY_FUNCS else 3
             if len(args) != arity:
                 raise CompileError(span, f"{func}() takes {arity} argument{'s' * (arity > 1)}")
             return _combine(func, [lower_tile_expr(x, scope, warpgroups) for x in args], span)
+        case ast.Call(func=func, args=args, span=span) if func in INDEX_FUNCS:
+            if args:
+                raise CompileError(span, f"{func}() takes no arguments: it is the element's "
+                                         f"{func}")
+            return Typed(ir.ElementIndex(func), None, None)
         case ast.Call(func=func, span=span):
-            known = ", ".join(sorted(UNARY_FUNCS | BINARY_FUNCS))
+            known = ", ".join(sorted(FUNCS | {f"{f}()" for f in INDEX_FUNCS}))
             raise CompileError(span, f"unknown function '{func}' (known: {known}, and casts "
                                      "like f32(x))")
     view = buffer_view(expr, scope, warpgroups)

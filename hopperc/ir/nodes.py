@@ -209,8 +209,17 @@ class ScalarValue:
 
 
 @dataclass(frozen=True)
+class ElementIndex:
+    """The row (in its 2-D plane) or column of the element being computed, in the
+    statement's element grid: `row()`, `col()` (for masks)."""
+
+    axis: str  # "row" or "col"
+
+
+@dataclass(frozen=True)
 class Elementwise:
-    """An element-wise operation: + - * / max min neg relu abs exp."""
+    """An element-wise operation: + - * / max min neg relu abs exp exp2 rsqrt,
+    comparisons (1 where true, else 0) and where(c, a, b) (a where c != 0)."""
 
     op: str
     args: tuple["TileExpr", ...]
@@ -222,7 +231,8 @@ class Convert:
     operand: "TileExpr"
 
 
-TileExpr = TileRef | SharedRead | GlobalVector | Literal | ScalarValue | Elementwise | Convert
+TileExpr = (TileRef | SharedRead | GlobalVector | Literal | ScalarValue | ElementIndex
+            | Elementwise | Convert)
 
 
 class Layout(Enum):

@@ -55,11 +55,16 @@ def tile(expr: ir.TileExpr) -> str:
             return scalar(e)
         case ir.Convert(dtype=dtype, operand=operand):
             return f"{dtype}({tile(operand)})"
-        case ir.Elementwise(op=op, args=(a, b)) if op in "+-*/":
+        case ir.Elementwise(op=op, args=(a, b)) if op in INFIX:
             return f"({tile(a)} {op} {tile(b)})"
+        case ir.ElementIndex(axis=axis):
+            return f"{axis}()"
         case ir.Elementwise(op=op, args=args):
             return f"{op}({', '.join(tile(a) for a in args)})"
     raise TypeError(expr)
+
+
+INFIX = ("+", "-", "*", "/", "==", "!=", "<", "<=", ">", ">=")
 
 
 def barrier(ref: ir.BarrierRef) -> str:

@@ -147,6 +147,10 @@ _ELEMENTWISE = {
     "relu": lambda x: np.maximum(x, np.float32(0)), "abs": np.abs, "exp": np.exp,
     "exp2": np.exp2, "rsqrt": lambda x: np.float32(1) / np.sqrt(x),
     "max": np.maximum, "min": np.minimum,
+    **{op: (lambda f: lambda a, b: np.where(f(a, b), np.float32(1), np.float32(0)))(f)
+       for op, f in (("==", np.equal), ("!=", np.not_equal), ("<", np.less),
+                     ("<=", np.less_equal), (">", np.greater), (">=", np.greater_equal))},
+    "where": lambda c, a, b: np.where(c != 0, a, b),
 }
 
 
@@ -177,6 +181,11 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
                 return np.float32(v)
             case ir.ScalarValue(expr=value):
                 return np.float32(integer(value))
+            case ir.ElementIndex(axis="row"):
+                return _broadcast(np.arange(plane_rows(shape), dtype=np.float32), "rows", shape) \
+                    if len(shape) > 1 else np.float32(0)
+            case ir.ElementIndex(axis="col"):
+                return np.arange(shape[-1], dtype=np.float32)
         raise TypeError(e)
     return round_to(dtype, np.broadcast_to(tile_value(expr, leaf), shape))
 
@@ -206,7 +215,7 @@ def operands(expr: ir.TileExpr, tile: Callable[[str], object],
             shared(expr)
         case ir.GlobalVector(start=start) | ir.ScalarValue(expr=start):
             integer(start)
-        case ir.Literal():
+        case ir.Literal() | ir.ElementIndex():
             pass
         case _:
             raise TypeError(expr)

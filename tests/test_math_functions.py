@@ -62,7 +62,7 @@ def test_check_is_clean_against_the_reference():
      "shared inf: f32[BM, 64]\n    tma inf <- X[tile.m, 0]",
      "'inf' is a built-in name and cannot be redeclared"),
     ("exp2(", "tanh(", "unknown function 'tanh' (known: abs, col(), exp, exp2, max, min, relu, "
-                       "row(), rsqrt, where"),
+                       "row(), rowmax, rowsum, rsqrt, where"),
 ])
 def test_diagnostics(old, new, message):
     assert old in KERNEL

@@ -14,7 +14,8 @@ from hopperc.codegen.launch import LaunchInfo
 from hopperc.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
-from hopperc.ir.layout import block_bytes, column_blocks, packs_pairs, part_bytes, row_pitch
+from hopperc.ir.layout import (block_bytes, column_blocks, packs_pairs, part_bytes, row_pitch,
+                               tile_registers)
 
 _SHARED_ACCESS = {1: "u8", 2: "u16"}
 
@@ -175,6 +176,11 @@ class ExprRenderer:
                 bound = t.dims[0] if isinstance(t.dims[0], int) else names.user(t.dims[0])
                 load = to_float(t.dtype, f"__ldg({names.user(tensor)} + hk_i)")
                 return f"[&] {{ const int hk_i = {index}; return hk_i < {bound} ? {load} : 0.0f; }}()"
+            case ir.RowValues(name=name):
+                # the wgmma slot k's row is the vector's slot (k/2)%2 (ir.Layout.ROWS)
+                return f"{names.user(name)}[(hk_k / 2) % 2]"
+            case ir.RowReduce(op=op, name=name):
+                return row_reduce(op, name, self.tiles[name])
             case ir.ElementIndex(axis=axis):
                 return f"static_cast<float>({plane_row if axis == 'row' else 'hk_c'})"
             case ir.Literal(value=v) if math.isinf(v):
@@ -205,6 +211,19 @@ def _element_offset(buf: ir.SharedBuffer, r: str, c: str) -> str:
     if len(buf.shape) >= 3:
         text = f"(({r}) / {rows}) * {blocks * block_bytes(buf)} + {text}"
     return text
+
+
+def row_reduce(op: str, name: str, tile: ir.TileDef) -> str:
+    """Slot hk_k (a row, ir.Layout.ROWS) of rowmax / rowsum of a wgmma-layout f32
+    tile: the thread's slots of that row, then the quad's 4 lanes (xor 1, 2)."""
+    combine = "fmaxf(hk_v, {})" if op == "max" else "hk_v + {}"
+    start = "-__int_as_float(0x7f800000)" if op == "max" else "0.0f"
+    slots = tile_registers(tile)
+    step = " ".join(f"hk_v = {combine.format(f'__shfl_xor_sync(0xffffffffu, hk_v, {lane})')};"
+                    for lane in (1, 2))
+    return (f"[&] {{ float hk_v = {start}; for (int hk_s = 0; hk_s < {slots}; ++hk_s) "
+            f"if ((hk_s / 2) % 2 == hk_k) hk_v = {combine.format(f'{names.user(name)}[hk_s]')}; "
+            f"{step} return hk_v; }}()")
 
 
 def _elementwise(op: str, vals: list[str]) -> str:

@@ -9,12 +9,14 @@ from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, shared
                                    tile_store)
 from hopperc.codegen.launch import vector_tensors
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import (STMATRIX_COLS, element_grid, element_threads, plane_rows,
-                               register_layout, stores_by_matrix, view_shape)
+from hopperc.ir.layout import (ROW_SLOTS, STMATRIX_COLS, element_grid, element_threads,
+                               plane_rows, register_layout, stores_by_matrix, view_shape)
 
 # Element (row, col) of slot hk_k of thread hk_t in the wgmma layout (ir.Layout.WGMMA).
 WGMMA_ROW = "16 * (hk_t / 32) + (hk_t % 32) / 4 + 8 * ((hk_k / 2) % 2)"
 WGMMA_COL = "8 * (hk_k / 4) + 2 * (hk_t % 4) + (hk_k % 2)"
+# Row of slot hk_k of a register row vector (ir.Layout.ROWS): WGMMA_ROW's rows.
+ROWS_ROW = "16 * (hk_t / 32) + (hk_t % 32) / 4 + 8 * hk_k"
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,8 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
         assign = tile_store(definition, text)
     thread = _thread(role, threads)
     elements = rows * cols
+    if not isinstance(stmt, ir.SharedStore) and definition.layout is ir.Layout.ROWS:
+        return PerElement(ROW_SLOTS, thread, ROWS_ROW, "0", assign)
     if register_layout((rows, cols), threads) is ir.Layout.WGMMA:
         row, col = WGMMA_ROW, WGMMA_COL
     else:

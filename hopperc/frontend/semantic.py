@@ -18,8 +18,8 @@ from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, Vecto
                                     const_value, scalar_expr)
 from hopperc.frontend.tiles import buffer_view, lower_tile_expr, require_warpgroup_view
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import builtins_in, issued_per_warpgroup
-from hopperc.ir.layout import element_threads, register_layout, shared_layout
+from hopperc.ir.accesses import builtins_in, issued_per_warpgroup, tile_operands
+from hopperc.ir.layout import WGMMA_M, element_threads, register_layout, shared_layout
 
 
 
@@ -243,7 +243,8 @@ class _Analyzer:
                                        f"over the {threads} threads that hold it")
         symbol = TileSymbol(dtype, shape, d.span, layout)
         mma = isinstance(d.init, ast.BinOp) and d.init.op == "@"
-        init = ir.Literal(0.0) if mma else self._tile_value(d.init, dtype, shape, d.span)
+        init = ir.Literal(0.0) if mma else self._tile_value(d.init, dtype, shape, d.span,
+                                                            layout)
         self.scope.declare(d.name, symbol, d.span)
         out: list[ir.Stmt] = [ir.TileDef(d.name, dtype, shape, layout, threads, init, d.span)]
         if mma:
@@ -255,8 +256,7 @@ class _Analyzer:
         src = d.init
         if not (isinstance(src, ast.Subscript) and isinstance(src.value, ast.Name)
                 and len(src.indices) == 1):
-            raise CompileError(d.init.span, "a vector binds a slice of a 1-D tensor: "
-                                            "v: f32[BN] = bias[tile.n]")
+            return self._row_vector(d, dtype, length)
         tensor = self.scope.lookup(src.value.id, src.value.span)
         if not isinstance(tensor, ir.TensorParam) or len(tensor.dims) != 1:
             raise CompileError(src.value.span, f"'{src.value.id}' is not a 1-D tensor")
@@ -268,8 +268,27 @@ class _Analyzer:
         self.scope.declare(d.name, VectorSymbol(tensor.name, dtype, start, length, d.span), d.span)
         return []
 
-    def _tile_value(self, expr: ast.Expr, dtype: DType, shape: tuple[int, ...], span: Span):
+    def _row_vector(self, d: ast.TileDecl, dtype: DType, length: int) -> list[ir.Stmt]:
+        """`m: f32[64] = rowmax(s)` (or any expression of row vectors): one register
+        value per row of the warpgroup's wgmma-layout tiles."""
+        threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
+        if threads != 128 or length != WGMMA_M or dtype is not DType.F32:
+            raise CompileError(d.span, "a register vector is f32[64], one value per row of a "
+                                       "warpgroup's [64, N] tiles (or it binds a slice of a 1-D "
+                                       "tensor: v: f32[BN] = bias[tile.n])")
+        symbol = TileSymbol(dtype, (length,), d.span, ir.Layout.ROWS)
+        init = self._tile_value(d.init, dtype, (length,), d.span, ir.Layout.ROWS)
+        self.scope.declare(d.name, symbol, d.span)
+        return [ir.TileDef(d.name, dtype, (length,), ir.Layout.ROWS, threads, init, d.span)]
+
+    def _tile_value(self, expr: ast.Expr, dtype: DType, shape: tuple[int, ...], span: Span,
+                    layout: ir.Layout | None = None):
+        """The lowered value of a statement whose elements lie in `layout`."""
         typed = lower_tile_expr(expr, self.scope, self._warpgroups)
+        if layout is not ir.Layout.WGMMA and any(isinstance(e, ir.RowValues)
+                                                 for e in tile_operands(typed.expr)):
+            raise CompileError(span, "a register vector is broadcast (v[:, None]) over a "
+                                     "warpgroup's [64, N] tile only, whose rows its threads hold")
         if typed.dtype is not None and typed.dtype is not dtype:
             raise CompileError(span, f"dtype mismatch: the value is {typed.dtype} but the target "
                                      f"is {dtype}; convert it explicitly, e.g. {dtype}(...)")
@@ -296,7 +315,8 @@ class _Analyzer:
                 if stmt.op == "+=":
                     value = ast.BinOp("+", target, stmt.value, stmt.span)
                 return ir.TileAssign(target.id, self._tile_value(value, symbol.dtype,
-                                                                 symbol.shape, stmt.span),
+                                                                 symbol.shape, stmt.span,
+                                                                 symbol.layout),
                                      stmt.span)
         view = buffer_view(target, self.scope, self._warpgroups)
         if view is None:
@@ -307,7 +327,9 @@ class _Analyzer:
         if view.view.transposed:
             raise CompileError(target.span, "write a shared buffer without ^T")
         require_warpgroup_view(view, self._warpgroups, target.span)
-        value = self._tile_value(stmt.value, view.buffer.dtype, view.shape, stmt.span)
+        threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
+        layout = register_layout(view.shape, threads) if len(view.shape) == 2 else None
+        value = self._tile_value(stmt.value, view.buffer.dtype, view.shape, stmt.span, layout)
         store = ir.SharedStore(view.view, value, stmt.span)
         check_store_reads(store, lambda name: self.scope.lookup(name, stmt.span))
         return store

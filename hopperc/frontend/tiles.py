@@ -117,7 +117,15 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
             return Typed(ir.ScalarValue(scalar_expr(expr, scope)), None, None)
         case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if isinstance(
                 scope.lookup(name, expr.value.span), TileSymbol):
-            return _columns(name, scope.lookup(name, expr.value.span), a, b, scope, expr.span)
+            tile = scope.lookup(name, expr.value.span)
+            if tile.layout is ir.Layout.ROWS:
+                if not (isinstance(a, ast.FullSlice) and isinstance(b, ast.NewAxis)):
+                    raise CompileError(expr.span, f"a register vector is broadcast along its "
+                                                  f"rows: {name}[:, None]")
+                return Typed(ir.RowValues(name), tile.dtype, ("vector", "rows", tile.shape[0]))
+            return _columns(name, tile, a, b, scope, expr.span)
+        case ast.Call(func="rowmax" | "rowsum" as func, args=args, span=span):
+            return _row_reduce(func, args, scope, span)
         case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if isinstance(
                 scope.lookup(name, expr.value.span), VectorSymbol):
             vector = scope.lookup(name, expr.value.span)
@@ -157,7 +165,8 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
                                          f"{func}")
             return Typed(ir.ElementIndex(func), None, None)
         case ast.Call(func=func, span=span):
-            known = ", ".join(sorted(FUNCS | {f"{f}()" for f in INDEX_FUNCS}))
+            known = ", ".join(sorted(FUNCS | {f"{f}()" for f in INDEX_FUNCS}
+                                     | {"rowmax", "rowsum"}))
             raise CompileError(span, f"unknown function '{func}' (known: {known}, and casts "
                                      "like f32(x))")
     view = buffer_view(expr, scope, warpgroups)
@@ -217,6 +226,19 @@ def _combine(op: str, operands: list[Typed], span: Span) -> Typed:
             shape = check_broadcast(operand.shape, shape, span)
     return Typed(ir.Elementwise(op, tuple(o.expr for o in operands)),
                  next(iter(dtypes), None), shape)
+
+
+def _row_reduce(func: str, args, scope: Scope, span: Span) -> Typed:
+    """rowmax(t) / rowsum(t) of a warpgroup's f32 tile in the wgmma layout: a row
+    lives in the 4 threads of a quad, so a thread reduces its slots and the quad
+    its threads (shuffles), with no shared memory."""
+    tile = scope.lookup(args[0].id, args[0].span) if len(args) == 1 and isinstance(
+        args[0], ast.Name) else None
+    if not isinstance(tile, TileSymbol) or tile.layout is not ir.Layout.WGMMA or \
+            tile.dtype is not DType.F32:
+        raise CompileError(span, f"{func}() takes a register tile of f32 in the wgmma layout "
+                                 "(a warpgroup's [64, N]) by name")
+    return Typed(ir.RowReduce(func[3:], args[0].id), DType.F32, (tile.shape[0],))
 
 
 def _columns(name: str, tile: TileSymbol, rows: ast.Expr, cols: ast.Expr, scope: Scope,

@@ -134,28 +134,29 @@ def source_order(access: Access) -> tuple:
     return (access.span.line, access.span.col, access.buffer, access.what)
 
 
-def _operands(expr: ir.TileExpr) -> Iterator[ir.TileExpr]:
+def tile_operands(expr: ir.TileExpr) -> Iterator[ir.TileExpr]:
     """The leaf operands of an element-wise expression (none of an undefined one)."""
     match expr:
         case None:
             return
         case ir.Elementwise(args=args):
             for arg in args:
-                yield from _operands(arg)
+                yield from tile_operands(arg)
         case ir.Convert(operand=operand):
-            yield from _operands(operand)
+            yield from tile_operands(operand)
         case _:
             yield expr
 
 
 def tile_reads(expr: ir.TileExpr) -> Iterator[ir.BufferView]:
     """Views an element-wise expression reads from shared memory."""
-    return (e.view for e in _operands(expr) if isinstance(e, ir.SharedRead))
+    return (e.view for e in tile_operands(expr) if isinstance(e, ir.SharedRead))
 
 
 def tile_refs(expr: ir.TileExpr) -> Iterator[str]:
-    """Register tiles an element-wise expression reads."""
-    return (e.name for e in _operands(expr) if isinstance(e, ir.TileRef))
+    """Register tiles (and row vectors) an element-wise expression reads."""
+    return (e.name for e in tile_operands(expr)
+            if isinstance(e, (ir.TileRef, ir.RowReduce, ir.RowValues)))
 
 
 @dataclass(frozen=True)

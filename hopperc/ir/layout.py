@@ -60,8 +60,13 @@ def packs_pairs(tile: ir.TileDef) -> bool:
     return tile.layout is ir.Layout.WGMMA and tile.dtype.nbytes == 2
 
 
+ROW_SLOTS = 2  # rows of a warpgroup's wgmma tile each thread holds (Layout.ROWS)
+
+
 def tile_registers(tile: ir.TileDef) -> int:
     """Storage elements of a tile per thread (32-bit registers when packed)."""
+    if tile.layout is ir.Layout.ROWS:
+        return ROW_SLOTS
     slots = tile.shape[0] * tile.shape[1] // tile.threads
     return slots // 2 if packs_pairs(tile) else slots
 

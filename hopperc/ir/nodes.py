@@ -209,6 +209,23 @@ class ScalarValue:
 
 
 @dataclass(frozen=True)
+class RowReduce:
+    """rowmax(name) / rowsum(name) (`op` "max" or "sum"): one value per row of a
+    warpgroup's wgmma-layout f32 tile, as a register row vector (Layout.ROWS)."""
+
+    op: str
+    name: str
+
+
+@dataclass(frozen=True)
+class RowValues:
+    """`name[:, None]`: a register row vector's value for the element's row, in a
+    statement over a warpgroup's wgmma-layout tile."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class ElementIndex:
     """The row (in its 2-D plane) or column of the element being computed, in the
     statement's element grid: `row()`, `col()` (for masks)."""
@@ -232,7 +249,7 @@ class Convert:
 
 
 TileExpr = (TileRef | SharedRead | GlobalVector | Literal | ScalarValue | ElementIndex
-            | Elementwise | Convert)
+            | RowReduce | RowValues | Elementwise | Convert)
 
 
 class Layout(Enum):
@@ -244,6 +261,11 @@ class Layout(Enum):
     # of thread t (warp w, lane l) holds row 16w + l/4 + 8((k/2)%2), column
     # 8(k/4) + 2(l%4) + k%2.
     WGMMA = "wgmma"
+    # A register row vector: one value per row of a warpgroup's wgmma-layout tile.
+    # Slot j of thread t (warp w, lane l) holds row 16w + l/4 + 8j (j = 0, 1), the
+    # rows that thread's wgmma-layout slots k hold with (k/2)%2 == j; the 4 lanes
+    # of a quad hold the same rows.
+    ROWS = "rows"
 
 
 # ---------------------------------------------------------------- statements

@@ -59,6 +59,10 @@ def tile(expr: ir.TileExpr) -> str:
             return f"({tile(a)} {op} {tile(b)})"
         case ir.ElementIndex(axis=axis):
             return f"{axis}()"
+        case ir.RowReduce(op=op, name=name):
+            return f"row{op}({name})"
+        case ir.RowValues(name=name):
+            return f"{name}[:, None]"
         case ir.Elementwise(op=op, args=args):
             return f"{op}({', '.join(tile(a) for a in args)})"
     raise TypeError(expr)

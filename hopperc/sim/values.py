@@ -181,6 +181,12 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
                 return np.float32(v)
             case ir.ScalarValue(expr=value):
                 return np.float32(integer(value))
+            case ir.RowReduce(op="max", name=name):
+                return np.max(tile(name), axis=1)
+            case ir.RowReduce(op="sum", name=name):
+                return np.sum(tile(name), axis=1, dtype=np.float32)
+            case ir.RowValues(name=name):
+                return tile(name)[:, None]
             case ir.ElementIndex(axis="row"):
                 return _broadcast(np.arange(plane_rows(shape), dtype=np.float32), "rows", shape) \
                     if len(shape) > 1 else np.float32(0)
@@ -209,7 +215,7 @@ def operands(expr: ir.TileExpr, tile: Callable[[str], object],
         case ir.Elementwise(args=args):
             for arg in args:
                 operands(arg, tile, shared, integer)
-        case ir.TileRef(name=name):
+        case ir.TileRef(name=name) | ir.RowReduce(name=name) | ir.RowValues(name=name):
             tile(name)
         case ir.SharedRead():
             shared(expr)

@@ -155,6 +155,15 @@ def owned_elements(shape: tuple[int, ...], threads: int, warp: int,
     return owned
 
 
+def owned_rows(length: int, threads: int, warp: int, lanes: tuple[int, ...]) -> np.ndarray:
+    """Which values of a register row vector (ir.Layout.ROWS) the running `lanes`
+    of role warp `warp` hold: rows 16w .. 16w + 15, row r in the lanes of quad r % 8."""
+    rows = np.arange(length)
+    owned = (rows // 16 == warp % (threads // 32)) & np.isin(4 * (rows % 8), lanes)
+    owned.setflags(write=False)
+    return owned
+
+
 @lru_cache(maxsize=4096)
 def element_lanes(shape: tuple[int, ...], threads: int, warp: int) -> np.ndarray:
     """For each element of a tile or view spread over `threads` threads, the lane

@@ -23,7 +23,7 @@ from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.issue import AsyncIssue
 from hopperc.sim.memory import Site, join
 from hopperc.sim.values import elementwise, operands, taken_tile, undefined
-from hopperc.sim.views import Place, owned_elements
+from hopperc.sim.views import Place, owned_elements, owned_rows
 
 ALL_LANES = tuple(range(32))
 PREEMPT = None  # yielded: the scheduler may run something else here
@@ -217,7 +217,10 @@ class Warp(AsyncIssue):
             tile = self.block.program.tiles[stmt.name]
             shape, threads, dtype = tile.shape, tile.threads, tile.dtype
             expr = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
-        owned = owned_elements(shape, threads, self.local, lanes)
+        if not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.ROWS:
+            owned = owned_rows(shape[0], threads, self.local, lanes)
+        else:
+            owned = owned_elements(shape, threads, self.local, lanes)
         selection = (shape, threads, self.local, lanes)
 
         def use(name: str) -> None:

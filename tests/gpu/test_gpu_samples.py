@@ -33,6 +33,9 @@ TORCH_REFERENCE = {
     "gemm_chain": lambda torch, t: {"D1": _relu_mm(torch, t["A1"], t["B1"]).bfloat16(),
                                     "D2": _relu_mm(torch, t["A2"], t["B2"]).bfloat16()},
     "two_producers": lambda torch, t: {"Z": (t["X"].float() + t["Y"].float()).bfloat16()},
+    "softmax": lambda torch, t: {"Y": torch.softmax(t["X"].float(), dim=1).bfloat16()},
+    "rmsnorm": lambda torch, t: {"Y": (t["X"].float() * torch.rsqrt(
+        (t["X"].float() ** 2).mean(dim=1, keepdim=True) + 1e-6) * t["W"].float()).bfloat16()},
 }
 
 

@@ -243,8 +243,8 @@ class _Analyzer:
                                        f"over the {threads} threads that hold it")
         symbol = TileSymbol(dtype, shape, d.span, layout)
         mma = isinstance(d.init, ast.BinOp) and d.init.op == "@"
-        init = ir.Literal(0.0) if mma else self._tile_value(d.init, dtype, shape, d.span,
-                                                            layout)
+        # A product that defines the tile overwrites it (scale-d 0): nothing to zero.
+        init = None if mma else self._tile_value(d.init, dtype, shape, d.span, layout)
         self.scope.declare(d.name, symbol, d.span)
         out: list[ir.Stmt] = [ir.TileDef(d.name, dtype, shape, layout, threads, init, d.span)]
         if mma:

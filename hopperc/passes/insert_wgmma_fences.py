@@ -51,6 +51,11 @@ def _touches(leaf: ir.Stmt) -> list[_Touch]:
     on them as a new chain that needs its own fence (it would inject one)."""
     if isinstance(leaf, ir.WgmmaWait):
         return [_Touch(t, None, "completed by wgmma.wait_group", leaf.span) for t in leaf.tiles]
+    if isinstance(leaf, ir.TileDef) and leaf.init is None:
+        # Its first product overwrites it, but ptxas may give it registers other
+        # instructions wrote: it wants a fence first (else it injects one, C7519).
+        return [_Touch(leaf.name, None, "declared, its registers last written by other code",
+                       leaf.span)]
     return [_Touch(u.tile, None, u.what, u.span) for u in register_uses(leaf)]
 
 

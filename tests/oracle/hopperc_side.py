@@ -100,7 +100,9 @@ class Product:
             lines.append(f"    ra: {a.dtype}[64, {a.k}] = {a.dtype}(f32({a_expr}))")
             a_expr = "ra"
         b_expr = "sb^T" if b.k_major else "sb"
-        lines += [f"    acc: f32[64, {b.mn}] = {a_expr} @ {b_expr}", "}"]
+        # The zero fill is a loop over acc's elements in the wgmma layout, where
+        # fragment_expressions reads the layout (the product alone needs none).
+        lines += [f"    acc: f32[64, {b.mn}] = 0.0", f"    acc = {a_expr} @ {b_expr}", "}"]
         return "\n".join(lines) + "\n"
 
 

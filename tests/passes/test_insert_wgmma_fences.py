@@ -7,13 +7,18 @@ from tests.passes.kernels import (MMA_CHAIN, MMA_FUSED_LOOP, MMA_MANUAL, MMA_REG
 PASS = "insert_wgmma_fences"
 
 
-def test_fence_after_zero_init_before_the_first_product(tmp_path):
+def test_fence_before_the_product_that_defines_a_tile(tmp_path):
+    """d2 = sa @ sb2^T overwrites d2, but ptxas may reuse registers other code
+    wrote for it (o1's): a fence before it, or ptxas injects one (C7519)."""
     filecheck(ir_after(MMA_CHAIN, PASS), """
-CHECK: d1: f32[64, 64] wgmma = 0
+CHECK: d1: f32[64, 64] wgmma = undefined
 CHECK: mbarrier.wait sa_sb_full[0]
 CHECK: wgmma.fence
-CHECK-SAME: why: d1 written by element-wise code (t.hk:11), used by wgmma (t.hk:11)
 CHECK-NEXT: wgmma d1 = sa @ sb^T
+CHECK: d2: f32[64, 64] wgmma = undefined
+CHECK: wgmma.fence
+CHECK-SAME: why: d2 declared, its registers last written by other code (t.hk:13), used by wgmma (t.hk:13)
+CHECK-NEXT: wgmma d2 = sa @ sb2^T
 """, tmp_path)
 
 

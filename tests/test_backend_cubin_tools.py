@@ -124,3 +124,11 @@ def test_wrappers_propagate_tool_missing(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_tool_errors_are_toolchain_errors() -> None:
     assert issubclass(ToolMissing, ToolchainError)
     assert issubclass(ToolFailed, ToolchainError)
+
+
+def test_a_branch_with_a_condition_operand_is_a_loop_to_its_last_operand():
+    """`@!P3 BRA !P0, 0x20` (nvdisasm's form with a branch condition) jumps to
+    0x20: instruction 2, a loop back from instruction 5."""
+    from hopperc.backend.sass_metrics import Instruction, loops
+    code = [Instruction("NOP", "", "")] * 5 + [Instruction("BRA", "@!P3", "!P0, 0x20")]
+    assert [(lp.start, lp.end) for lp in loops(code)] == [(2, 5)]

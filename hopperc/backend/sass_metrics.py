@@ -53,7 +53,8 @@ def loops(code: list[Instruction]) -> list[Loop]:
     out = []
     for index, instruction in enumerate(code):
         if instruction.base == "BRA" and instruction.predicate:
-            target = int(instruction.operands.split(",")[0], 16) // INSTRUCTION_BYTES
+            # the target is the last operand (`BRA !P0, 0x...` also takes a condition)
+            target = int(instruction.operands.split(",")[-1], 16) // INSTRUCTION_BYTES
             if target <= index:
                 out.append(Loop(target, index))
     return sorted(out, key=len)

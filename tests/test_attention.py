@@ -14,24 +14,37 @@ from tests.conftest import ROOT, filecheck, ir_after
 SAMPLE = ROOT / "samples" / "attention_fwd.hk"
 
 
-@pytest.mark.parametrize("length", [320, 300])
-def test_matches_attention_in_float64(length):
+@pytest.mark.parametrize("length, causal", [(320, 0), (300, 0), (320, 1), (300, 1)])
+def test_matches_attention_in_float64(length, causal):
     """L = 320: 3 blocks (the last half past the end, zero-filled and clipped)
     over 5 key tiles, so the ring wraps and the running maximum moves; L = 300:
-    the last key tile is partial, its zero-filled keys masked to -inf."""
-    front_end = driver.check(driver.read_source(SAMPLE))
+    the last key tile is partial, its zero-filled keys masked to -inf. Causal:
+    row i sees keys 0 .. i, and block b reads key tiles 0 .. 2b + 1 only."""
+    front_end = driver.check(driver.read_source(SAMPLE), {"CAUSAL": causal})
     problem = make_problem(driver.lower(front_end), {"L": length})
     got = expected_outputs(front_end, problem)["O"]
     q, k, v = (problem.inputs[n].astype(np.float64) for n in "QKV")
     s = q @ k.T / np.sqrt(128)
+    if causal:
+        i, j = np.indices(s.shape)
+        s = np.where(j > i, -np.inf, s)
     p = np.exp(s - s.max(axis=1, keepdims=True))
     want = p / p.sum(axis=1, keepdims=True) @ v
     np.testing.assert_allclose(got, want, atol=2e-2 * np.abs(want).max())
 
 
-def test_every_schedule_is_right():
-    report = driver.simulate(driver.read_source(SAMPLE), shapes={"L": 256}, seeds=4, search=50)
+@pytest.mark.parametrize("causal", [0, 1])
+def test_every_schedule_is_right(causal):
+    report = driver.simulate(driver.read_source(SAMPLE), {"CAUSAL": causal}, {"L": 384},
+                             seeds=4, search=50)
     assert report.ok, [f.headline() for f in report.findings]
+
+
+def test_causal_blocks_stop_at_their_last_key_tile(tmp_path):
+    """The producer's and the consumers' loops have the same tile-dependent bound."""
+    from hopperc.ir.printer import print_kernel
+    out = print_kernel(driver.lower(driver.check(driver.read_source(SAMPLE), {"CAUSAL": 1})))
+    assert out.count("for j in 0 .. (tile.m + 1) * 128 / 64:") == 2
 
 
 def test_syncs_around_the_products_and_the_softmax(tmp_path):

@@ -208,10 +208,13 @@ SEMANTIC = [
          "s]", "'s' is f32; an index needs i32"),
     case("not_compile_time_constant", COPY, [("buf: bf16[BM, BN]", "buf: bf16[M, BN]")],
          "M, BN]", "a buffer dimension must be a compile-time constant"),
-    case("tile_constant_not_positive", COPY, [("BM = 64", "BM = 0")], "BM = 0",
-         "tile constant 'BM' must be positive, not 0"),
-    case("define_not_positive", COPY, [], "BM = 64", "tile constant 'BM' must be positive",
-         defines={"BM": 0}),
+    case("tile_constant_negative", COPY, [("BM = 64", "BM = 0 - 64")], "BM = 0 - 64",
+         "tile constant 'BM' must not be negative, not -64"),
+    case("define_negative", COPY, [], "BM = 64", "tile constant 'BM' must not be negative",
+         defines={"BM": -1}),
+    # 0 is a flag's value (CAUSAL = 0): a size of 0 is refused where it is used
+    case("tile_constant_zero_size", COPY, [("BM = 64", "BM = 0")], "BM, n:",
+         "a grid divisor must be positive"),
     case("division_by_zero", COPY, [("BN = 64", "BN = 64 / 0")], "64 / 0", "division by zero"),
     case("grid_extent_form", COPY, [("m: M / BM", "m: M * BM")], "M * BM", "a grid extent is"),
     case("declaration_not_top_level", COPY, [("    tma Y", "    for i in 0 .. 2 {\n"

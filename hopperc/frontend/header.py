@@ -53,8 +53,9 @@ def consts(kernel: ast.Kernel, defines: dict[str, int],
             check_int32(value, None, f"-D {c.name}")
         else:
             value = const_value(c.value, scope, f"tile constant '{c.name}'")
-        if value <= 0:
-            raise CompileError(c.span, f"tile constant '{c.name}' must be positive, not {value}")
+        if value < 0:  # 0 is a flag's off (CAUSAL = 0); a size of 0 is refused where used
+            raise CompileError(c.span, f"tile constant '{c.name}' must not be negative, not "
+                                       f"{value}")
         scope.declare(c.name, value, c.span)
         values.append((c.name, value))
     return tuple(values)

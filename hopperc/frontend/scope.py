@@ -130,6 +130,13 @@ def fold(op: str, left: ir.ScalarExpr, right: ir.ScalarExpr, span: Span) -> ir.S
     if is_const(left) and is_const(right):
         value = INTEGER_OPS[op](left.value, right.value)
         return ir.const(check_int32(value, span, "this constant expression"))
+    # A flag constant (0 or 1) selects a term: CAUSAL * a + (1 - CAUSAL) * b.
+    if op == "*" and ir.const(0) in (left, right):
+        return ir.const(0)
+    if op == "*" and ir.const(1) in (left, right):
+        return right if left == ir.const(1) else left
+    if op == "+" and ir.const(0) in (left, right):
+        return right if left == ir.const(0) else left
     return ir.ScalarOp(op, left, right)
 
 

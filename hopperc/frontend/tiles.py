@@ -99,6 +99,9 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
     match expr:
         case ast.IntLit(value=v) | ast.FloatLit(value=v):
             return Typed(ir.Literal(float(v)), None, None)
+        case ast.Name(id="wg") if warpgroups >= 1:
+            # the warpgroup: the same for all of a warpgroup's elements (its tile)
+            return Typed(ir.ScalarValue(ir.Scalar(ir.ScalarKind.BUILTIN, "wg")), None, None)
         case ast.Name(id=name, span=span):
             symbol = scope.lookup(name, span)
             if isinstance(symbol, TileSymbol):

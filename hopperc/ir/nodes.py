@@ -17,6 +17,9 @@ from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace f
     MBarrierInit, MBarrierInitFence, MBarrierInval, MBarrierWait, NamedBarrier, PhaseFlip, Pipeline,
     ProxyFence, Reason, SetMaxRegisters, StageAdvance, StageRelease, SyncStmt, TurnBarrier, WgmmaCommit,
     WgmmaFence, WgmmaWait)
+from hopperc.ir.tile_exprs import (  # noqa: F401 - re-exported: one namespace for the IR
+    Convert, ElementIndex, Elementwise, GlobalVector, Literal, RowReduce, RowValues, ScalarValue,
+    SharedRead, TileExpr, TileRef)
 
 
 # ---------------------------------------------------------------- declarations
@@ -166,90 +169,6 @@ class BufferView:
 class ViewPart:
     index: ScalarExpr
     count: int
-
-
-# ---------------------------------------------------------------- tile expressions
-@dataclass(frozen=True)
-class TileRef:
-    """A register tile, or its columns [start, stop) (constant, whole 8-column
-    groups of a wgmma-layout tile: a contiguous run of each thread's slots)."""
-
-    name: str
-    columns: tuple[int, int] | None = None
-
-
-@dataclass(frozen=True)
-class SharedRead:
-    """Element-wise read of shared memory by the running threads (generic proxy).
-    `broadcast` ('rows' or 'cols'): a 1-D view, one value per row or column, from
-    its `elements` [start, stop) (None: all of them)."""
-
-    view: BufferView
-    broadcast: str | None = None
-    elements: tuple[int, int] | None = None
-
-
-@dataclass(frozen=True)
-class GlobalVector:
-    """A slice of a 1-D global tensor, broadcast along `axis` ('rows' or 'cols')."""
-
-    tensor: str
-    start: ScalarExpr
-    axis: str
-
-
-@dataclass(frozen=True)
-class Literal:
-    value: float
-
-
-@dataclass(frozen=True)
-class ScalarValue:
-    expr: ScalarExpr
-
-
-@dataclass(frozen=True)
-class RowReduce:
-    """rowmax(name) / rowsum(name) (`op` "max" or "sum"): one value per row of a
-    warpgroup's wgmma-layout f32 tile, as a register row vector (Layout.ROWS)."""
-
-    op: str
-    name: str
-
-
-@dataclass(frozen=True)
-class RowValues:
-    """`name[:, None]`: a register row vector's value for the element's row, in a
-    statement over a warpgroup's wgmma-layout tile."""
-
-    name: str
-
-
-@dataclass(frozen=True)
-class ElementIndex:
-    """The row (in its 2-D plane) or column of the element being computed, in the
-    statement's element grid: `row()`, `col()` (for masks)."""
-
-    axis: str  # "row" or "col"
-
-
-@dataclass(frozen=True)
-class Elementwise:
-    """An element-wise operation: + - * / max min neg relu abs exp exp2 rsqrt,
-    comparisons (1 where true, else 0) and where(c, a, b) (a where c != 0)."""
-
-    op: str
-    args: tuple["TileExpr", ...]
-
-
-@dataclass(frozen=True)
-class Convert:
-    dtype: DType
-    operand: "TileExpr"
-
-
-TileExpr = (TileRef | SharedRead | GlobalVector | Literal | ScalarValue | ElementIndex
-            | RowReduce | RowValues | Elementwise | Convert)
 
 
 class Layout(Enum):

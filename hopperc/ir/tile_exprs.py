@@ -1,0 +1,94 @@
+"""Tile expressions: the values element-wise statements compute, per element of
+their grid. Re-exported by `hopperc.ir.nodes`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hopperc.dtypes import DType
+
+if TYPE_CHECKING:
+    from hopperc.ir.nodes import BufferView, ScalarExpr
+
+
+@dataclass(frozen=True)
+class TileRef:
+    """A register tile, or its columns [start, stop) (constant, whole 8-column
+    groups of a wgmma-layout tile: a contiguous run of each thread's slots)."""
+
+    name: str
+    columns: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class SharedRead:
+    """Element-wise read of shared memory by the running threads (generic proxy).
+    `broadcast` ('rows' or 'cols'): a 1-D view, one value per row or column, from
+    its `elements` [start, stop) (None: all of them)."""
+
+    view: BufferView
+    broadcast: str | None = None
+    elements: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class GlobalVector:
+    """A slice of a 1-D global tensor, broadcast along `axis` ('rows' or 'cols')."""
+
+    tensor: str
+    start: ScalarExpr
+    axis: str
+
+
+@dataclass(frozen=True)
+class Literal:
+    value: float
+
+
+@dataclass(frozen=True)
+class ScalarValue:
+    expr: ScalarExpr
+
+
+@dataclass(frozen=True)
+class RowReduce:
+    """rowmax(name) / rowsum(name) (`op` "max" or "sum"): one value per row of a
+    warpgroup's wgmma-layout f32 tile, as a register row vector (Layout.ROWS)."""
+
+    op: str
+    name: str
+
+
+@dataclass(frozen=True)
+class RowValues:
+    """`name[:, None]`: a register row vector's value for the element's row, in a
+    statement over a warpgroup's wgmma-layout tile."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ElementIndex:
+    """The row (in its 2-D plane) or column of the element being computed, in the
+    statement's element grid: `row()`, `col()` (for masks)."""
+
+    axis: str  # "row" or "col"
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """An element-wise operation: + - * / max min neg relu abs exp exp2 rsqrt,
+    comparisons (1 where true, else 0) and where(c, a, b) (a where c != 0)."""
+
+    op: str
+    args: tuple["TileExpr", ...]
+
+
+@dataclass(frozen=True)
+class Convert:
+    dtype: DType
+    operand: "TileExpr"
+
+
+TileExpr = (TileRef | SharedRead | GlobalVector | Literal | ScalarValue | ElementIndex
+            | RowReduce | RowValues | Elementwise | Convert)

@@ -56,3 +56,28 @@ def test_simulator_lanes_match_cute(gmma, product):
             assert lanes[t // 32][row, col] == t % 32, (t, row, col)
             seen.add((row, col))
     assert len(seen) == 64 * n
+
+
+@pytest.mark.parametrize("product", FRAGMENT_PRODUCTS, ids=IDS)
+def test_row_reduction_layout_matches_cute(gmma, product):
+    """Row reductions (rowmax / rowsum) over CuTe's CLayout: the D values k of
+    thread t with (k/2)%2 == j are all row ROWS_ROW(t, j) (the row vector's slot
+    j, ir.Layout.ROWS); a row's values lie in the 4 lanes of one quad (the xor 1
+    and 2 shuffles reach them all) and cover every column; the simulator gives
+    each warp those rows."""
+    from hopperc.codegen.elements import ROWS_ROW
+    from hopperc.sim.views import owned_rows
+    n = product.b.mn
+    fragment = gmma.output.fragments[(product.name, "C")]
+    holders: dict[int, set[tuple[int, int]]] = {}
+    for t, values in enumerate(fragment):
+        for k, (row, col) in enumerate(values):
+            slot = (k // 2) % 2
+            assert row == eval(ROWS_ROW.replace("/", "//"), {}, {"hk_t": t, "hk_k": slot}), (t, k)
+            holders.setdefault(row, set()).add((t, col))
+    for row, held in holders.items():
+        threads = {t for t, _ in held}
+        assert len(threads) == 4 and len({t // 4 for t in threads}) == 1, row
+        assert sorted(col for _, col in held) == list(range(n)), row
+        warp = min(threads) // 32
+        assert owned_rows(64, 128, warp, tuple(range(32)))[row]

@@ -17,9 +17,10 @@ SAMPLE = ROOT / "samples" / "attention_fwd.hk"
 @pytest.mark.parametrize("length, causal", [(320, 0), (300, 0), (320, 1), (300, 1)])
 def test_matches_attention_in_float64(length, causal):
     """L = 320: 3 blocks (the last half past the end, zero-filled and clipped)
-    over 5 key tiles, so the ring wraps and the running maximum moves; L = 300:
-    the last key tile is partial, its zero-filled keys masked to -inf. Causal:
-    row i sees keys 0 .. i, and block b reads key tiles 0 .. 2b + 1 only."""
+    over 3 pairs of key tiles, so the ring wraps and the running maximum moves,
+    and the last pair's tile b lies wholly past the end (zero-filled, masked);
+    L = 300: the last key tile is partial, its zero-filled keys masked to -inf.
+    Causal: row i sees keys 0 .. i, and block b reads key tiles 0 .. 2b + 1 only."""
     front_end = driver.check(driver.read_source(SAMPLE), {"CAUSAL": causal})
     problem = make_problem(driver.lower(front_end), {"L": length})
     got = expected_outputs(front_end, problem)["O"]
@@ -44,24 +45,43 @@ def test_causal_blocks_stop_at_their_last_key_tile(tmp_path):
     """The producer's and the consumers' loops have the same tile-dependent bound."""
     from hopperc.ir.printer import print_kernel
     out = print_kernel(driver.lower(driver.check(driver.read_source(SAMPLE), {"CAUSAL": 1})))
-    assert out.count("for j in 0 .. (tile.m + 1) * 128 / 64:") == 2
+    assert out.count("for j in 0 .. (tile.m + 1) * 128 / 128:") == 2
 
 
 def test_syncs_around_the_products_and_the_softmax(tmp_path):
-    """S's batch completes before the softmax reads it (wait_group 0, which also
-    completes the previous P V batch, so the previous stage's release needs no
-    wait of its own); O is fenced before P V adds to it (the rescale wrote it)."""
+    """Tile a's S completes before its softmax (wait_group 0: only the previous
+    P V batch is older). Tile b's S is issued before tile a's softmax with no
+    wait after it; tile a's P V is issued before tile b's softmax, which waits
+    with wait_group 1 (S_b done, P V_a still in flight); the rescale of O by
+    beta waits for P V_a (wait_group 0). The previous stage's release needs no
+    wait of its own: every batch that read it completed at those waits."""
     filecheck(ir_after(driver.read_source(SAMPLE).text), """
-CHECK: for j in 0 .. L / 64:
-CHECK: wgmma s = sq0[wg of 2] @ sk0{stage load_math_math_stage}^T
-CHECK-NEXT: wgmma s += sq1[wg of 2] @ sk1{stage load_math_math_stage}^T
+CHECK: for j in 0 .. L / 128:
+CHECK: wgmma sa = sq0[wg of 2] @ ska0{stage load_math_math_stage}^T
+CHECK-NEXT: wgmma sa += sq1[wg of 2] @ ska1{stage load_math_math_stage}^T
 CHECK-NEXT: wgmma.commit_group
 CHECK-NEXT: wgmma.wait_group 0
-CHECK-SAME: why: s written by wgmma
+CHECK-SAME: why: sa written by wgmma
+CHECK-NEXT: xa: f32[64, 64] wgmma =
+CHECK: wgmma sb = sq0[wg of 2] @ skb0{stage load_math_math_stage}^T
+CHECK-NEXT: wgmma sb += sq1[wg of 2] @ skb1{stage load_math_math_stage}^T
+CHECK-NEXT: wgmma.commit_group
+CHECK-NOT: wgmma.wait_group
+CHECK: ma: f32[64] rows = max(m, rowmax(xa))
+CHECK-NOT: wgmma.wait_group
 CHECK: o0 = (o0 * alpha[:, None])
 CHECK: wgmma.fence
-CHECK-NEXT: wgmma o0 += pb @ sv0{stage load_math_math_stage}
-CHECK-NEXT: wgmma o1 += pb @ sv1{stage load_math_math_stage}
+CHECK-NEXT: wgmma o0 += pab @ sva0{stage load_math_math_stage}
+CHECK-NEXT: wgmma o1 += pab @ sva1{stage load_math_math_stage}
+CHECK-NEXT: wgmma.commit_group
+CHECK-NEXT: wgmma.wait_group 1
+CHECK-SAME: why: sb written by wgmma
+CHECK-NOT: wgmma.wait_group
+CHECK: pbb: bf16[64, 64] wgmma = bf16(pb)
+CHECK-NEXT: wgmma.wait_group 0
+CHECK-SAME: why: o0 written by wgmma
+CHECK-NEXT: o0 = (o0 * beta[:, None])
+CHECK: wgmma o1 += pbb @ svb1{stage load_math_math_stage}
 CHECK-NEXT: wgmma.commit_group
 CHECK-NEXT: if j > 0:
 CHECK-NEXT: elect:

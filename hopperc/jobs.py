@@ -40,8 +40,10 @@ def compile_source(source: SourceFile, defines: dict[str, int], arch: str,
 
 def _warnings(built, source: SourceFile, recorded_name: str) -> tuple[Problem, ...]:
     """NVRTC's and ptxas's warnings, located at the .hk line (ptxas numbers PTX
-    lines: the PTX's `.loc` directives lead back to the .hk line)."""
-    from hopperc.backend.nvrtc import PTX_DIAGNOSTIC_FILE, parse_diagnostics, ptx_source_line
+    lines: the PTX's `.loc` directives lead back to the .hk line). ptxas's
+    reports of serialized wgmma name no line: they are shown at the kernel's."""
+    from hopperc.backend.nvrtc import (PTX_DIAGNOSTIC_FILE, PTXAS_PERFORMANCE_FILE,
+                                       parse_diagnostics, ptx_source_line)
 
     found = []
     for diagnostic in parse_diagnostics(built.result.log):
@@ -52,6 +54,9 @@ def _warnings(built, source: SourceFile, recorded_name: str) -> tuple[Problem, .
         if diagnostic.file == PTX_DIAGNOSTIC_FILE:
             rule = "ptxas-warning"
             line = ptx_source_line(built.result.ptx, diagnostic.line, recorded_name)
+        elif diagnostic.file == PTXAS_PERFORMANCE_FILE:
+            rule = "ptxas-performance"
+            line = built.generated.kernel.span.line
         elif diagnostic.file != recorded_name:
             line = None
         span = Span(source.name, line, 1, line, 1) if line else None

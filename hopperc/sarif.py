@@ -22,6 +22,8 @@ RULES = {
     "internal": "A bug in hopperc.",
     "ptxas-warning": "ptxas warned about the code generated for this line.",
     "nvrtc-warning": "NVRTC warned about the code generated for this line.",
+    "ptxas-performance": "ptxas serialized the kernel's wgmma (an overlap the code asks for "
+                         "is lost).",
     "library": "A kernel library file hopperc cannot use.",
     "output": "An output hopperc cannot write.",
     "cache": "The build cache cannot be used; builds go on without it.",

@@ -46,6 +46,13 @@ _PTXAS_DIAGNOSTIC_RE = re.compile(
     r"^ptxas .*?, line (?P<line>\d+); (?P<severity>error|warning)\s*: (?P<message>.*)$"
 )
 PTX_DIAGNOSTIC_FILE = "<ptx>"
+# ptxas reports a lost overlap as info, with no line: "(C7514) Potential
+# Performance Loss: wgmma.mma_async instructions are serialized due to ...".
+_PTXAS_PERFORMANCE_RE = re.compile(
+    r"^ptxas info\s*: \((?P<code>C\d+)\) Potential Performance Loss: (?P<message>.*?)"
+    r"(?: in the function '[^']*')?\s*$"
+)
+PTXAS_PERFORMANCE_FILE = "<ptxas performance>"
 _LOC_RE = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+(?:,.*\binlined_at\s+(\d+)\s+(\d+))?")
 _FILE_RE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.M)
 
@@ -181,13 +188,19 @@ def _from_root_directory():
 
 
 def parse_diagnostics(log: str) -> list[GeneratedDiagnostic]:
-    """Extract front-end (``FILE(LINE): error: ...``) and ptxas (PTX line) messages."""
+    """Extract front-end (``FILE(LINE): error: ...``) and ptxas (PTX line) messages,
+    and ptxas's reports of lost wgmma overlap (no line: file PTXAS_PERFORMANCE_FILE)."""
     diagnostics = []
     for line in log.splitlines():
         if match := _FRONTEND_DIAGNOSTIC_RE.match(line):
             file = match["file"]
         elif match := _PTXAS_DIAGNOSTIC_RE.match(line):
             file = PTX_DIAGNOSTIC_FILE
+        elif match := _PTXAS_PERFORMANCE_RE.match(line):
+            message = " ".join(match["message"].split())
+            diagnostics.append(GeneratedDiagnostic(PTXAS_PERFORMANCE_FILE, 0, "warning",
+                                                   f"ptxas {match['code']}: {message}"))
+            continue
         else:
             continue
         diagnostics.append(GeneratedDiagnostic(file, int(match["line"]), match["severity"], match["message"]))

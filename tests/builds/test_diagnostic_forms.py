@@ -107,3 +107,68 @@ def test_ptxas_warnings_are_shown_at_the_hk_line():
     assert warning.span.line == 7 and warning.exit_code == 0
     assert warning.text.splitlines()[:2] == ["src/k.hk:7:1: warning: Unused register %r9",
                                              "line 7"]
+
+
+# Tile a's S is read after `wait_group 1` while the previous iteration's P V may
+# still be in flight at the loop's head: the PTX is right (the wait completes
+# every batch but S_b), but ptxas cannot tell and serializes every wgmma (C7514).
+SERIALIZED = """kernel overlap(Q: bf16[L, 64], K: bf16[L, 64], V: bf16[L, 64], O: bf16[L, 64])
+    tile(BM = 64, BN = 64) grid(m: L / BM)
+{
+    shared sq: bf16[BM, 64] swizzle 128B
+    shared ska: bf16[BN, 64] stages 2 swizzle 128B
+    shared skb: bf16[BN, 64] stages 2 swizzle 128B
+    shared sv: bf16[BN, 64] stages 2 swizzle 128B
+    shared so: bf16[BM, 64] swizzle 128B
+    role math: warpgroup regs 240 {
+        tma sq <- Q[tile.m, 0]
+        o: f32[64, 64] = 0
+        for j in 0 .. L / BN {
+            sa: f32[64, BN] = sq @ ska^T
+            sb: f32[64, BN] = sq @ skb^T
+            t: f32[64, BN] = sa * 2.0
+            p: bf16[64, BN] = bf16(sb)
+            o = o * 0.5 + t
+            o += p @ sv
+        }
+        so = bf16(o)
+        tma O[tile.m, 0] <- so
+    }
+    role load: warp regs 24 {
+        for j in 0 .. L / BN {
+            tma ska <- K[j, 0]
+            tma skb <- K[j, 0]
+            tma sv <- V[j, 0]
+        }
+    }
+}
+"""
+
+
+def test_ptxas_serialized_wgmma_is_a_warning_at_the_kernel_line(tmp_path):
+    """ptxas reports a lost wgmma overlap as info with no line; hopperc shows it
+    as a warning at the kernel (rule ptxas-performance), and the build succeeds.
+    Ordered with a full wait first in the iteration (t read after p), it is gone."""
+    (tmp_path / "k.hk").write_text(SERIALIZED)
+    proc = hopperc("build", "k.hk", "-o", "k.cubin", "--diagnostics", "json", cwd=tmp_path)
+    records = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    (record,) = [r for r in records if r["rule"] == "ptxas-performance"]
+    assert proc.returncode == 0 and (tmp_path / "k.cubin").stat().st_size > 0
+    assert record["severity"] == "warning" and record["line"] == 1
+    assert record["message"].startswith("ptxas C7514: wgmma.mma_async instructions are "
+                                        "serialized")
+    reordered = SERIALIZED.replace("            t: f32[64, BN] = sa * 2.0\n", "").replace(
+        "            p: bf16[64, BN] = bf16(sb)\n",
+        "            p: bf16[64, BN] = bf16(sb)\n            t: f32[64, BN] = sa * 2.0\n")
+    (tmp_path / "k.hk").write_text(reordered)
+    proc = hopperc("build", "k.hk", "-o", "k.cubin", "--no-cache", cwd=tmp_path)
+    assert proc.returncode == 0 and "C7514" not in proc.stderr, proc.stderr
+
+
+def test_ptxas_performance_reports_are_parsed_without_the_function_name():
+    from hopperc.backend.nvrtc import PTXAS_PERFORMANCE_FILE, parse_diagnostics
+    log = ("ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions "
+           "are serialized due to X in the function 'u_k'\nptxas info    : Used 90 registers\n")
+    (found,) = parse_diagnostics(log)
+    assert found.file == PTXAS_PERFORMANCE_FILE and found.severity == "warning"
+    assert found.message == "ptxas C7515: wgmma.mma_async instructions are serialized due to X"

@@ -56,6 +56,8 @@ gpu-bench: $(GPU_STAMP)
 	$(BIN)/python bench/gemm.py --sample gemm_pingpong
 	$(BIN)/python bench/gemm.py --sample gemm_multicast
 	$(BIN)/python bench/gemm.py --sample gemm_one_role
+	$(BIN)/python bench/attention.py
+	$(BIN)/python bench/attention.py --causal
 
 bench: $(STAMP)
 	$(BIN)/python bench/frontend.py

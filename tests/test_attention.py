@@ -92,3 +92,17 @@ CHECK-NEXT: mbarrier.arrive load_math_empty[(load_math_math_stage + 1) % 2]  (re
 def test_builds_without_spills():
     resources = driver.build(driver.read_source(SAMPLE)).result.resources
     assert resources.spill_stores == resources.spill_loads == 0
+
+
+def test_bench_says_what_it_needs_without_a_gpu():
+    """bench/attention.py exits 2 with one line on a machine without a GPU."""
+    import subprocess
+    import sys
+
+    from hopperc.runtime import gpu_available
+    if gpu_available():
+        pytest.skip("a GPU is present: tests/gpu runs the benchmark's measurement")
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "attention.py"), "--runs", "1"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("bench/attention.py: "), proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -83,10 +83,10 @@ def test_reductions_become_slot_loops_and_quad_shuffles():
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ("m: f32[BM] = -inf", "m: f32[32] = -inf", "a register vector is f32[64]"),
-    ("rowmax(x)", "rowmax(sx)", "rowmax() takes a register tile of f32 in the wgmma layout"),
+    ("m: f32[BM] = -inf", "m: f32[32] = -inf", "shape mismatch in 'max': [32] and [64]"),
+    ("rowmax(x)", "rowmax(sx)", "rowmax() takes a 2-D register tile of f32 by name"),
     ("x - m_new[:, None]", "x - m_new[None, :]", "a register vector is broadcast along its rows"),
-    ("threads 128", "threads 64", "a register vector is f32[64]"),
+    ("m: f32[BM] = -inf", "m: f32[65] = -inf", "a register vector is f32 with at most 64 values"),
 ])
 def test_diagnostics(old, new, message):
     assert old in SOFTMAX
@@ -95,15 +95,16 @@ def test_diagnostics(old, new, message):
     assert message in info.value.message
 
 
-def test_a_row_vector_broadcasts_over_wgmma_layout_tiles_only():
+def test_a_row_vector_broadcasts_over_tiles_whose_rows_its_threads_hold():
     """A [64, 4] tile is spread row-major (4 columns are no wgmma column group):
     its threads do not hold the vector's rows."""
     text = SOFTMAX.replace("        m = m_new\n",
                            "        m = m_new\n        q: f32[BM, 4] = 1.0 + m[:, None]\n", 1)
     with pytest.raises(CompileError) as info:
         driver.check(SourceFile("softmax.hk", text))
-    assert "a register vector is broadcast (v[:, None]) over a warpgroup's [64, N] tile only" \
-        in info.value.message
+    assert ("'m' (a vector of a warpgroup's [64, N] tiles) is broadcast (m[:, None]) over "
+            "tiles whose rows its threads hold") in info.value.message
+    assert info.value.message.endswith("not over a row-major tile [64, 4]")
 
 
 @pytest.mark.parametrize("name", ["softmax", "rmsnorm"])

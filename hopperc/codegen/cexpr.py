@@ -176,11 +176,16 @@ class ExprRenderer:
                 bound = t.dims[0] if isinstance(t.dims[0], int) else names.user(t.dims[0])
                 load = to_float(t.dtype, f"__ldg({names.user(tensor)} + hk_i)")
                 return f"[&] {{ const int hk_i = {index}; return hk_i < {bound} ? {load} : 0.0f; }}()"
-            case ir.RowValues(name=name):
+            case ir.RowValues(name=name, per_row=None):
                 # the wgmma slot k's row is the vector's slot (k/2)%2 (ir.Layout.ROWS)
                 return f"{names.user(name)}[(hk_k / 2) % 2]"
-            case ir.RowReduce(op=op, name=name):
+            case ir.RowValues(name=name, per_row=per_row):
+                # a thread holds `per_row` consecutive slots of each row (Layout.EVERY_ROW)
+                return f"{names.user(name)}[hk_k / {per_row}]"
+            case ir.RowReduce(op=op, name=name, partials=None):
                 return row_reduce(op, name, self.tiles[name])
+            case ir.RowReduce(op=op, name=name, partials=partials):
+                return self.row_combine(op, self.tiles[name], partials, role)
             case ir.ElementIndex(axis=axis):
                 return f"static_cast<float>({plane_row if axis == 'row' else 'hk_c'})"
             case ir.Literal(value=v) if math.isinf(v):
@@ -196,6 +201,27 @@ class ExprRenderer:
                 vals = [self.value(a, role, plane_row) for a in args]
                 return _elementwise(op, vals)
         raise TypeError(expr)
+
+
+    def row_combine(self, op: str, tile: ir.TileDef, partials: str, role: RoleContext) -> str:
+        """Row hk_k (Layout.EVERY_ROW) of rowmax / rowsum of a row-major tile: its
+        warps' partials (RowPartials), partials[w, hk_k] for each warp w."""
+        warps, width = self.kernel.buffer(partials).shape
+        base = (f"{self.view_base(ir.BufferView(partials), role)} + "
+                f"static_cast<unsigned>(hk_k * 4)")
+        combine = "fmaxf(hk_v, {})" if op == "max" else "hk_v + {}"
+        steps = " ".join(
+            f"hk_v = {combine.format(shared_load(DType.F32, f'hk_p + {w * width * 4}u'))};"
+            for w in range(1, warps))
+        return (f"[&] {{ const unsigned hk_p = {base}; float hk_v = "
+                f"{shared_load(DType.F32, 'hk_p')}; {steps} return hk_v; }}()")
+
+
+def local_thread(role: RoleContext) -> str:
+    """This thread's index in its role (or the block)."""
+    if role.first_warp:
+        return f"(static_cast<int>(threadIdx.x) - {role.first_warp * 32})"
+    return "static_cast<int>(threadIdx.x)"
 
 
 def _element_offset(buf: ir.SharedBuffer, r: str, c: str) -> str:

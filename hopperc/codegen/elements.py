@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, shared_store,
-                                   tile_store)
+from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, local_thread,
+                                   shared_store, tile_store)
+from hopperc.codegen import names
 from hopperc.codegen.launch import vector_tensors
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import (ROW_SLOTS, STMATRIX_COLS, element_grid, element_threads,
@@ -65,9 +66,7 @@ def matrix_store(stmt: ir.SharedStore, kernel: ir.Kernel, exprs: ExprRenderer,
 
 def _thread(role: RoleContext, threads: int) -> str:
     """This thread's index among the `threads` that share a tile."""
-    local = "static_cast<int>(threadIdx.x)"
-    if role.first_warp:
-        local = f"(static_cast<int>(threadIdx.x) - {role.first_warp * 32})"
+    local = local_thread(role)
     return local if threads == role.threads else f"({local} % {threads})"
 
 
@@ -98,6 +97,8 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
     elements = rows * cols
     if not isinstance(stmt, ir.SharedStore) and definition.layout is ir.Layout.ROWS:
         return PerElement(ROW_SLOTS, thread, ROWS_ROW, "0", assign)
+    if not isinstance(stmt, ir.SharedStore) and definition.layout is ir.Layout.EVERY_ROW:
+        return PerElement(shape[0], thread, "hk_k", "0", assign)
     if register_layout((rows, cols), threads) is ir.Layout.WGMMA:
         row, col = WGMMA_ROW, WGMMA_COL
     else:
@@ -115,3 +116,31 @@ def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:
 
 def _view_shape(buf: ir.SharedBuffer, view: ir.BufferView) -> tuple[int, ...]:
     return view_shape(buf, view.part.count if view.part else None)
+
+
+@dataclass(frozen=True)
+class RowPartialsCode:
+    """Operands of the RowPartials macro: for each row hk_k of the tile, this
+    thread's `per_row` slots of it reduced, then the warp's lanes (xor 16 .. 1),
+    and lane 0's result stored at `address` (the partial of warp `warp`)."""
+
+    rows: int
+    per_row: int
+    slot: str  # slot hk_s of the tile, as C++
+    start: str  # the identity of the reduction
+    combine: str  # hk_v combined with {}
+    address: str
+
+
+def row_partials(stmt: ir.RowPartials, kernel: ir.Kernel, exprs: ExprRenderer,
+                 role: RoleContext) -> RowPartialsCode:
+    tile = exprs.tiles[stmt.tile]
+    rows, cols = tile.shape
+    width = kernel.buffer(stmt.partials).shape[1]
+    warp = f"({local_thread(role)} / 32)"
+    base = exprs.view_base(ir.BufferView(stmt.partials), role)
+    maximum = stmt.op == "max"
+    return RowPartialsCode(rows, cols // tile.threads, f"{names.user(stmt.tile)}[hk_s]",
+                           "-__int_as_float(0x7f800000)" if maximum else "0.0f",
+                           "fmaxf(hk_v, {})" if maximum else "hk_v + {}",
+                           f"{base} + static_cast<unsigned>(({warp} * {width} + hk_k) * 4)")

@@ -14,7 +14,8 @@ import jinja2
 from hopperc import __version__
 from hopperc.codegen import names
 from hopperc.codegen.cexpr import ExprRenderer, RoleContext, scalar
-from hopperc.codegen.elements import MatrixStore, PerElement, matrix_store, per_element
+from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, matrix_store,
+                                      per_element, row_partials)
 from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
@@ -323,6 +324,9 @@ class _Context:
 
     def per_element(self, stmt: ir.TileDef | ir.TileAssign | ir.SharedStore) -> PerElement:
         return per_element(stmt, self.kernel, self.exprs, self.role)
+
+    def row_partials(self, stmt: ir.RowPartials) -> RowPartialsCode:
+        return row_partials(stmt, self.kernel, self.exprs, self.role)
 
     def wgmma_steps(self, mma: ir.Mma) -> list[WgmmaStep]:
         acc = self.tiles[mma.acc]

@@ -26,6 +26,7 @@ class TileSymbol:
     shape: tuple[int, ...]
     span: Span
     layout: ir.Layout = ir.Layout.ROW_MAJOR
+    threads: int = 128  # the threads that share it (a warpgroup, or the running ones)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,11 @@ class Scope:
         # In a pingpong kernel's turning role each warpgroup runs whole tiles in turn:
         # element-wise code reads whole buffers (writes still name the warpgroup's own).
         self.turns = False
+        # Threads running the statement being lowered, and the row reductions it
+        # needs done first (RowPartials through shared memory, with the partials'
+        # buffer): the analyzer puts them ahead of the statement.
+        self.running = 0
+        self.row_partials: list[tuple[ir.RowPartials, ir.SharedBuffer]] = []
 
     def declare(self, name: str, symbol: Symbol, span: Span) -> None:
         for table in self.tables:
@@ -66,6 +72,16 @@ class Scope:
         if name in BUILTINS or name in ("tile", "inf"):
             raise CompileError(span, f"'{name}' is a built-in name and cannot be redeclared")
         self.tables[-1][name] = (symbol, span)
+
+    def fresh(self, name: str, span: Span) -> str:
+        """`name`, or `name2`, `name3`...: the first not declared, declared at the
+        kernel level (a name the compiler gives a buffer it adds)."""
+        candidate, n = name, 1
+        while any(candidate in table for table in self.tables):
+            n += 1
+            candidate = f"{name}{n}"
+        self.tables[0][candidate] = ("compiler", span)
+        return candidate
 
     def lookup(self, name: str, span: Span) -> Symbol:
         for table in reversed(self.tables):

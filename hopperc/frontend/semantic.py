@@ -13,13 +13,15 @@ from hopperc.frontend.copies import lower_copy
 from hopperc.frontend.manual import lower_sync
 from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.overlap import check_store_reads
+from hopperc.frontend.rows import row_operands
 from hopperc.frontend.specialize import specialize
 from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, VectorSymbol,
                                     const_value, scalar_expr)
 from hopperc.frontend.tiles import buffer_view, lower_tile_expr, require_warpgroup_view
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import builtins_in, issued_per_warpgroup, tile_operands
-from hopperc.ir.layout import WGMMA_M, element_threads, register_layout, shared_layout
+from hopperc.ir.accesses import builtins_in, issued_per_warpgroup
+from hopperc.ir.layout import (MAX_EVERY_ROW, WGMMA_M, element_threads, register_layout,
+                               shared_layout)
 
 
 
@@ -173,9 +175,9 @@ class _Analyzer:
                     self._check_store_issuers(copy)
                 return [copy]
             case ast.TileDecl():
-                return self._tile_decl(stmt)
+                return self._after_row_partials(running, lambda: self._tile_decl(stmt))
             case ast.Assign():
-                return [self._assign(stmt)]
+                return self._after_row_partials(running, lambda: [self._assign(stmt)])
             case ast.Elect():
                 self._require_manual(stmt.span, "'elect'")
                 return [ir.ElectLane(self._block(stmt.body), stmt.span)]
@@ -191,6 +193,15 @@ class _Analyzer:
                 self._require_manual(stmt.span, f"'{stmt.op}'")
                 return [lower_sync(stmt, self.scope, self.threads)]
         raise CompileError(stmt.span, "unsupported statement")
+
+    def _after_row_partials(self, running: int, lower) -> list[ir.Stmt]:
+        """A statement after the RowPartials its row reductions of row-major tiles
+        need, whose partials' buffers join the kernel's."""
+        self.scope.running, self.scope.row_partials = running, []
+        stmts = lower()
+        partials, self.scope.row_partials = self.scope.row_partials, []
+        self.buffers.extend(buf for _, buf in partials)
+        return [stmt for stmt, _ in partials] + stmts
 
     def _require_manual(self, span: Span, what: str) -> None:
         if not self.manual:
@@ -241,10 +252,10 @@ class _Analyzer:
         if not is_acc and (shape[0] * shape[1]) % threads:
             raise CompileError(d.span, f"a {shape[0]}x{shape[1]} tile does not split evenly "
                                        f"over the {threads} threads that hold it")
-        symbol = TileSymbol(dtype, shape, d.span, layout)
+        symbol = TileSymbol(dtype, shape, d.span, layout, threads)
         mma = isinstance(d.init, ast.BinOp) and d.init.op == "@"
         # A product that defines the tile overwrites it (scale-d 0): nothing to zero.
-        init = None if mma else self._tile_value(d.init, dtype, shape, d.span, layout)
+        init = None if mma else self._tile_value(d.init, dtype, shape, d.span, layout, threads)
         self.scope.declare(d.name, symbol, d.span)
         out: list[ir.Stmt] = [ir.TileDef(d.name, dtype, shape, layout, threads, init, d.span)]
         if mma:
@@ -270,25 +281,27 @@ class _Analyzer:
 
     def _row_vector(self, d: ast.TileDecl, dtype: DType, length: int) -> list[ir.Stmt]:
         """`m: f32[64] = rowmax(s)` (or any expression of row vectors): one register
-        value per row of the warpgroup's wgmma-layout tiles."""
+        value per row. Of a warpgroup's [64, N] tiles (wgmma layout), each thread
+        holds its two rows (Layout.ROWS); of row-major tiles whose rows span all
+        their threads, every thread holds every row (Layout.EVERY_ROW)."""
         threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
-        if threads != 128 or length != WGMMA_M or dtype is not DType.F32:
-            raise CompileError(d.span, "a register vector is f32[64], one value per row of a "
-                                       "warpgroup's [64, N] tiles (or it binds a slice of a 1-D "
-                                       "tensor: v: f32[BN] = bias[tile.n])")
-        symbol = TileSymbol(dtype, (length,), d.span, ir.Layout.ROWS)
-        init = self._tile_value(d.init, dtype, (length,), d.span, ir.Layout.ROWS)
+        layout = ir.Layout.ROWS if threads == 128 and length == WGMMA_M else ir.Layout.EVERY_ROW
+        if dtype is not DType.F32 or length > MAX_EVERY_ROW:
+            raise CompileError(d.span, f"a register vector is f32 with at most {MAX_EVERY_ROW} "
+                                       "values, one per row of the tiles it goes with (or it "
+                                       "binds a slice of a 1-D tensor: v: f32[BN] = "
+                                       "bias[tile.n])")
+        symbol = TileSymbol(dtype, (length,), d.span, layout, threads)
+        init = self._tile_value(d.init, dtype, (length,), d.span, layout, threads)
         self.scope.declare(d.name, symbol, d.span)
-        return [ir.TileDef(d.name, dtype, (length,), ir.Layout.ROWS, threads, init, d.span)]
+        return [ir.TileDef(d.name, dtype, (length,), layout, threads, init, d.span)]
 
     def _tile_value(self, expr: ast.Expr, dtype: DType, shape: tuple[int, ...], span: Span,
-                    layout: ir.Layout | None = None):
+                    layout: ir.Layout | None = None, threads: int = 128):
         """The lowered value of a statement whose elements lie in `layout`."""
         typed = lower_tile_expr(expr, self.scope, self._warpgroups)
-        if layout is not ir.Layout.WGMMA and any(isinstance(e, ir.RowValues)
-                                                 for e in tile_operands(typed.expr)):
-            raise CompileError(span, "a register vector is broadcast (v[:, None]) over a "
-                                     "warpgroup's [64, N] tile only, whose rows its threads hold")
+        value = row_operands(typed.expr, layout, shape, threads,
+                             lambda name: self.scope.lookup(name, span), span)
         if typed.dtype is not None and typed.dtype is not dtype:
             raise CompileError(span, f"dtype mismatch: the value is {typed.dtype} but the target "
                                      f"is {dtype}; convert it explicitly, e.g. {dtype}(...)")
@@ -298,7 +311,7 @@ class _Analyzer:
         if typed.shape is not None and typed.shape != shape:
             raise CompileError(span, f"shape mismatch: the value is {list(typed.shape)} but the "
                                      f"target is {list(shape)}")
-        return typed.expr
+        return value
 
     def _assign(self, stmt: ast.Assign) -> ir.Stmt:
         target = stmt.target
@@ -316,7 +329,7 @@ class _Analyzer:
                     value = ast.BinOp("+", target, stmt.value, stmt.span)
                 return ir.TileAssign(target.id, self._tile_value(value, symbol.dtype,
                                                                  symbol.shape, stmt.span,
-                                                                 symbol.layout),
+                                                                 symbol.layout, symbol.threads),
                                      stmt.span)
         view = buffer_view(target, self.scope, self._warpgroups)
         if view is None:
@@ -329,7 +342,8 @@ class _Analyzer:
         require_warpgroup_view(view, self._warpgroups, target.span)
         threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
         layout = register_layout(view.shape, threads) if len(view.shape) == 2 else None
-        value = self._tile_value(stmt.value, view.buffer.dtype, view.shape, stmt.span, layout)
+        value = self._tile_value(stmt.value, view.buffer.dtype, view.shape, stmt.span, layout,
+                                 threads)
         store = ir.SharedStore(view.view, value, stmt.span)
         check_store_reads(store, lambda name: self.scope.lookup(name, stmt.span))
         return store

@@ -15,7 +15,8 @@ from hopperc.frontend.bounds import check_index
 from hopperc.frontend.scope import Scope, TileSymbol, VectorSymbol, const_value, scalar_expr
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, warpgroup_offset
-from hopperc.ir.layout import plane_rows
+from hopperc.ir.layout import MAX_EVERY_ROW, plane_rows
+from hopperc.dtypes import Swizzle
 
 UNARY_FUNCS = {"relu", "abs", "exp", "exp2", "rsqrt"}
 BINARY_FUNCS = {"max", "min"}
@@ -121,7 +122,7 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
         case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if isinstance(
                 scope.lookup(name, expr.value.span), TileSymbol):
             tile = scope.lookup(name, expr.value.span)
-            if tile.layout is ir.Layout.ROWS:
+            if tile.layout in (ir.Layout.ROWS, ir.Layout.EVERY_ROW):
                 if not (isinstance(a, ast.FullSlice) and isinstance(b, ast.NewAxis)):
                     raise CompileError(expr.span, f"a register vector is broadcast along its "
                                                   f"rows: {name}[:, None]")
@@ -232,16 +233,36 @@ def _combine(op: str, operands: list[Typed], span: Span) -> Typed:
 
 
 def _row_reduce(func: str, args, scope: Scope, span: Span) -> Typed:
-    """rowmax(t) / rowsum(t) of a warpgroup's f32 tile in the wgmma layout: a row
+    """rowmax(t) / rowsum(t) of an f32 register tile. In the wgmma layout a row
     lives in the 4 threads of a quad, so a thread reduces its slots and the quad
-    its threads (shuffles), with no shared memory."""
+    its threads (shuffles), with no shared memory. A row-major tile whose rows
+    each span all its threads (columns a multiple of them) is reduced per warp
+    (slots, then shuffles), and the warps' partials meet in shared memory: a
+    RowPartials statement ahead of this one writes them, this one reads them."""
     tile = scope.lookup(args[0].id, args[0].span) if len(args) == 1 and isinstance(
         args[0], ast.Name) else None
-    if not isinstance(tile, TileSymbol) or tile.layout is not ir.Layout.WGMMA or \
-            tile.dtype is not DType.F32:
-        raise CompileError(span, f"{func}() takes a register tile of f32 in the wgmma layout "
-                                 "(a warpgroup's [64, N]) by name")
-    return Typed(ir.RowReduce(func[3:], args[0].id), DType.F32, (tile.shape[0],))
+    if not isinstance(tile, TileSymbol) or len(tile.shape) != 2 or tile.dtype is not DType.F32:
+        raise CompileError(span, f"{func}() takes a 2-D register tile of f32 by name")
+    if tile.layout is ir.Layout.WGMMA:
+        return Typed(ir.RowReduce(func[3:], args[0].id), DType.F32, (tile.shape[0],))
+    rows, cols = tile.shape
+    if cols % tile.threads or rows > MAX_EVERY_ROW:
+        raise CompileError(span, f"{func}() of a row-major tile needs each row spread over all "
+                                 f"{tile.threads} threads that hold it (columns a multiple of "
+                                 f"{tile.threads}) and at most {MAX_EVERY_ROW} rows (each "
+                                 f"thread holds every row's value); '{args[0].id}' is "
+                                 f"{rows}x{cols} (a warpgroup's [64, N] tiles are reduced in "
+                                 "registers)")
+    if tile.threads != scope.running:
+        raise CompileError(span, f"{func}() of a row-major tile runs where one warpgroup (or "
+                                 f"fewer threads) holds it; here {scope.running} threads hold "
+                                 f"one '{args[0].id}' per warpgroup")
+    # A warp's row of partials fills whole 16-byte chunks: no two warps share one.
+    name = scope.fresh(f"{args[0].id}_row{func[3:]}_partials", span)
+    partials = ir.SharedBuffer(name, DType.F32, (tile.threads // 32, -(-rows // 4) * 4), 1,
+                               Swizzle.NONE, span)
+    scope.row_partials.append((ir.RowPartials(func[3:], args[0].id, name, span), partials))
+    return Typed(ir.RowReduce(func[3:], args[0].id, name), DType.F32, (rows,))
 
 
 def _columns(name: str, tile: TileSymbol, rows: ast.Expr, cols: ast.Expr, scope: Scope,

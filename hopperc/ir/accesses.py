@@ -149,14 +149,20 @@ def tile_operands(expr: ir.TileExpr) -> Iterator[ir.TileExpr]:
 
 
 def tile_reads(expr: ir.TileExpr) -> Iterator[ir.BufferView]:
-    """Views an element-wise expression reads from shared memory."""
-    return (e.view for e in tile_operands(expr) if isinstance(e, ir.SharedRead))
+    """Views an element-wise expression reads from shared memory (a row
+    reduction's partials included)."""
+    for e in tile_operands(expr):
+        if isinstance(e, ir.SharedRead):
+            yield e.view
+        elif isinstance(e, ir.RowReduce) and e.partials is not None:
+            yield ir.BufferView(e.partials)
 
 
 def tile_refs(expr: ir.TileExpr) -> Iterator[str]:
     """Register tiles (and row vectors) an element-wise expression reads."""
     return (e.name for e in tile_operands(expr)
-            if isinstance(e, (ir.TileRef, ir.RowReduce, ir.RowValues)))
+            if isinstance(e, (ir.TileRef, ir.RowValues))
+            or isinstance(e, ir.RowReduce) and e.partials is None)
 
 
 @dataclass(frozen=True)
@@ -183,6 +189,8 @@ def register_uses(stmt: ir.Stmt) -> list[RegisterUse]:
                     + [RegisterUse(name, True, span)])
         case ir.SharedStore(value=value, span=span):
             return [RegisterUse(t, False, span) for t in tile_refs(value)]
+        case ir.RowPartials(tile=tile, span=span):
+            return [RegisterUse(tile, False, span)]
     return []
 
 
@@ -208,6 +216,9 @@ def leaf_accesses(stmt: ir.Stmt) -> list[Access]:
         case ir.TileDef(init=value, span=span) | ir.TileAssign(value=value, span=span):
             return [_access(v, Proxy.GENERIC, False, False, "read by ld.shared", span)
                     for v in tile_reads(value)]
+        case ir.RowPartials(partials=partials, span=span):
+            return [_access(ir.BufferView(partials), Proxy.GENERIC, True, False,
+                            "written by a row reduction's partials", span)]
         case ir.Mma(a=a, b=b, span=span):
             views = [v for v in (a, b) if isinstance(v, ir.BufferView)]
             return [_access(v, Proxy.ASYNC, False, False, "read by wgmma", span) for v in views]

@@ -61,12 +61,15 @@ def packs_pairs(tile: ir.TileDef) -> bool:
 
 
 ROW_SLOTS = 2  # rows of a warpgroup's wgmma tile each thread holds (Layout.ROWS)
+MAX_EVERY_ROW = 64  # rows of a Layout.EVERY_ROW vector, each a register of every thread
 
 
 def tile_registers(tile: ir.TileDef) -> int:
     """Storage elements of a tile per thread (32-bit registers when packed)."""
     if tile.layout is ir.Layout.ROWS:
         return ROW_SLOTS
+    if tile.layout is ir.Layout.EVERY_ROW:
+        return tile.shape[0]
     slots = tile.shape[0] * tile.shape[1] // tile.threads
     return slots // 2 if packs_pairs(tile) else slots
 

@@ -185,6 +185,10 @@ class Layout(Enum):
     # rows that thread's wgmma-layout slots k hold with (k/2)%2 == j; the 4 lanes
     # of a quad hold the same rows.
     ROWS = "rows"
+    # A register row vector of a row-major tile whose rows each span all its
+    # threads (columns a multiple of the threads): every thread holds every row,
+    # slot j being row j.
+    EVERY_ROW = "every_row"
 
 
 # ---------------------------------------------------------------- statements
@@ -295,6 +299,20 @@ class TileAssign:
 
 
 @dataclass(frozen=True)
+class RowPartials:
+    """The first half of rowmax / rowsum (`op` "max" or "sum") of row-major f32
+    tile `tile`, whose rows each span all its threads: each thread reduces its
+    slots of a row, the warp's lanes combine theirs with shuffles, and lane 0
+    of warp w writes the row's partial to shared `partials`[w, row] (f32
+    [warps, rows]). A RowReduce with these `partials` combines them."""
+
+    op: str
+    tile: str
+    partials: str
+    span: Span
+
+
+@dataclass(frozen=True)
 class SharedStore:
     """Registers -> shared memory by the running threads (generic proxy write)."""
 
@@ -357,7 +375,7 @@ class ManualRegion:
 
 
 Stmt = (RoleBlock | ForLoop | IfThen | AsyncLoad | AsyncStore | TileDef | TileAssign
-        | SharedStore | Mma | TakeTile | ElectLane | OneThread | ManualRegion | PhaseFlip
+        | RowPartials | SharedStore | Mma | TakeTile | ElectLane | OneThread | ManualRegion | PhaseFlip
         | StageAdvance | SyncStmt)
 
 

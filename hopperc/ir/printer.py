@@ -59,8 +59,10 @@ def tile(expr: ir.TileExpr) -> str:
             return f"({tile(a)} {op} {tile(b)})"
         case ir.ElementIndex(axis=axis):
             return f"{axis}()"
-        case ir.RowReduce(op=op, name=name):
+        case ir.RowReduce(op=op, name=name, partials=None):
             return f"row{op}({name})"
+        case ir.RowReduce(op=op, partials=partials):
+            return f"{op} over warps of {partials}[:, row]"
         case ir.RowValues(name=name):
             return f"{name}[:, None]"
         case ir.Elementwise(op=op, args=args):
@@ -123,6 +125,8 @@ def statement(stmt: ir.Stmt) -> str:
             return f"{name} = {tile(value)}"
         case ir.SharedStore(dst=dst, value=value):
             return f"st.shared {view(dst)} = {tile(value)}"
+        case ir.RowPartials(op=op, tile=name, partials=partials):
+            return f"st.shared {partials}[warp, row] = row{op}({name}) of the warp's elements"
         case ir.Mma(acc=acc, a=a, b=b, accumulate=acc_flag, shape=(m, n, k), overwrite_when=w):
             lhs = a.name if isinstance(a, ir.TileRef) else view(a)
             when = "" if w is None else f", overwrites when {scalar(w)}"

@@ -52,19 +52,27 @@ class ScalarValue:
 
 @dataclass(frozen=True)
 class RowReduce:
-    """rowmax(name) / rowsum(name) (`op` "max" or "sum"): one value per row of a
-    warpgroup's wgmma-layout f32 tile, as a register row vector (Layout.ROWS)."""
+    """rowmax(name) / rowsum(name) (`op` "max" or "sum"): one value per row of an
+    f32 tile. Of a warpgroup's wgmma-layout tile (`partials` None), a register
+    row vector (Layout.ROWS) reduced in registers. Of a row-major tile whose
+    rows span every thread that holds it, a vector of Layout.EVERY_ROW that
+    combines the warps' partials a RowPartials statement wrote to shared
+    buffer `partials` (f32 [warps, rows]): a generic read of that buffer."""
 
     op: str
     name: str
+    partials: str | None = None
 
 
 @dataclass(frozen=True)
 class RowValues:
     """`name[:, None]`: a register row vector's value for the element's row, in a
-    statement over a warpgroup's wgmma-layout tile."""
+    statement over a warpgroup's wgmma-layout tile (`per_row` None), or over a
+    row-major tile whose rows span its threads, where each thread holds
+    `per_row` consecutive slots of each row (Layout.EVERY_ROW vectors)."""
 
     name: str
+    per_row: int | None = None
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from hopperc.ir.accesses import issued_per_warpgroup, leaf_accesses, walk
 from hopperc.ir.layout import element_threads
 from hopperc.ir.raster import TILE_LOOP, turn_warpgroups
 from hopperc.sim.problem import Problem
-from hopperc.sim.values import (PER_THREAD, elementwise, matrix_product, per_lane, read_box, scalar,
-                                 taken_tile, undefined, write_box)
+from hopperc.sim.values import (PER_THREAD, elementwise, matrix_product, per_lane, read_box,
+                                row_partials, scalar, taken_tile, undefined, write_box)
 from hopperc.sim.views import Place, place_shape
 
 
@@ -171,6 +171,10 @@ class _Block:
             case ir.TileDef() | ir.TileAssign() | ir.SharedStore() | ir.Mma():
                 for instance in self.running():
                     self.per_warpgroup(stmt, instance)
+            case ir.RowPartials(op=op, tile=tile, partials=partials):
+                place = self.place(ir.BufferView(partials), 0)
+                self.write(place, row_partials(op, self.values[0][tile], self.tiles[tile].threads,
+                                               self.kernel.buffer(partials).shape[1]))
             case ir.TakeTile(index=index, span=span):
                 self.env.update(taken_tile(self.kernel, self.scalar(index, span=span), self.env))
             case _:

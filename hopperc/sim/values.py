@@ -181,6 +181,11 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
                 return np.float32(v)
             case ir.ScalarValue(expr=value):
                 return np.float32(integer(value))
+            case ir.RowReduce(op=op, partials=str() as partials):
+                # the warps' partials in shared memory (f32 [warps, rows padded])
+                parts = shared(ir.SharedRead(ir.BufferView(partials), "rows"))[:, :shape[0]]
+                return np.max(parts, axis=0) if op == "max" else \
+                    np.sum(parts, axis=0, dtype=np.float32)
             case ir.RowReduce(op="max", name=name):
                 return np.max(tile(name), axis=1)
             case ir.RowReduce(op="sum", name=name):
@@ -215,6 +220,8 @@ def operands(expr: ir.TileExpr, tile: Callable[[str], object],
         case ir.Elementwise(args=args):
             for arg in args:
                 operands(arg, tile, shared, integer)
+        case ir.RowReduce(partials=str() as partials):
+            shared(ir.SharedRead(ir.BufferView(partials), "rows"))
         case ir.TileRef(name=name) | ir.RowReduce(name=name) | ir.RowValues(name=name):
             tile(name)
         case ir.SharedRead():
@@ -225,6 +232,20 @@ def operands(expr: ir.TileExpr, tile: Callable[[str], object],
             pass
         case _:
             raise TypeError(expr)
+
+
+def row_partials(op: str, values: np.ndarray, threads: int, width: int) -> np.ndarray:
+    """What RowPartials writes for a row-major [rows, cols] tile over `threads`
+    threads (cols a multiple of them): [warps, width], row w holding warp w's
+    reduction of each row (element (r, c) lies in thread c % threads), then
+    zeros to `width`."""
+    rows, cols = values.shape
+    by_warp = values.reshape(rows, cols // threads, threads // 32, 32)
+    reduced = np.max(by_warp, axis=(1, 3)) if op == "max" else \
+        np.sum(by_warp, axis=(1, 3), dtype=np.float32)
+    out = np.zeros((threads // 32, width), dtype=np.float32)
+    out[:, :rows] = reduced.T
+    return out
 
 
 def global_vector(data: np.ndarray, start: int, length: int) -> np.ndarray:

@@ -22,7 +22,7 @@ from hopperc.sim.block import Block, InOrderQueue
 from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.issue import AsyncIssue
 from hopperc.sim.memory import Site, join
-from hopperc.sim.values import elementwise, operands, taken_tile, undefined
+from hopperc.sim.values import elementwise, operands, row_partials, taken_tile, undefined
 from hopperc.sim.views import Place, owned_elements, owned_rows
 
 ALL_LANES = tuple(range(32))
@@ -177,11 +177,16 @@ class Warp(AsyncIssue):
                 yield from self.block_(body, (min(lanes),))
             case ir.ManualRegion(body=body):
                 yield from self.block_(body, lanes)
-            case ir.TileDef(init=None, name=name):
+            case ir.TileDef(init=None, name=name, span=span):
+                # ptxas may give it registers other code wrote: its first wgmma
+                # wants a fence after that code, as after a write of the tile.
+                self.touched.setdefault(name, span)
                 if self.block.tensors is not None:
                     self.tiles[name] = undefined(self.block.program.tiles[name].shape)
             case ir.TileDef() | ir.TileAssign() | ir.SharedStore():
                 self.elementwise(stmt, lanes)
+            case ir.RowPartials():
+                self.row_partials(stmt, lanes)
             case ir.TakeTile(index=index, span=span):
                 self.env.update(taken_tile(self.block.kernel, self.value(index, lanes, span),
                                            self.env))
@@ -219,6 +224,8 @@ class Warp(AsyncIssue):
             expr = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
         if not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.ROWS:
             owned = owned_rows(shape[0], threads, self.local, lanes)
+        elif not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.EVERY_ROW:
+            owned = np.full(shape, bool(lanes))  # every thread holds every row
         else:
             owned = owned_elements(shape, threads, self.local, lanes)
         selection = (shape, threads, self.local, lanes)
@@ -262,6 +269,21 @@ class Warp(AsyncIssue):
                 old = self.tiles.get(stmt.name)
                 self.tiles[stmt.name] = values.copy() if old is None else \
                     np.where(owned, values, old)
+
+    def row_partials(self, stmt: ir.RowPartials, lanes) -> None:
+        """Lane 0 of this warp writes its row of the partials (codegen's RowPartials)."""
+        place = self.place(ir.BufferView(stmt.partials), lanes, stmt.span)
+        self.register_use(stmt.tile, stmt.span)
+        mine = np.zeros(self.block.space.shape(place), dtype=bool)
+        mine[self.local] = True
+        chunks = self.block.space.region(place, mine, ("partials", self.local))
+        self.block.memory.write(self.agent, self.clock, chunks,
+                                Site(f"st.shared of {self.label(place)}", stmt.span),
+                                np.ones(chunks.shape, dtype=np.uint32))
+        if self.block.tensors is not None:
+            tile = self.block.program.tiles[stmt.tile]
+            values = row_partials(stmt.op, self.tiles[stmt.tile], tile.threads, mine.shape[1])
+            self.block.space.write(place, values, mine)
 
     def register_use(self, tile: str, span) -> None:
         """Element-wise code touching a tile: not while a wgmma batch may use it."""

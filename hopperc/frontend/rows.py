@@ -1,0 +1,71 @@
+"""Row vectors in element-wise statements: each kind goes with the tiles whose
+rows its threads hold. A warpgroup's [64, N] tiles (wgmma layout) go with
+vectors of Layout.ROWS (a thread's two rows); a row-major tile whose rows each
+span all its threads goes with vectors of Layout.EVERY_ROW (every row in every
+thread), and its reductions meet in shared memory (RowPartials)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+from hopperc.diagnostics import CompileError, Span
+from hopperc.frontend.scope import TileSymbol
+from hopperc.ir import nodes as ir
+
+_VECTOR_LAYOUTS = (ir.Layout.ROWS, ir.Layout.EVERY_ROW)
+
+
+def row_operands(expr: ir.TileExpr, layout: ir.Layout | None, shape: tuple[int, ...],
+                 threads: int, lookup: Callable[[str], object], span: Span) -> ir.TileExpr:
+    """`expr` with its row vectors and reductions checked against the statement
+    (its elements' `layout` and `shape` over `threads`), and each broadcast over a
+    row-major tile told how many consecutive slots of a row a thread holds."""
+    def rewrite(e: ir.TileExpr) -> ir.TileExpr:
+        match e:
+            case ir.Elementwise(args=args):
+                return replace(e, args=tuple(rewrite(a) for a in args))
+            case ir.Convert(operand=operand):
+                return replace(e, operand=rewrite(operand))
+            case ir.RowValues(name=name):
+                return _broadcast(e, lookup(name), layout, shape, threads, span)
+            case ir.RowReduce(name=name, partials=partials):
+                kind = ir.Layout.ROWS if partials is None else ir.Layout.EVERY_ROW
+                if layout is not kind:
+                    raise CompileError(span, f"row{e.op}({name}) gives {_kind(kind)}, which "
+                                             f"does not go with {_statement(layout)}")
+            case ir.TileRef(name=name):
+                tile = lookup(name)
+                if isinstance(tile, TileSymbol) and tile.layout in _VECTOR_LAYOUTS and \
+                        tile.layout is not layout:
+                    raise CompileError(span, f"'{name}' is {_kind(tile.layout)}, which does "
+                                             f"not go with {_statement(layout)}")
+        return e
+    return rewrite(expr)
+
+
+def _broadcast(e: ir.RowValues, vector: TileSymbol, layout: ir.Layout | None,
+               shape: tuple[int, ...], threads: int, span: Span) -> ir.RowValues:
+    if layout is ir.Layout.WGMMA and vector.layout is ir.Layout.ROWS:
+        return e
+    if (layout is ir.Layout.ROW_MAJOR and vector.layout is ir.Layout.EVERY_ROW
+            and len(shape) == 2 and shape[0] == vector.shape[0] and shape[1] % threads == 0
+            and vector.threads == threads):
+        return replace(e, per_row=shape[1] // threads)
+    raise CompileError(span, f"'{e.name}' ({_kind(vector.layout)}) is broadcast "
+                             f"({e.name}[:, None]) over tiles whose rows its threads hold: a "
+                             "warpgroup's [64, N] tiles for a vector of 64 rows in a warpgroup, "
+                             "or row-major tiles of as many rows, each row spread over all "
+                             f"their threads; not over {_statement(layout, shape)}")
+
+
+def _kind(layout: ir.Layout) -> str:
+    if layout is ir.Layout.ROWS:
+        return "a vector of a warpgroup's [64, N] tiles"
+    return "a vector of row-major tiles whose rows span their threads"
+
+
+def _statement(layout: ir.Layout | None, shape: tuple[int, ...] | None = None) -> str:
+    if layout in _VECTOR_LAYOUTS:
+        return _kind(layout)
+    what = "a warpgroup's [64, N] tile" if layout is ir.Layout.WGMMA else "a row-major tile"
+    return what if shape is None else f"{what} {list(shape)}"

@@ -34,6 +34,7 @@ TORCH_REFERENCE = {
                                     "D2": _relu_mm(torch, t["A2"], t["B2"]).bfloat16()},
     "two_producers": lambda torch, t: {"Z": (t["X"].float() + t["Y"].float()).bfloat16()},
     "softmax": lambda torch, t: {"Y": torch.softmax(t["X"].float(), dim=1).bfloat16()},
+    "softmax_wide": lambda torch, t: {"Y": torch.softmax(t["X"].float(), dim=1).bfloat16()},
     "attention_fwd": lambda torch, t: {"O": torch.nn.functional.scaled_dot_product_attention(
         *(t[n].float()[None, None] for n in "QKV"))[0, 0].bfloat16()},
     "rmsnorm": lambda torch, t: {"Y": (t["X"].float() * torch.rsqrt(

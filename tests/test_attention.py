@@ -106,3 +106,21 @@ def test_bench_says_what_it_needs_without_a_gpu():
                           capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.startswith("bench/attention.py: "), proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_sass_loop_waits_only_where_the_ir_does(causal):
+    """The consumers' loop in SASS: 32 HGMMA (4 groups: S_a, S_b, P V_a, P V_b,
+    each two 64x64x64 products of 4 k-steps of 64x64x16), a `WARPGROUP.ARRIVE`
+    (wgmma.fence) before each of the 4 product groups, and exactly the three
+    waits of the IR in order: `DEPBAR.LE gsb0, 0x0` for S_a, `0x1` for S_b
+    (P V_a stays in flight) and `0x0` before O's rescale. ptxas serialized
+    nothing: no wait between two HGMMA of one group."""
+    from hopperc.backend import sass_metrics as sm
+    built = driver.build(driver.read_source(SAMPLE), {"CAUSAL": causal})
+    (code,) = sm.functions(built.result.cubin).values()
+    body = sm.loop_holding(code, "HGMMA").body(code)
+    assert sum(i.base == "HGMMA" for i in body) == 32
+    assert sum(i.opcode == "WARPGROUP.ARRIVE" for i in body) == 4
+    waits = [i.operands.replace(" ", "") for i in body if i.opcode.startswith("WARPGROUP.DEPBAR")]
+    assert waits == ["gsb0,0x0", "gsb0,0x1", "gsb0,0x0"]

@@ -35,6 +35,10 @@ class Access:
     # two accesses exactly when each thread touches the same elements in both
     # (set by insert_barriers, which knows the shapes and threads).
     owner: tuple | None = None
+    # single_thread, complete: mbarrier arrays on which the same thread then issued
+    # a load. Waiting for that load's phase orders this access for the waiters: the
+    # thread finished it before it issued the load the phase waits for.
+    handed_on: frozenset[str] = frozenset()
 
     @property
     def memory(self) -> str:

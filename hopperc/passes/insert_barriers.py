@@ -16,7 +16,10 @@ same thread (one grid, layout and thread count: `owned`) need none: a thread
 rereads and rewrites its own elements in program order.
 The same holds for an mbarrier's phase: the issuer arms it again
 (arrive.expect_tx) only after every other thread that waited on the previous
-phase has passed its wait. A barrier a loop (or if) needs as a whole is placed
+phase has passed its wait. What the issuing thread finished before it issued a
+load (a TMA store's reads completed by its wait_group.read) needs no barrier
+for the threads that wait for that load's phase: the load, and so the phase,
+completes after it. A barrier a loop (or if) needs as a whole is placed
 before it, once, unless the loop's body already places it before the access
 (ir/dataflow.py).
 
@@ -82,6 +85,7 @@ class _Barriers(ForwardRewrite[Pending]):
         self.kernel = kernel
         self.role: ir.RoleInfo | None = None
         self.single_thread = False  # inside an elected block
+        self.each_warpgroup = False  # inside a block one thread of each warpgroup runs
         self.guards: dict[str, set[str]] = {}
         for stmt in walk(kernel.body):
             if isinstance(stmt, ir.AsyncLoad) and stmt.barrier is not None:
@@ -108,11 +112,12 @@ class _Barriers(ForwardRewrite[Pending]):
             self.role = stmt.role
         if not isinstance(stmt, ir.OneThread):
             return super().step(stmt, state)
-        outer, self.single_thread = self.single_thread, True
+        outer = self.single_thread, self.each_warpgroup
+        self.single_thread, self.each_warpgroup = True, stmt.per_warpgroup
         try:
             return super().step(stmt, state)
         finally:
-            self.single_thread = outer
+            self.single_thread, self.each_warpgroup = outer
 
     def before(self, stmt: ir.Stmt, state: Pending):
         # A barrier the loads need goes before their arm, and says why they need it.
@@ -227,9 +232,15 @@ class _Barriers(ForwardRewrite[Pending]):
             case ir.MBarrierWait(barrier=bar):
                 landed = self.guards.get(bar.array, set())
                 return frozenset(a for a in state if not (
-                    a.proxy is Proxy.ASYNC and a.write and a.memory in landed)
+                    a.proxy is Proxy.ASYNC and a.write and a.memory in landed
+                    or bar.array in a.handed_on and not self.single_thread)
                 ) | frozenset(a for a in mbarrier_waits(stmt, self.single_thread)
                               if a.buffer not in self.ordered_phases)
+            case ir.AsyncLoad(barrier=ir.BarrierRef(array=array)) if not self.each_warpgroup:
+                # The issuer's finished accesses come before this load's phase.
+                return frozenset(replace(a, handed_on=a.handed_on | {array})
+                                 if _finished_by_issuer(a) else a for a in state) \
+                    | frozenset(self.accesses(stmt))
             case ir.BulkWaitRead(pending=0):
                 return frozenset(_completed(a) if _is_store(a) else a for a in state)
             case ir.BulkWaitRead(views=done):
@@ -261,6 +272,12 @@ def _arms_in(block: ir.Block, armed: dict) -> None:
             elif not isinstance(later, ir.BulkWaitRead):
                 break
         armed[stmt] = tuple(loads)
+
+
+def _finished_by_issuer(access: Access) -> bool:
+    """An access of the role's one issuing thread that is complete for it (not an
+    async operation still running)."""
+    return access.single_thread and not access.per_warpgroup and not _in_flight(access)
 
 
 def _is_store(access: Access) -> bool:

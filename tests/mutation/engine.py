@@ -205,6 +205,9 @@ class _Context:
         self.memory_lines: dict[str, set[int]] = {}
         self.all_lines: set[int] = set()
         self.named_lines: dict[int, set[int]] = {}
+        # `wgmma.wait_group N` counts batches: a commit taken out merges its batch
+        # into the next one, so any wait after it may leave a needed batch running.
+        self.wgmma_wait_lines: set[int] = set()
         loaded_on: dict[str, set[str]] = {}
         stored: set[str] = set()
         for stmt in walk(kernel.body):
@@ -212,6 +215,9 @@ class _Context:
                 stored.add(_memory(stmt.src, kernel))
             if isinstance(stmt, ir.NamedBarrier):
                 self.named_lines.setdefault(stmt.id, set()).add(stmt.span.line)
+            if isinstance(stmt, ir.WgmmaWait) and stmt.reason is not None:
+                self.wgmma_wait_lines |= {s.line for s in (stmt.reason.before_span,
+                                                           stmt.reason.after_span) if s}
             ref = getattr(stmt, "barrier", None)
             if isinstance(ref, ir.BarrierRef):
                 self.barrier_lines.setdefault(ref.array, set()).add(stmt.span.line)
@@ -248,6 +254,8 @@ class _Context:
             lines |= self.named_lines.get(stmt.id, set())
         if isinstance(stmt, ir.BulkCommit):
             lines |= self.store_lines
+        if isinstance(stmt, ir.WgmmaCommit):
+            lines |= self.wgmma_wait_lines
         for access in leaf_accesses(stmt):
             lines |= self.memory_lines.get(access.storage or access.buffer, set())
         return frozenset(lines)

@@ -339,3 +339,47 @@ CHECK-NEXT: bar.sync 2 + wg, 128
 CHECK-SAME: why: sc read by TMA store (t.hk:11), written by st.shared (t.hk:14)
 CHECK-NEXT: st.shared sc[wg of 4]
 """, tmp_path)
+
+
+RELOAD_AFTER_STORE = HEADER + """
+    shared sx: bf16[BM, BN] swizzle 128B
+    for j in 0 .. N / BN {
+        tma sx <- X[tile.m, j]
+        sx = bf16(f32(sx) * 2.0)
+        tma Y[tile.m, j] <- sx
+    }
+}
+"""
+
+
+def test_a_store_completed_before_the_next_load_needs_no_barrier(tmp_path):
+    """Thread 0 completes the previous tile's store of sx (wait_group.read 0),
+    then issues the load of the next tile; every thread waits for that load's
+    phase before it writes sx, so the store is done for them: no barrier before
+    the write (the one after it hands the write to the store; the proxy fence
+    and the elected issuer come in later passes)."""
+    filecheck(ir_after(RELOAD_AFTER_STORE, PASS), """
+CHECK: for j in 0 .. N / 64:
+CHECK: cp.async.bulk.wait_group.read 0
+CHECK-NEXT: tma.load sx
+CHECK-NEXT: mbarrier.wait sx_full[0]
+CHECK-NEXT: flip
+CHECK-NEXT: st.shared sx
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: why: sx written by st.shared
+CHECK-NEXT: tma.store Y
+""", tmp_path)
+
+
+def test_a_store_still_running_at_the_write_gets_its_barrier(tmp_path):
+    """Without a load between the store and the rewrite, nothing but a barrier
+    hands thread 0's completion of the store to the other threads."""
+    text = RELOAD_AFTER_STORE.replace("        tma sx <- X[tile.m, j]\n", "").replace(
+        "    for j in", "    tma sx <- X[tile.m, 0]\n    for j in")
+    filecheck(ir_after(text, PASS), """
+CHECK: for j in 0 .. N / 64:
+CHECK: cp.async.bulk.wait_group.read 0
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: why: sx read by TMA store
+CHECK-NEXT: st.shared sx
+""", tmp_path)

@@ -265,7 +265,7 @@ def _elementwise(op: str, vals: list[str]) -> str:
         case "exp":
             return f"__expf({vals[0]})"
         case "exp2":
-            return f"exp2f({vals[0]})"
+            return f"hk_ex2({vals[0]})"
         case "rsqrt":
             return f"rsqrtf({vals[0]})"
         case "==" | "!=" | "<" | "<=" | ">" | ">=":

@@ -163,3 +163,46 @@ def test_a_reduction_of_one_tile_per_warpgroup_is_refused():
         driver.check(SourceFile("k.hk", text))
     assert ("rowsum() of a row-major tile runs where one warpgroup (or fewer threads) holds "
             "it; here 256 threads hold one 'x' per warpgroup") in info.value.message
+
+
+def test_a_row_vector_is_not_stored_to_a_1d_buffer():
+    text = """kernel k(X: f32[M, N], Y: f32[M])
+    tile(BM = 4, BN = 128) grid(m: M / BM) threads 128
+{
+    shared sx: f32[BM, BN]
+    shared sv: f32[BM]
+    tma sx <- X[tile.m, 0]
+    x: f32[BM, BN] = sx
+    sv = rowsum(x)
+    tma Y[tile.m] <- sv
+}
+"""
+    with pytest.raises(CompileError) as info:
+        driver.check(SourceFile("k.hk", text))
+    assert info.value.span.line == 8
+    assert info.value.message.endswith("a store to a shared view that is not 2-D (a register "
+                                       "vector is not stored to shared memory yet)")
+
+
+def test_rows_over_three_warps():
+    """96 threads, 192 columns: each row over 3 warps, partials [3, 4]."""
+    text = """kernel k(X: f32[M, N], Y: f32[M, N])
+    tile(BM = 4, BN = 192) grid(m: M / BM) threads 96
+{
+    shared sx: f32[BM, BN]
+    tma sx <- X[tile.m, 0]
+    x: f32[BM, BN] = sx
+    s: f32[BM] = rowsum(x)
+    sx = x / s[:, None]
+    tma Y[tile.m, 0] <- sx
+}
+"""
+    source = SourceFile("k.hk", text)
+    front_end = driver.check(source)
+    assert "shared x_rowsum_partials: f32[3, 4]" in ir_after(text)
+    problem = make_problem(driver.lower(front_end), {"M": 8, "N": 192})
+    x = problem.inputs["X"].astype(np.float64)
+    np.testing.assert_allclose(expected_outputs(front_end, problem)["Y"],
+                               x / x.sum(axis=1, keepdims=True), rtol=1e-4)
+    report = driver.simulate(source, None, {"M": 8, "N": 192}, seeds=2, search=20)
+    assert report.ok, [f.headline() for f in report.findings]

@@ -67,5 +67,8 @@ def _kind(layout: ir.Layout) -> str:
 def _statement(layout: ir.Layout | None, shape: tuple[int, ...] | None = None) -> str:
     if layout in _VECTOR_LAYOUTS:
         return _kind(layout)
+    if layout is None:
+        return "a store to a shared view that is not 2-D (a register vector is not stored " \
+               "to shared memory yet)"
     what = "a warpgroup's [64, N] tile" if layout is ir.Layout.WGMMA else "a row-major tile"
     return what if shape is None else f"{what} {list(shape)}"

@@ -149,20 +149,41 @@ def test_diagnostics(old, new, message):
     assert message in info.value.message
 
 
-def test_a_reduction_of_one_tile_per_warpgroup_is_refused():
-    """With 256 threads each warpgroup holds its own tile; the partials would
-    need one region per warpgroup, which is not built."""
-    text = """kernel k(Y: f32[M])
-    tile(BM = 16) grid(m: M / BM) threads 256
+WARPGROUPS = """kernel k(X: bf16[M, N], Y: bf16[M, N])
+    tile(BM = 32, BN = 256) grid(m: M / BM) threads 256
 {
-    x: f32[16, 256] = 1.0
-    s: f32[16] = rowsum(x)
+    shared sx: bf16[BM, BN]
+    tma sx <- X[tile.m, 0]
+    x: f32[16, BN] = f32(sx[wg])
+    m: f32[16] = rowmax(x)
+    p: f32[16, BN] = exp2(x - m[:, None])
+    l: f32[16] = rowsum(p)
+    sx[wg] = bf16(p / l[:, None])
+    tma Y[tile.m, 0] <- sx
 }
 """
-    with pytest.raises(CompileError) as info:
-        driver.check(SourceFile("k.hk", text))
-    assert ("rowsum() of a row-major tile runs where one warpgroup (or fewer threads) holds "
-            "it; here 256 threads hold one 'x' per warpgroup") in info.value.message
+
+
+def test_each_warpgroup_reduces_its_own_tile(tmp_path):
+    """With 256 threads each warpgroup holds its own [16, 256] tile: the partials
+    buffer has a part per warpgroup ([8 warps, 16], `buf[wg]` of 2), and each
+    warpgroup meets alone on it (bar.sync 2 + wg, 128), not with the other."""
+    filecheck(ir_after(WARPGROUPS), """
+CHECK: shared x_rowmax_partials: f32[8, 16]
+CHECK: st.shared x_rowmax_partials[wg of 2][warp, row] = rowmax(x) of the warp's elements
+CHECK-NEXT: bar.sync 2 + wg, 128
+CHECK-NEXT: m: f32[16] every_row = max over warps of x_rowmax_partials[wg of 2][:, row]
+""", tmp_path)
+    source = SourceFile("k.hk", WARPGROUPS)
+    front_end = driver.check(source)
+    problem = make_problem(driver.lower(front_end), {"M": 64, "N": 256})
+    x = problem.inputs["X"].astype(np.float64) * 1.0
+    e = np.exp2(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(expected_outputs(front_end, problem)["Y"],
+                               e / e.sum(axis=1, keepdims=True), rtol=1e-2, atol=1e-4)
+    report = driver.simulate(source, None, {"M": 64, "N": 256}, seeds=4, search=50)
+    assert report.ok, [f.headline() for f in report.findings]
+    assert driver.build(source).result.resources.spill_stores == 0
 
 
 def test_a_row_vector_is_not_stored_to_a_1d_buffer():

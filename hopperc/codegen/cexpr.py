@@ -203,11 +203,12 @@ class ExprRenderer:
         raise TypeError(expr)
 
 
-    def row_combine(self, op: str, tile: ir.TileDef, partials: str, role: RoleContext) -> str:
+    def row_combine(self, op: str, tile: ir.TileDef, partials: ir.BufferView,
+                    role: RoleContext) -> str:
         """Row hk_k (Layout.EVERY_ROW) of rowmax / rowsum of a row-major tile: its
         warps' partials (RowPartials), partials[w, hk_k] for each warp w."""
-        warps, width = self.kernel.buffer(partials).shape
-        base = (f"{self.view_base(ir.BufferView(partials), role)} + "
+        warps, width = tile.threads // 32, self.kernel.buffer(partials.buffer).shape[1]
+        base = (f"{self.view_base(partials, role)} + "
                 f"static_cast<unsigned>(hk_k * 4)")
         combine = "fmaxf(hk_v, {})" if op == "max" else "hk_v + {}"
         steps = " ".join(

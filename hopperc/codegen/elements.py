@@ -136,9 +136,9 @@ def row_partials(stmt: ir.RowPartials, kernel: ir.Kernel, exprs: ExprRenderer,
                  role: RoleContext) -> RowPartialsCode:
     tile = exprs.tiles[stmt.tile]
     rows, cols = tile.shape
-    width = kernel.buffer(stmt.partials).shape[1]
-    warp = f"({local_thread(role)} / 32)"
-    base = exprs.view_base(ir.BufferView(stmt.partials), role)
+    width = kernel.buffer(stmt.partials.buffer).shape[1]
+    warp = f"(({local_thread(role)} / 32) % {tile.threads // 32})"  # in its warpgroup's part
+    base = exprs.view_base(stmt.partials, role)
     maximum = stmt.op == "max"
     return RowPartialsCode(rows, cols // tile.threads, f"{names.user(stmt.tile)}[hk_s]",
                            "-__int_as_float(0x7f800000)" if maximum else "0.0f",

@@ -253,16 +253,16 @@ def _row_reduce(func: str, args, scope: Scope, span: Span) -> Typed:
                                  f"thread holds every row's value); '{args[0].id}' is "
                                  f"{rows}x{cols} (a warpgroup's [64, N] tiles are reduced in "
                                  "registers)")
-    if tile.threads != scope.running:
-        raise CompileError(span, f"{func}() of a row-major tile runs where one warpgroup (or "
-                                 f"fewer threads) holds it; here {scope.running} threads hold "
-                                 f"one '{args[0].id}' per warpgroup")
     # A warp's row of partials fills whole 16-byte chunks: no two warps share one.
+    # Where each warpgroup holds its own tile, each has its own part (buf[wg]).
     name = scope.fresh(f"{args[0].id}_row{func[3:]}_partials", span)
-    partials = ir.SharedBuffer(name, DType.F32, (tile.threads // 32, -(-rows // 4) * 4), 1,
-                               Swizzle.NONE, span)
-    scope.row_partials.append((ir.RowPartials(func[3:], args[0].id, name, span), partials))
-    return Typed(ir.RowReduce(func[3:], args[0].id, name), DType.F32, (rows,))
+    groups = scope.running // tile.threads
+    buffer = ir.SharedBuffer(name, DType.F32, (scope.running // 32, -(-rows // 4) * 4), 1,
+                             Swizzle.NONE, span)
+    part = ir.ViewPart(ir.Scalar(ir.ScalarKind.BUILTIN, "wg"), groups) if groups > 1 else None
+    view = ir.BufferView(name, part=part)
+    scope.row_partials.append((ir.RowPartials(func[3:], args[0].id, view, span), buffer))
+    return Typed(ir.RowReduce(func[3:], args[0].id, view), DType.F32, (rows,))
 
 
 def _columns(name: str, tile: TileSymbol, rows: ast.Expr, cols: ast.Expr, scope: Scope,

@@ -159,7 +159,7 @@ def tile_reads(expr: ir.TileExpr) -> Iterator[ir.BufferView]:
         if isinstance(e, ir.SharedRead):
             yield e.view
         elif isinstance(e, ir.RowReduce) and e.partials is not None:
-            yield ir.BufferView(e.partials)
+            yield e.partials
 
 
 def tile_refs(expr: ir.TileExpr) -> Iterator[str]:
@@ -221,7 +221,7 @@ def leaf_accesses(stmt: ir.Stmt) -> list[Access]:
             return [_access(v, Proxy.GENERIC, False, False, "read by ld.shared", span)
                     for v in tile_reads(value)]
         case ir.RowPartials(partials=partials, span=span):
-            return [_access(ir.BufferView(partials), Proxy.GENERIC, True, False,
+            return [_access(partials, Proxy.GENERIC, True, False,
                             "written by a row reduction's partials", span)]
         case ir.Mma(a=a, b=b, span=span):
             views = [v for v in (a, b) if isinstance(v, ir.BufferView)]

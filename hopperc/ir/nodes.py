@@ -303,12 +303,13 @@ class RowPartials:
     """The first half of rowmax / rowsum (`op` "max" or "sum") of row-major f32
     tile `tile`, whose rows each span all its threads: each thread reduces its
     slots of a row, the warp's lanes combine theirs with shuffles, and lane 0
-    of warp w writes the row's partial to shared `partials`[w, row] (f32
-    [warps, rows]). A RowReduce with these `partials` combines them."""
+    of warp w writes the row's partial to row w of shared view `partials` (f32
+    [warps, rows]; `buf[wg]` where each warpgroup holds its own tile). A
+    RowReduce with these `partials` combines them."""
 
     op: str
     tile: str
-    partials: str
+    partials: BufferView
     span: Span
 
 

@@ -62,7 +62,7 @@ def tile(expr: ir.TileExpr) -> str:
         case ir.RowReduce(op=op, name=name, partials=None):
             return f"row{op}({name})"
         case ir.RowReduce(op=op, partials=partials):
-            return f"{op} over warps of {partials}[:, row]"
+            return f"{op} over warps of {view(partials)}[:, row]"
         case ir.RowValues(name=name):
             return f"{name}[:, None]"
         case ir.Elementwise(op=op, args=args):
@@ -126,7 +126,7 @@ def statement(stmt: ir.Stmt) -> str:
         case ir.SharedStore(dst=dst, value=value):
             return f"st.shared {view(dst)} = {tile(value)}"
         case ir.RowPartials(op=op, tile=name, partials=partials):
-            return f"st.shared {partials}[warp, row] = row{op}({name}) of the warp's elements"
+            return f"st.shared {view(partials)}[warp, row] = row{op}({name}) of the warp's elements"
         case ir.Mma(acc=acc, a=a, b=b, accumulate=acc_flag, shape=(m, n, k), overwrite_when=w):
             lhs = a.name if isinstance(a, ir.TileRef) else view(a)
             when = "" if w is None else f", overwrites when {scalar(w)}"

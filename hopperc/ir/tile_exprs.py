@@ -56,12 +56,13 @@ class RowReduce:
     f32 tile. Of a warpgroup's wgmma-layout tile (`partials` None), a register
     row vector (Layout.ROWS) reduced in registers. Of a row-major tile whose
     rows span every thread that holds it, a vector of Layout.EVERY_ROW that
-    combines the warps' partials a RowPartials statement wrote to shared
-    buffer `partials` (f32 [warps, rows]): a generic read of that buffer."""
+    combines the warps' partials a RowPartials statement wrote to the shared
+    view `partials` (f32 [warps, rows]; a warpgroup's part `buf[wg]` where each
+    warpgroup holds its own tile): a generic read of that view."""
 
     op: str
     name: str
-    partials: str | None = None
+    partials: BufferView | None = None
 
 
 @dataclass(frozen=True)

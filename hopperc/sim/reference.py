@@ -172,9 +172,11 @@ class _Block:
                 for instance in self.running():
                     self.per_warpgroup(stmt, instance)
             case ir.RowPartials(op=op, tile=tile, partials=partials):
-                place = self.place(ir.BufferView(partials), 0)
-                self.write(place, row_partials(op, self.values[0][tile], self.tiles[tile].threads,
-                                               self.kernel.buffer(partials).shape[1]))
+                width = self.kernel.buffer(partials.buffer).shape[1]
+                for instance in self.running():
+                    self.write(self.place(partials, instance),
+                               row_partials(op, self.values[instance][tile],
+                                            self.tiles[tile].threads, width))
             case ir.TakeTile(index=index, span=span):
                 self.env.update(taken_tile(self.kernel, self.scalar(index, span=span), self.env))
             case _:

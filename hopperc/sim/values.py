@@ -181,9 +181,9 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
                 return np.float32(v)
             case ir.ScalarValue(expr=value):
                 return np.float32(integer(value))
-            case ir.RowReduce(op=op, partials=str() as partials):
+            case ir.RowReduce(op=op, partials=ir.BufferView() as partials):
                 # the warps' partials in shared memory (f32 [warps, rows padded])
-                parts = shared(ir.SharedRead(ir.BufferView(partials), "rows"))[:, :shape[0]]
+                parts = shared(ir.SharedRead(partials, "rows"))[:, :shape[0]]
                 return np.max(parts, axis=0) if op == "max" else \
                     np.sum(parts, axis=0, dtype=np.float32)
             case ir.RowReduce(op="max", name=name):
@@ -220,8 +220,8 @@ def operands(expr: ir.TileExpr, tile: Callable[[str], object],
         case ir.Elementwise(args=args):
             for arg in args:
                 operands(arg, tile, shared, integer)
-        case ir.RowReduce(partials=str() as partials):
-            shared(ir.SharedRead(ir.BufferView(partials), "rows"))
+        case ir.RowReduce(partials=ir.BufferView() as partials):
+            shared(ir.SharedRead(partials, "rows"))
         case ir.TileRef(name=name) | ir.RowReduce(name=name) | ir.RowValues(name=name):
             tile(name)
         case ir.SharedRead():

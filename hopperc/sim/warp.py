@@ -272,10 +272,10 @@ class Warp(AsyncIssue):
 
     def row_partials(self, stmt: ir.RowPartials, lanes) -> None:
         """Lane 0 of this warp writes its row of the partials (codegen's RowPartials)."""
-        place = self.place(ir.BufferView(stmt.partials), lanes, stmt.span)
+        place = self.place(stmt.partials, lanes, stmt.span)
         self.register_use(stmt.tile, stmt.span)
         mine = np.zeros(self.block.space.shape(place), dtype=bool)
-        mine[self.local] = True
+        mine[self.local % mine.shape[0]] = True  # its row of its warpgroup's part
         chunks = self.block.space.region(place, mine, ("partials", self.local))
         self.block.memory.write(self.agent, self.clock, chunks,
                                 Site(f"st.shared of {self.label(place)}", stmt.span),

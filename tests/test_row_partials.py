@@ -227,3 +227,27 @@ def test_rows_over_three_warps():
                                x / x.sum(axis=1, keepdims=True), rtol=1e-4)
     report = driver.simulate(source, None, {"M": 8, "N": 192}, seeds=2, search=20)
     assert report.ok, [f.headline() for f in report.findings]
+
+
+@pytest.mark.parametrize("rows, threads", [(4, 128), (64, 128)])
+def test_row_and_col_in_a_vector_statement_are_the_row_and_0(rows, threads):
+    """In `s: f32[R] = ...` element i is row i (as the generated code has it:
+    hk_r is the row, hk_c 0), for either kind of vector: R = 64 in a warpgroup
+    (Layout.ROWS) or R = 4 (Layout.EVERY_ROW)."""
+    text = f"""kernel k(X: f32[M, N], Y: f32[M, N])
+    tile(BM = {rows}, BN = 128) grid(m: M / BM) threads {threads}
+{{
+    shared sx: f32[BM, BN]
+    tma sx <- X[tile.m, 0]
+    s: f32[BM] = row() + 100.0 * col()
+    sx = 0.0 * sx + s[:, None]
+    tma Y[tile.m, 0] <- sx
+}}
+"""
+    source = SourceFile("k.hk", text)
+    assert ("hk_r = hk_k, hk_c = 0" if rows == 4 else "hk_c = 0") in \
+        driver.generate(source).cuda.replace("[[maybe_unused]] const int ", "")
+    front_end = driver.check(source)
+    problem = make_problem(driver.lower(front_end), {"M": 2 * rows, "N": 128})
+    y = expected_outputs(front_end, problem)["Y"]
+    assert y[:rows, 0].tolist() == list(range(rows)) and (y[:, 1:] == y[:, :1]).all()

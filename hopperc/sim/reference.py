@@ -220,7 +220,8 @@ class _Block:
 
         values = elementwise(expr, shape, dtype, tiles.__getitem__,
                              lambda read: self.read(self.place(read.view, instance)), self.tensors,
-                             lambda e: self.scalar(e, instance))
+                             lambda e: self.scalar(e, instance),
+                             len(shape) == 1 and not isinstance(stmt, ir.SharedStore))
         if isinstance(stmt, ir.SharedStore):
             self.write(place, values)
         else:

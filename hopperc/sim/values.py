@@ -156,11 +156,13 @@ _ELEMENTWISE = {
 
 def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
                 tile: Callable[[str], np.ndarray], shared: Callable[[ir.SharedRead], np.ndarray],
-                tensors: Mapping[str, np.ndarray], integer: Callable[[ir.ScalarExpr], int]
-                ) -> np.ndarray:
+                tensors: Mapping[str, np.ndarray], integer: Callable[[ir.ScalarExpr], int],
+                row_vector: bool = False) -> np.ndarray:
     """`expr` over a tile of `shape`, rounded to `dtype` as the write rounds it.
     `tile` and `shared` give register and shared-memory operands (where the
-    simulator and the reference differ), `integer` evaluates scalars."""
+    simulator and the reference differ), `integer` evaluates scalars. A register
+    row vector (`row_vector`) is one value per row: element i is row i, column 0
+    (a 1-D view is one row: element i is row 0, column i)."""
     def leaf(e: ir.TileExpr):
         match e:
             case ir.TileRef(name=name, columns=None):
@@ -192,6 +194,10 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
                 return np.sum(tile(name), axis=1, dtype=np.float32)
             case ir.RowValues(name=name):
                 return tile(name)[:, None]
+            case ir.ElementIndex(axis="row") if row_vector:
+                return np.arange(shape[0], dtype=np.float32)
+            case ir.ElementIndex(axis="col") if row_vector:
+                return np.float32(0)
             case ir.ElementIndex(axis="row"):
                 return _broadcast(np.arange(plane_rows(shape), dtype=np.float32), "rows", shape) \
                     if len(shape) > 1 else np.float32(0)

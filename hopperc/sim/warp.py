@@ -254,7 +254,8 @@ class Warp(AsyncIssue):
 
         data = self.block.tensors is not None
         if data:
-            values = elementwise(expr, shape, dtype, tile, shared, self.block.tensors, integer)
+            values = elementwise(expr, shape, dtype, tile, shared, self.block.tensors, integer,
+                                 len(shape) == 1 and not isinstance(stmt, ir.SharedStore))
         else:
             operands(expr, use, load, integer)
         if isinstance(stmt, ir.SharedStore):

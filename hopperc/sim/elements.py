@@ -1,0 +1,101 @@
+"""What a warp's element-wise code does: each thread computes its elements of a
+tile, a row vector or a shared view (generic proxy), reads shared memory, and
+stores a row reduction's partials (RowPartials). A mixin of `warp.Warp`, whose
+state it uses: the block, the warp's clock and lanes, its register tiles and its
+wgmma queue (a tile may not be touched while a batch uses it)."""
+from __future__ import annotations
+
+import numpy as np
+
+from hopperc.ir import nodes as ir
+from hopperc.ir.layout import element_threads
+from hopperc.sim.findings import Category, fail
+from hopperc.sim.memory import Site
+from hopperc.sim.values import elementwise, operands, row_partials
+from hopperc.sim.views import Place, owned_elements, owned_rows
+
+
+class ElementCode:
+    def elementwise(self, stmt, lanes) -> None:
+        span = stmt.span
+        if isinstance(stmt, ir.SharedStore):
+            place = self.place(stmt.dst, lanes, stmt.span)
+            shape, threads = self.block.space.shape(place), element_threads(self.running_threads)
+            dtype, expr = self.block.space.buffers[place.buffer].dtype, stmt.value
+        else:
+            tile = self.block.program.tiles[stmt.name]
+            shape, threads, dtype = tile.shape, tile.threads, tile.dtype
+            expr = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
+        if not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.ROWS:
+            owned = owned_rows(shape[0], threads, self.local, lanes)
+        elif not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.EVERY_ROW:
+            owned = np.full(shape, bool(lanes))  # every thread holds every row
+        else:
+            owned = owned_elements(shape, threads, self.local, lanes)
+        selection = (shape, threads, self.local, lanes)
+
+        def use(name: str) -> None:
+            self.register_use(name, span)
+
+        def tile(name: str) -> np.ndarray:
+            use(name)
+            return self.tiles[name]
+
+        def load(read: ir.SharedRead) -> Place:
+            where = self.place(read.view, lanes, span)
+            # A broadcast vector: every thread may read any of its values.
+            region = self.block.space.region(where) if read.broadcast else \
+                self.block.space.region(where, owned, selection)
+            self.block.memory.read(self.agent, self.clock, region,
+                                   Site(f"ld.shared of {self.label(where)}", span))
+            return where
+
+        def shared(read: ir.SharedRead) -> np.ndarray:
+            return self.block.space.read(load(read))
+
+        def integer(e: ir.ScalarExpr) -> int:
+            return self.value(e, lanes, span)
+
+        data = self.block.tensors is not None
+        if data:
+            values = elementwise(expr, shape, dtype, tile, shared, self.block.tensors, integer,
+                                 len(shape) == 1 and not isinstance(stmt, ir.SharedStore))
+        else:
+            operands(expr, use, load, integer)
+        if isinstance(stmt, ir.SharedStore):
+            chunks, writers = self.block.space.written(place, selection)
+            self.block.memory.write(self.agent, self.clock, chunks,
+                                    Site(f"st.shared of {self.label(place)}", span), writers)
+            if data:
+                self.block.space.write(place, values, owned)
+        else:
+            self.register_use(stmt.name, span)
+            if data:
+                old = self.tiles.get(stmt.name)
+                self.tiles[stmt.name] = values.copy() if old is None else \
+                    np.where(owned, values, old)
+
+    def row_partials(self, stmt: ir.RowPartials, lanes) -> None:
+        """Lane 0 of this warp writes its row of the partials (codegen's RowPartials)."""
+        place = self.place(stmt.partials, lanes, stmt.span)
+        self.register_use(stmt.tile, stmt.span)
+        mine = np.zeros(self.block.space.shape(place), dtype=bool)
+        mine[self.local % mine.shape[0]] = True  # its row of its warpgroup's part
+        chunks = self.block.space.region(place, mine, ("partials", self.local))
+        self.block.memory.write(self.agent, self.clock, chunks,
+                                Site(f"st.shared of {self.label(place)}", stmt.span),
+                                np.ones(chunks.shape, dtype=np.uint32))
+        if self.block.tensors is not None:
+            tile = self.block.program.tiles[stmt.tile]
+            values = row_partials(stmt.op, self.tiles[stmt.tile], tile.threads, mine.shape[1])
+            self.block.space.write(place, values, mine)
+
+    def register_use(self, tile: str, span) -> None:
+        """Element-wise code touching a tile: not while a wgmma batch may use it."""
+        for op in self.wgmma.open + [op for group in self.wgmma.groups for op in group]:
+            if tile in (op.acc, op.a):
+                raise fail(Category.RACE, f"element-wise code uses register tile '{tile}' while "
+                                          f"{op.site} may still use it: no wgmma.wait_group "
+                                          "completes that batch first", span, op.site.span)
+        self.touched.setdefault(tile, span)
+

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from hopperc.diagnostics import Span
-from hopperc.dtypes import DType, Swizzle
+from hopperc.dtypes import DType, Swizzle  # noqa: F401 - re-exported with SharedBuffer
+from hopperc.ir.declarations import (  # noqa: F401 - re-exported: one namespace for the IR
+    GridAxis, MBarrierArray, RoleInfo, ScalarParam, SharedBuffer, TensorParam)
 from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace for the IR
     BarrierRef, BulkCommit, BulkWaitRead, ClusterBarrier, Hazard, MBarrierArrive, MBarrierExpectTx,
     MBarrierInit, MBarrierInitFence, MBarrierInval, MBarrierWait, NamedBarrier, PhaseFlip, Pipeline,
@@ -20,91 +22,6 @@ from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace f
 from hopperc.ir.tile_exprs import (  # noqa: F401 - re-exported: one namespace for the IR
     Convert, ElementIndex, Elementwise, GlobalVector, Literal, RowReduce, RowValues, ScalarValue,
     SharedRead, TileExpr, TileRef)
-
-
-# ---------------------------------------------------------------- declarations
-@dataclass(frozen=True)
-class TensorParam:
-    name: str
-    dtype: DType
-    dims: tuple[str | int, ...]
-    span: Span
-
-
-@dataclass(frozen=True)
-class ScalarParam:
-    name: str
-    dtype: DType
-    span: Span
-
-
-@dataclass(frozen=True)
-class SharedBuffer:
-    name: str
-    dtype: DType
-    shape: tuple[int, ...]
-    stages: int
-    swizzle: Swizzle
-    span: Span
-    reuses: str | None = None  # placed in this (earlier) buffer's memory
-
-    @property
-    def storage(self) -> str:
-        """The buffer whose memory this one occupies (itself unless it reuses one)."""
-        return self.reuses or self.name
-
-    @property
-    def stage_bytes(self) -> int:
-        size = self.dtype.nbytes
-        for extent in self.shape:
-            size *= extent
-        return size
-
-    @property
-    def alignment(self) -> int:
-        return self.swizzle.alignment
-
-
-@dataclass(frozen=True)
-class MBarrierArray:
-    """`count` mbarriers in shared memory (8 bytes each). `arrivals` is the
-    arrival count the compiler initializes them with (None: declared by the
-    user, who initializes them in manual code)."""
-
-    name: str
-    count: int
-    span: Span
-    arrivals: int | None = None
-
-
-@dataclass(frozen=True)
-class GridAxis:
-    """Block index axis `tile.<name>`: extent = ceil(dim / divisor) (or a constant)."""
-
-    name: str
-    dim: str | None
-    divisor: int
-    span: Span
-
-
-@dataclass(frozen=True)
-class RoleInfo:
-    """A warp role: `warps` consecutive warps starting at `first_warp`."""
-
-    name: str
-    first_warp: int
-    warps: int
-    active_warps: int
-    regs: int | None
-    span: Span
-
-    @property
-    def threads(self) -> int:
-        return self.warps * 32
-
-    @property
-    def warpgroups(self) -> int:
-        return self.warps // 4
 
 
 # ---------------------------------------------------------------- scalar expressions

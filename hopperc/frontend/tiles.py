@@ -9,14 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hopperc.diagnostics import CompileError, Span
-from hopperc.dtypes import DType
+from hopperc.dtypes import DType, Swizzle
 from hopperc.frontend import ast
 from hopperc.frontend.bounds import check_index
 from hopperc.frontend.scope import Scope, TileSymbol, VectorSymbol, const_value, scalar_expr
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, warpgroup_offset
 from hopperc.ir.layout import MAX_EVERY_ROW, plane_rows
-from hopperc.dtypes import Swizzle
 
 UNARY_FUNCS = {"relu", "abs", "exp", "exp2", "rsqrt"}
 BINARY_FUNCS = {"max", "min"}

@@ -5,7 +5,7 @@ Raw grammar output is almost never meaningful, so every terminal has an explicit
 strategy (names from a small pool of what the samples declare plus hostile
 ones, small powers of two, real dtypes and swizzles, a space after each token so
 keywords never glue onto names), and most inputs are a valid skeleton (a TMA
-copy, an element-wise tile kernel, a warp-specialized GEMM) with chosen
+copy, an element-wise tile kernel, row reductions, a warp-specialized GEMM) with chosen
 parameters and one statement or expression drawn from the grammar spliced in.
 """
 from __future__ import annotations
@@ -119,6 +119,25 @@ kernel fz(X: bf16[M, N], S: f32[M], Y: {dt}[M, N])
     tma Y[tile.m, tile.n] <- sy
 }}
 """,
+    "rows": """\
+kernel fz(X: bf16[M, N], S: f32[M], Y: {dt}[M, N])
+    tile(BM = {rows}, BN = {bn}) grid(m: M / BM) threads {threads}
+{{
+    shared sx: bf16[BM, BN] swizzle {sw}
+    shared sy: {dt}[BM, BN] swizzle {sw}
+    s: f32[BM] = S[tile.m]
+    m: f32[BM] = -inf
+    for j in 0 .. N / BN {{
+        tma sx <- X[tile.m, j]
+        x: f32[BM, BN] = {expr}
+        m = max(m, rowmax(x))
+        l: f32[BM] = rowsum(x)
+        {stmt}
+        sy = {dt}(x - m[:, None] + l[:, None])
+        tma Y[tile.m, j] <- sy
+    }}
+}}
+""",
     "gemm": """\
 kernel fz(A: bf16[M, K], B: bf16[N, K], C: {dt}[M, N])
     tile(BM = 128, BN = {bn}, BK = 64) grid(m: M / BM, n: N / BN) {schedule}
@@ -156,6 +175,7 @@ def skeleton_kernels(draw) -> str:
     expr = draw(st.one_of(st.sampled_from(_SAFE_EXPRS), grammar_strategy("expr")))
     return _SKELETONS[family].format(
         dt=draw(st.sampled_from(DTYPES)), bm=draw(st.sampled_from(["64", "64", "128", "32"])),
+        rows=draw(st.sampled_from(["64", "16", "4", "1", "8"])),
         bn=draw(st.sampled_from(["64", "64", "128", "256", "32", "8"])),
         threads=draw(st.sampled_from(["128", "128", "256", "32", "96"])),
         sw=draw(st.sampled_from(["128B", "128B", "64B", "32B", "none"])),

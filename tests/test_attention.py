@@ -53,27 +53,47 @@ def test_syncs_around_the_products_and_the_softmax(tmp_path):
     P V batch is older). Tile b's S is issued before tile a's softmax with no
     wait after it; tile a's P V is issued before tile b's softmax, which waits
     with wait_group 1 (S_b done, P V_a still in flight); the rescale of O by
-    beta waits for P V_a (wait_group 0). The previous stage's release needs no
-    wait of its own: every batch that read it completed at those waits."""
+    beta waits for P V_a (wait_group 0).
+
+    K_a, K_b, V_a and V_b are four rings: each product waits for its own
+    operands only, right before it (V_a's arrival overlaps softmax a), and
+    releases the previous iteration's stage right after it is issued. No
+    release needs a wait of its own: every batch that read the previous stage
+    completed at the waits above in that iteration."""
     filecheck(ir_after(driver.read_source(SAMPLE).text), """
 CHECK: for j in 0 .. L / 128:
+CHECK: mbarrier.wait load_math_ska0_full[load_math_math_stage], parity load_math_math_phase
+CHECK-SAME: why: ska0, ska1 written by async loads
+CHECK-NOT: mbarrier.wait
 CHECK: wgmma sa = sq0[wg of 2] @ ska0{stage load_math_math_stage}^T
 CHECK-NEXT: wgmma sa += sq1[wg of 2] @ ska1{stage load_math_math_stage}^T
 CHECK-NEXT: wgmma.commit_group
+CHECK-NEXT: if j > 0:
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_ska0_empty[(load_math_math_stage + 1) % 2]  (release stage, lag 1)
 CHECK-NEXT: wgmma.wait_group 0
 CHECK-SAME: why: sa written by wgmma
 CHECK-NEXT: xa: f32[64, 64] wgmma =
+CHECK: mbarrier.wait load_math_skb0_full[load_math_math_stage]
 CHECK: wgmma sb = sq0[wg of 2] @ skb0{stage load_math_math_stage}^T
 CHECK-NEXT: wgmma sb += sq1[wg of 2] @ skb1{stage load_math_math_stage}^T
 CHECK-NEXT: wgmma.commit_group
+CHECK-NEXT: if j > 0:
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_skb0_empty[(load_math_math_stage + 1) % 2]  (release stage, lag 1)
 CHECK-NOT: wgmma.wait_group
 CHECK: ma: f32[64] rows = max(m, rowmax(xa))
 CHECK-NOT: wgmma.wait_group
 CHECK: o0 = (o0 * alpha[:, None])
-CHECK: wgmma.fence
+CHECK-NOT: wgmma.
+CHECK: mbarrier.wait load_math_sva0_full[load_math_math_stage]
+CHECK-NEXT: wgmma.fence
 CHECK-NEXT: wgmma o0 += pab @ sva0{stage load_math_math_stage}
 CHECK-NEXT: wgmma o1 += pab @ sva1{stage load_math_math_stage}
 CHECK-NEXT: wgmma.commit_group
+CHECK-NEXT: if j > 0:
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_sva0_empty[(load_math_math_stage + 1) % 2]  (release stage, lag 1)
 CHECK-NEXT: wgmma.wait_group 1
 CHECK-SAME: why: sb written by wgmma
 CHECK-NOT: wgmma.wait_group
@@ -81,11 +101,15 @@ CHECK: pbb: bf16[64, 64] wgmma = bf16(pb)
 CHECK-NEXT: wgmma.wait_group 0
 CHECK-SAME: why: o0 written by wgmma
 CHECK-NEXT: o0 = (o0 * beta[:, None])
+CHECK-NEXT: o1 = (o1 * beta[:, None])
+CHECK-NEXT: mbarrier.wait load_math_svb0_full[load_math_math_stage]
+CHECK-NEXT: wgmma.fence
 CHECK: wgmma o1 += pbb @ svb1{stage load_math_math_stage}
 CHECK-NEXT: wgmma.commit_group
 CHECK-NEXT: if j > 0:
 CHECK-NEXT: elect:
-CHECK-NEXT: mbarrier.arrive load_math_empty[(load_math_math_stage + 1) % 2]  (release stage, lag 1)
+CHECK-NEXT: mbarrier.arrive load_math_svb0_empty[(load_math_math_stage + 1) % 2]  (release stage, lag 1)
+CHECK-NEXT: advance load_math_math_stage mod 2
 """, tmp_path)
 
 

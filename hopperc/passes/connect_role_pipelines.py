@@ -3,8 +3,11 @@
 Requires: front-end IR (roles, async loads without mbarriers).
 Establishes: every shared buffer that one role fills with async loads and
 another role reads is a stage of a pipeline: iteration i of the loop that
-holds the loads and of the loop that holds the reads uses stage i % S. Per
-pipeline (one per producer role, consumer role and loop), per stage, a full
+holds the loads and of the loop that holds the reads uses stage i % S. The
+buffers of one producer role, consumer role and pair of loops form one ring,
+or several where the consumer works between their first reads (ir/handoffs:
+a wait gates everything after it, so a buffer read late gets a barrier of
+its own). Per ring, per stage, a full
 mbarrier (1 arrival: the producer's elected arrive.expect_tx of the exact
 bytes of all its loads) and an empty mbarrier (one arrival per consumer warp
 for wgmma readers, per consumer thread for element-wise readers).
@@ -16,7 +19,8 @@ release the stage right after their last read; wgmma readers release the
 previous iteration's stage after this iteration's batch is issued (the wait
 pass completes the batch that read it first) and the last stage after the
 loop. Stage and parity (`i % S` and `(i // S) % 2` of iteration i) are
-registers each role carries and steps at the end of an iteration: counters
+registers each role carries, one pair for all the rings of its loop, and
+steps at the end of an iteration: counters
 instead of a division per iteration, and the same form in nested and
 conditional loops. In a pingpong kernel the consumer's warpgroups take the
 tiles in turn: one warpgroup's warps arrive on each empty barrier, and a
@@ -34,20 +38,10 @@ from dataclasses import dataclass, replace
 
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import Access, Proxy, bodies, leaf_accesses, leaves, scalars_in
+from hopperc.ir.accesses import Proxy, bodies, leaf_accesses, leaves, scalars_in
+from hopperc.ir.handoffs import Path, Use, block_at, controls, rings, sides, uses
 from hopperc.ir.raster import turn_warpgroups
 from hopperc.ir.rewrite import at_stage, fresh_name, scalar_op
-
-Path = tuple[tuple[int, int], ...]  # (statement index, body index) from the role body
-
-
-@dataclass(frozen=True)
-class _Use:
-    role: ir.RoleInfo
-    site: Path  # the block holding the leaf
-    top: int  # the index of the role-level statement holding the leaf
-    leaf: ir.Stmt
-    access: Access
 
 
 @dataclass(frozen=True)
@@ -71,7 +65,7 @@ class _Plan:
     producer: _Side
     consumer: _Side
     loads: tuple[ir.AsyncLoad, ...]
-    consumer_uses: tuple[_Use, ...]
+    consumer_uses: tuple[Use, ...]
     per_warp: bool  # wgmma readers: one arrival per warp, after its wait_group
     deferred: bool  # release the previous stage, and the last one after the loop
     skip: tuple[Path, ir.StageAdvance] | None = None  # pingpong: (the turn's site, its skip)
@@ -81,9 +75,9 @@ def connect_role_pipelines(kernel: ir.Kernel) -> ir.Kernel:
     roles = [s for s in kernel.body.stmts if isinstance(s, ir.RoleBlock)]
     if len(roles) < 2:
         return kernel
-    uses = [u for r in roles for u in _uses(r)]
-    plans = _plan(kernel, roles, uses)
-    _check_reused_memory(kernel, uses, plans)
+    found = [u for r in roles for u in uses(r)]
+    plans = _plan(kernel, roles, found)
+    _check_reused_memory(kernel, found, plans)
     if not plans:
         return kernel
     body = []
@@ -95,93 +89,42 @@ def connect_role_pipelines(kernel: ir.Kernel) -> ir.Kernel:
     barriers = tuple(b for p in pipelines for b in (
         ir.MBarrierArray(p.full, p.stages, p.span, 1),
         ir.MBarrierArray(p.empty, p.stages, p.span, p.consumer_arrivals)))
-    carried = tuple(r for p in plans for side in (p.producer, p.consumer) if side.advance
-                    for r in (side.advance.stage, side.advance.phase))
+    carried = tuple(dict.fromkeys(r for p in plans for side in (p.producer, p.consumer)
+                                  if side.advance
+                                  for r in (side.advance.stage, side.advance.phase)))
     return replace(kernel, body=ir.Block(tuple(body)), barriers=kernel.barriers + barriers,
                    carried=kernel.carried + carried, pipelines=kernel.pipelines + pipelines)
 
 
-# ---------------------------------------------------------------- finding the hand-offs
-def _uses(role: ir.RoleBlock) -> list[_Use]:
-    out: list[_Use] = []
-
-    def visit(block: ir.Block, path: Path, top: int | None) -> None:
-        for i, stmt in enumerate(block.stmts):
-            for b, body in enumerate(bodies(stmt)):
-                if not isinstance(stmt, ir.ManualRegion):
-                    visit(body, path + ((i, b),), i if top is None else top)
-            if not bodies(stmt):
-                out.extend(_Use(role.role, path, i if top is None else top, stmt, a)
-                           for a in leaf_accesses(stmt))
-
-    visit(role.body, (), None)
-    return out
-
-
-def _plan(kernel: ir.Kernel, roles: list[ir.RoleBlock], uses: list[_Use]) -> list[_Plan]:
-    groups: dict[tuple, list[str]] = {}
-    by_buffer: dict[str, list[_Use]] = {}
-    for use in uses:
+# ---------------------------------------------------------------- planning the rings
+def _plan(kernel: ir.Kernel, roles: list[ir.RoleBlock], found: list[Use]) -> list[_Plan]:
+    handoffs: dict[tuple, list[str]] = {}
+    by_buffer: dict[str, list[Use]] = {}
+    for use in found:
         by_buffer.setdefault(use.access.buffer, []).append(use)
     for name, buffer_uses in by_buffer.items():
         role_names = list(dict.fromkeys(u.role.name for u in buffer_uses))
         if len(role_names) < 2:
             continue
-        producer, consumer = _sides(name, role_names, buffer_uses)
+        producer, consumer = sides(name, role_names, buffer_uses)
         key = (producer[0].role.name, consumer[0].role.name, producer[0].site, consumer[0].site)
-        groups.setdefault(key, []).append(name)
+        handoffs.setdefault(key, []).append(name)
     taken = {b.name for b in kernel.barriers} | {b.name for b in kernel.buffers}
     role_blocks = {r.role.name: r for r in roles}
-    plans = []
-    for (producer, consumer, p_site, c_site), buffers in groups.items():
-        plans.append(_make_plan(kernel, role_blocks[producer], role_blocks[consumer], p_site,
-                                c_site, buffers, [u for u in uses if u.access.buffer in buffers],
-                                taken))
-    return plans
+    return [plan for (producer, consumer, p_site, c_site), buffers in handoffs.items()
+            for plan in _plan_handoff(kernel, role_blocks[producer], role_blocks[consumer],
+                                      p_site, c_site, buffers,
+                                      [u for u in found if u.access.buffer in buffers], taken)]
 
 
-def _sides(name: str, role_names: list[str], uses: list[_Use]) -> tuple[list[_Use], list[_Use]]:
-    """(producer uses, consumer uses) of a buffer two roles share, checked."""
-    loaders = [n for n in role_names if any(u.role.name == n and u.access.proxy is Proxy.ASYNC
-                                            and u.access.write for u in uses)]
-    if len(role_names) > 2 or len(loaders) != 1:
-        first = uses[0]
-        raise CompileError(first.access.span, f"'{name}' is used by roles "
-                                              f"{', '.join(repr(n) for n in role_names)}; a "
-                                              "buffer handed between roles is filled by one role "
-                                              "with tma/bulk loads and read by one other role")
-    producer = [u for u in uses if u.role.name == loaders[0]]
-    consumer = [u for u in uses if u.role.name != loaders[0]]
-    for u in producer:
-        if not isinstance(u.leaf, ir.AsyncLoad):
-            raise CompileError(u.access.span, f"role '{u.role.name}' fills '{name}' with async "
-                                              f"loads for role '{consumer[0].role.name}', so it "
-                                              "may not also access it otherwise")
-    for u in consumer:
-        if u.access.write or isinstance(u.leaf, ir.AsyncStore):
-            raise CompileError(u.access.span, f"role '{u.role.name}' reads '{name}' from role "
-                                              f"'{producer[0].role.name}'; it may "
-                                              "read it with wgmma or element-wise code, not "
-                                              "write it or store it with TMA")
-    for side in (producer, consumer):
-        if any(u.site != side[0].site for u in side):
-            other = next(u for u in side if u.site != side[0].site)
-            raise CompileError(other.access.span, f"'{name}' is used in two places of role "
-                                                  f"'{other.role.name}'; a buffer handed between "
-                                                  "roles is used once per iteration of one loop "
-                                                  "in each")
-    if len(producer) > 1:
-        raise CompileError(producer[1].access.span, f"'{name}' is loaded twice per iteration; each "
-                                                 "stage of a handed-over buffer is loaded once")
-    return producer, consumer
-
-
-def _make_plan(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBlock, p_site: Path,
-               c_site: Path, buffers: list[str], uses: list[_Use], taken: set[str]) -> _Plan:
-    p_uses = [u for u in uses if u.role.name == producer.role.name]
-    c_uses = [u for u in uses if u.role.name == consumer.role.name]
-    p_controls = _controls(producer.body, p_site)
-    c_controls = _controls(consumer.body, c_site)
+def _plan_handoff(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBlock,
+                  p_site: Path, c_site: Path, buffers: list[str], handed: list[Use],
+                  taken: set[str]) -> list[_Plan]:
+    """The rings of one hand-off. They share the two sides' stage and phase
+    registers: both count the iterations of the same loops."""
+    c_uses = [u for u in handed if u.role.name == consumer.role.name]
+    p_controls = controls(producer.body, p_site)
+    c_controls = controls(consumer.body, c_site)
     turn = next((i for i, c in enumerate(c_controls) if turn_warpgroups(c)), None)
     turns = 1 if turn is None else turn_warpgroups(c_controls[turn])
     if turn is not None:
@@ -199,15 +142,9 @@ def _make_plan(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBlock
                            f"'{buffers[0]}' and '{buffers[1]}' are handed over in the same loop "
                            "but have different 'stages'; give them the same number")
     n_stages = stages.pop()
-    name = fresh_name(f"{producer.role.name}_{consumer.role.name}", taken)
-    per_warp = all(isinstance(u.leaf, ir.Mma) for u in c_uses)
-    arrivals = consumer.role.active_warps // turns * (1 if per_warp else 32)
-    loads = tuple(u.leaf for u in p_uses)
-    pipeline = ir.Pipeline(name, producer.role.name, consumer.role.name, tuple(buffers), n_stages,
-                           fresh_name(f"{name}_full", taken), fresh_name(f"{name}_empty", taken),
-                           arrivals, sum(load.nbytes for load in loads), loads[0].span)
-    deferred = per_warp and bool(c_controls) and isinstance(c_controls[-1], ir.ForLoop)
-    consumer_side = _side(name, consumer.role.name, c_site, c_controls, n_stages, taken)
+    base = fresh_name(f"{producer.role.name}_{consumer.role.name}", taken)
+    producer_side = _side(base, producer.role.name, p_site, p_controls, n_stages, taken)
+    consumer_side = _side(base, consumer.role.name, c_site, c_controls, n_stages, taken)
     skip = None
     if turn is not None:
         loop = c_controls[-1]
@@ -215,11 +152,26 @@ def _make_plan(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBlock
         # The skip stands for the reads of the iterations it steps over.
         skip = (c_site[:turn + 1], replace(consumer_side.advance, by=steps,
                                             span=c_uses[0].access.span))
-    return _Plan(pipeline, _side(name, producer.role.name, p_site, p_controls, n_stages, taken),
-                 consumer_side, loads, tuple(c_uses), per_warp, deferred, skip)
+    groups = rings(buffers, block_at(consumer.body, c_site), block_at(producer.body, p_site))
+    plans = []
+    for ring in groups:
+        name = base if len(groups) == 1 else fresh_name(f"{base}_{ring[0]}", taken)
+        mine = [u for u in handed if u.access.buffer in ring]
+        ring_uses = [u for u in mine if u.role.name == consumer.role.name]
+        loads = tuple(u.leaf for u in mine if u.role.name == producer.role.name)
+        per_warp = all(isinstance(u.leaf, ir.Mma) for u in ring_uses)
+        arrivals = consumer.role.active_warps // turns * (1 if per_warp else 32)
+        pipeline = ir.Pipeline(name, producer.role.name, consumer.role.name, ring, n_stages,
+                               fresh_name(f"{name}_full", taken),
+                               fresh_name(f"{name}_empty", taken), arrivals,
+                               sum(load.nbytes for load in loads), loads[0].span)
+        deferred = per_warp and bool(c_controls) and isinstance(c_controls[-1], ir.ForLoop)
+        plans.append(_Plan(pipeline, producer_side, consumer_side, loads, tuple(ring_uses),
+                           per_warp, deferred, skip))
+    return plans
 
 
-def _check_turn(below: list, use: _Use) -> None:
+def _check_turn(below: list, use: Use) -> None:
     """A warpgroup skips another's tile by the trip count of the one loop that
     reads the ring, which must then be the same for every tile."""
     loop = below[0] if len(below) == 1 and isinstance(below[0], ir.ForLoop) else None
@@ -230,15 +182,6 @@ def _check_turn(below: list, use: _Use) -> None:
                                             f"reads '{use.access.buffer}' in one loop directly "
                                             "in the role's body, with bounds that do not depend "
                                             "on the tile")
-
-
-def _controls(body: ir.Block, site: Path) -> list[ir.ForLoop | ir.IfThen]:
-    out, block = [], body
-    for index, branch in site:
-        stmt = block.stmts[index]
-        out.append(stmt)
-        block = bodies(stmt)[branch]
-    return out
 
 
 def _shape(control: ir.ForLoop | ir.IfThen) -> tuple:
@@ -278,9 +221,10 @@ def _rewrite(block: ir.Block, path: Path, role: str, plans: list[_Plan]) -> ir.B
         nested = bodies(stmt)
         if nested and not isinstance(stmt, ir.ManualRegion):
             new = [_rewrite(b, path + ((i, k),), role, plans) for k, b in enumerate(nested)]
-            for plan in plans:
-                if plan.skip and plan.consumer.role == role and plan.skip[0] == path + ((i, 0),):
-                    new[1] = ir.Block(new[1].stmts + (plan.skip[1],))
+            skips = dict.fromkeys(p.skip[1] for p in plans if p.skip and p.consumer.role == role
+                                  and p.skip[0] == path + ((i, 0),))
+            if skips:
+                new[1] = ir.Block(new[1].stmts + tuple(skips))
             stmt = _with_bodies(stmt, new)
         out.append(stmt)
         for plan in plans:
@@ -288,12 +232,30 @@ def _rewrite(block: ir.Block, path: Path, role: str, plans: list[_Plan]) -> ir.B
             if plan.deferred and side.role == role and side.site == path + ((i, 0),):
                 out.extend(_after_loop_release(plan))
     stmts = tuple(out)
+    advances, produced = {}, False
     for plan in plans:
-        if plan.producer.role == role and plan.producer.site == path:
-            stmts = _produce(stmts, plan)
-        if plan.consumer.role == role and plan.consumer.site == path:
-            stmts = _consume(stmts, plan)
-    return ir.Block(stmts)
+        for side, connect in ((plan.producer, _produce), (plan.consumer, _consume)):
+            if side.role == role and side.site == path:
+                stmts = connect(stmts, plan)
+                produced = produced or side is plan.producer
+                if side.advance is not None:
+                    advances[side.advance] = None
+    if produced:
+        stmts = _merge_issues(stmts)
+    return ir.Block(stmts + tuple(advances))
+
+
+def _merge_issues(stmts: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
+    """Back-to-back single-thread issues (one per ring) as one: the same thread
+    runs them, with nothing between."""
+    out: list[ir.Stmt] = []
+    for stmt in stmts:
+        if isinstance(stmt, ir.OneThread) and out and isinstance(out[-1], ir.OneThread) \
+                and out[-1].per_warpgroup == stmt.per_warpgroup:
+            out[-1] = replace(out[-1], body=ir.Block(out[-1].body.stmts + stmt.body.stmts))
+        else:
+            out.append(stmt)
+    return tuple(out)
 
 
 def _with_bodies(stmt: ir.Stmt, new: list[ir.Block]) -> ir.Stmt:
@@ -336,8 +298,6 @@ def _produce(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
         out = [*stmts[:first], ir.OneThread(ir.Block(tuple(head)), load.span),
                *issue[len(head):]]
     out.extend(stmts[last + 1:])
-    if side.advance is not None:
-        out.append(side.advance)
     return tuple(out)
 
 
@@ -359,8 +319,6 @@ def _consume(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
                 out.append(ir.IfThen(side.later, ir.Block((release,)), ir.Block(), stmt.span))
             else:
                 out.append(_release(plan, side.stage, 0, stmts[last]))
-    if side.advance is not None:
-        out.append(side.advance)
     return tuple(out)
 
 
@@ -391,7 +349,7 @@ def _what(stmt: ir.Stmt) -> str:
 
 
 # ---------------------------------------------------------------- reused memory
-def _check_reused_memory(kernel: ir.Kernel, uses: list[_Use], plans: list[_Plan]) -> None:
+def _check_reused_memory(kernel: ir.Kernel, uses: list[Use], plans: list[_Plan]) -> None:
     """A buffer placed in another's memory is used by one role; in a pipelined
     buffer's memory, by the consumer after the loop that reads the pipeline
     (then the producer is done with it and the passes order the consumer), and

@@ -200,3 +200,90 @@ def test_memory_reused_by_two_roles_through_the_original_name_is_refused():
                                               "        sx = 2.0\n        tma Y[tile.m, 1] <- sx"))
     assert "reuses the memory of 'sx', which role 'b' uses (as 'sx')" in err.message
     assert err.span.line == 8
+
+
+RINGS_HEADER = """kernel rings(X: bf16[M, N], Y: bf16[M, N], W: bf16[M, N], Z: bf16[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM)
+{
+    shared sx: bf16[BM, BN] stages 2 swizzle 128B
+    shared sy: bf16[BM, BN] stages 2 swizzle 128B
+    shared sw: bf16[BM, BN] stages 2 swizzle 128B
+    shared sz: bf16[BM, BN] swizzle 128B
+    role add: warpgroup {
+        for j in 0 .. N / BN {
+            x: f32[BM, BN] = f32(sx) + f32(sw)
+            x = x * 2.0
+            sz = bf16(x + f32(sy))
+            tma Z[tile.m, j] <- sz
+        }
+    }
+    role load: warp {
+        for j in 0 .. N / BN {
+"""
+SPLIT_RINGS = RINGS_HEADER + """            tma sx <- X[tile.m, j]
+            tma sw <- W[tile.m, j]
+            tma sy <- Y[tile.m, j]
+        }
+    }
+}
+"""
+
+
+def test_work_before_a_first_read_gives_its_buffers_their_own_ring(tmp_path):
+    """sy is first read two statements after sx and sw, past element-wise
+    work: it gets its own full and empty barriers, so the consumer waits for
+    sx and sw only (8192 B each, one statement) before that work, and for sy
+    right before its read. Both rings count the same iterations, so each side
+    steps one stage and phase for both, and the producer's thread arms both
+    rings in one issue."""
+    out = ir_after(SPLIT_RINGS, PASS)
+    assert ("pipeline load_add_sx: load -> add [sx, sw] stages 2 full load_add_sx_full empty "
+            "load_add_sx_empty (128 arrivals) expect_tx 16384 B") in out
+    assert ("pipeline load_add_sy: load -> add [sy] stages 2 full load_add_sy_full empty "
+            "load_add_sy_empty (128 arrivals) expect_tx 8192 B") in out
+    # One stage and phase per role, shared by both rings, each stepped once.
+    assert out.count("carried ") == 4
+    assert out.count("advance load_add_add_stage") == out.count("advance load_add_load_stage") == 1
+    filecheck(out, """
+CHECK: role add
+CHECK-NEXT: for j in 0 .. N / 64:
+CHECK-NEXT: mbarrier.wait load_add_sx_full[load_add_add_stage], parity load_add_add_phase
+CHECK-NEXT: x: f32[64, 64]
+CHECK-SAME: ld.shared(sx{stage load_add_add_stage})
+CHECK-SAME: ld.shared(sw{stage load_add_add_stage})
+CHECK-NEXT: mbarrier.arrive load_add_sx_empty[load_add_add_stage]  (release stage, lag 0)
+CHECK-NEXT: x = (x * 2)
+CHECK-NEXT: mbarrier.wait load_add_sy_full[load_add_add_stage], parity load_add_add_phase
+CHECK-NEXT: st.shared sz =
+CHECK-NEXT: mbarrier.arrive load_add_sy_empty[load_add_add_stage]  (release stage, lag 0)
+CHECK: role load
+CHECK-NEXT: for j in 0 .. N / 64:
+CHECK-NEXT: one_thread:
+CHECK-NEXT: mbarrier.wait load_add_sx_empty[load_add_load_stage], parity 1 - load_add_load_phase
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-NEXT: mbarrier.arrive.expect_tx load_add_sx_full[load_add_load_stage], 16384
+CHECK-NEXT: tma.load sx{stage load_add_load_stage} <- X[tile.m * 64, j * 64] (8192 B) on load_add_sx_full[load_add_load_stage]
+CHECK-NEXT: tma.load sw{stage load_add_load_stage} <- W[tile.m * 64, j * 64] (8192 B) on load_add_sx_full[load_add_load_stage]
+CHECK-NEXT: mbarrier.wait load_add_sy_empty[load_add_load_stage], parity 1 - load_add_load_phase
+CHECK-NEXT: fence.proxy.async.shared::cta
+CHECK-NEXT: mbarrier.arrive.expect_tx load_add_sy_full[load_add_load_stage], 8192
+CHECK-NEXT: tma.load sy{stage load_add_load_stage} <- Y[tile.m * 64, j * 64] (8192 B) on load_add_sy_full[load_add_load_stage]
+CHECK-NEXT: advance load_add_load_stage mod 2
+""", tmp_path)
+
+
+def test_rings_the_producer_interleaves_are_one():
+    """The producer loads sx, sy, sw: sy's load sits between the loads of the
+    sx/sw ring, and one arrive.expect_tx arms a ring before all its loads, so
+    the two rings are one (one wait before the first read)."""
+    out = ir_after(RINGS_HEADER + """            tma sx <- X[tile.m, j]
+            tma sy <- Y[tile.m, j]
+            tma sw <- W[tile.m, j]
+        }
+    }
+}
+""", PASS)
+    assert ("pipeline load_add: load -> add [sx, sw, sy] stages 2 full load_add_full empty "
+            "load_add_empty (128 arrivals) expect_tx 24576 B") in out
+    assert out.count("mbarrier.wait load_add_full") == 1
+

@@ -1,0 +1,136 @@
+"""The shared buffers one role fills with async loads and another reads: where
+each side uses them (checked), and how they split into rings.
+
+A hand-off is every buffer one producer role loads, and one consumer role
+reads, in the same pair of loops. It splits into rings, each with its own full
+and empty barriers, where the consumer has other work between the first reads
+of two buffers: a wait for a full stage gates everything after it, so a buffer
+read after the softmax (V in attention) gets a barrier of its own and the
+softmax runs while it arrives, instead of the first read waiting for every
+buffer of the iteration. Buffers first read by wgmma issued back to back stay
+in one ring (the tensor cores would wait for the later one anyway).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hopperc.diagnostics import CompileError
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import Access, Proxy, bodies, leaf_accesses, leaves
+
+Path = tuple[tuple[int, int], ...]  # (statement index, body index) from the role body
+
+
+@dataclass(frozen=True)
+class Use:
+    role: ir.RoleInfo
+    site: Path  # the block holding the leaf
+    top: int  # the index of the role-level statement holding the leaf
+    leaf: ir.Stmt
+    access: Access
+
+
+def uses(role: ir.RoleBlock) -> list[Use]:
+    """Every buffer access of `role`'s code (manual code excluded)."""
+    out: list[Use] = []
+
+    def visit(block: ir.Block, path: Path, top: int | None) -> None:
+        for i, stmt in enumerate(block.stmts):
+            for b, body in enumerate(bodies(stmt)):
+                if not isinstance(stmt, ir.ManualRegion):
+                    visit(body, path + ((i, b),), i if top is None else top)
+            if not bodies(stmt):
+                out.extend(Use(role.role, path, i if top is None else top, stmt, a)
+                           for a in leaf_accesses(stmt))
+
+    visit(role.body, (), None)
+    return out
+
+
+def sides(name: str, role_names: list[str], buffer_uses: list[Use]) -> tuple[list[Use], list[Use]]:
+    """(producer uses, consumer uses) of a buffer two roles share, checked."""
+    loaders = [n for n in role_names if any(u.role.name == n and u.access.proxy is Proxy.ASYNC
+                                            and u.access.write for u in buffer_uses)]
+    if len(role_names) > 2 or len(loaders) != 1:
+        first = buffer_uses[0]
+        raise CompileError(first.access.span, f"'{name}' is used by roles "
+                                              f"{', '.join(repr(n) for n in role_names)}; a "
+                                              "buffer handed between roles is filled by one role "
+                                              "with tma/bulk loads and read by one other role")
+    producer = [u for u in buffer_uses if u.role.name == loaders[0]]
+    consumer = [u for u in buffer_uses if u.role.name != loaders[0]]
+    for u in producer:
+        if not isinstance(u.leaf, ir.AsyncLoad):
+            raise CompileError(u.access.span, f"role '{u.role.name}' fills '{name}' with async "
+                                              f"loads for role '{consumer[0].role.name}', so it "
+                                              "may not also access it otherwise")
+    for u in consumer:
+        if u.access.write or isinstance(u.leaf, ir.AsyncStore):
+            raise CompileError(u.access.span, f"role '{u.role.name}' reads '{name}' from role "
+                                              f"'{producer[0].role.name}'; it may "
+                                              "read it with wgmma or element-wise code, not "
+                                              "write it or store it with TMA")
+    for side in (producer, consumer):
+        if any(u.site != side[0].site for u in side):
+            other = next(u for u in side if u.site != side[0].site)
+            raise CompileError(other.access.span, f"'{name}' is used in two places of role "
+                                                  f"'{other.role.name}'; a buffer handed between "
+                                                  "roles is used once per iteration of one loop "
+                                                  "in each")
+    if len(producer) > 1:
+        raise CompileError(producer[1].access.span, f"'{name}' is loaded twice per iteration; each "
+                                                 "stage of a handed-over buffer is loaded once")
+    return producer, consumer
+
+
+def controls(body: ir.Block, site: Path) -> list[ir.ForLoop | ir.IfThen]:
+    """The loops and conditions from a role's body down to the block at `site`."""
+    out, block = [], body
+    for index, branch in site:
+        stmt = block.stmts[index]
+        out.append(stmt)
+        block = bodies(stmt)[branch]
+    return out
+
+
+def block_at(body: ir.Block, site: Path) -> ir.Block:
+    block = body
+    for index, branch in site:
+        block = bodies(block.stmts[index])[branch]
+    return block
+
+
+def rings(buffers: list[str], consumer: ir.Block, producer: ir.Block) -> list[tuple[str, ...]]:
+    """`buffers` (one hand-off) in rings, in the order the consumer first reads
+    them: a ring ends where the consumer runs anything but wgmma issue (and
+    the declarations of their accumulators) from one buffer's first read up
+    to the next one's. Rings whose loads the producer interleaves are merged, since one
+    issue arms a ring's barrier for all its loads."""
+    first = {b: _first_touch(consumer, b) for b in buffers}
+    order = sorted(buffers, key=lambda b: first[b])
+    groups = [[order[0]]]
+    for previous, name in zip(order, order[1:]):
+        # From the previous first read (an element-wise read is work too) up to this one.
+        between = consumer.stmts[first[previous]:first[name]]
+        if any(not _issues_wgmma(s) for s in between):
+            groups.append([name])
+        else:
+            groups[-1].append(name)
+    loads = {b: _first_touch(producer, b) for b in buffers}
+    merged: list[list[str]] = []
+    for group in sorted(groups, key=lambda g: min(loads[b] for b in g)):
+        if merged and min(loads[b] for b in group) < max(loads[b] for b in merged[-1]):
+            merged[-1].extend(group)
+        else:
+            merged.append(list(group))
+    merged.sort(key=lambda g: min(first[b] for b in g))
+    return [tuple(sorted(g, key=lambda b: first[b])) for g in merged]
+
+
+def _first_touch(block: ir.Block, buffer: str) -> int:
+    return next(i for i, s in enumerate(block.stmts)
+                if any(a.buffer == buffer for leaf in leaves(s) for a in leaf_accesses(leaf)))
+
+
+def _issues_wgmma(stmt: ir.Stmt) -> bool:
+    return isinstance(stmt, ir.Mma) or (isinstance(stmt, ir.TileDef) and stmt.init is None)

@@ -17,8 +17,9 @@ the proxies when the consumer read the stage with ld.shared, arms full[s] and
 loads. The consumer waits full[s] before its first read; element-wise readers
 release the stage right after their last read; wgmma readers release the
 previous iteration's stage after this iteration's batch is issued (the wait
-pass completes the batch that read it first) and the last stage after the
-loop. Stage and parity (`i % S` and `(i // S) % 2` of iteration i) are
+pass completes the batch that read it first), and the last stage after the
+loop where the loops run again (inside another loop, as a persistent
+kernel's tile loop): otherwise no later load waits for that phase. Stage and parity (`i % S` and `(i // S) % 2` of iteration i) are
 registers each role carries, one pair for all the rings of its loop, and
 steps at the end of an iteration: counters
 instead of a division per iteration, and the same form in nested and
@@ -67,7 +68,8 @@ class _Plan:
     loads: tuple[ir.AsyncLoad, ...]
     consumer_uses: tuple[Use, ...]
     per_warp: bool  # wgmma readers: one arrival per warp, after its wait_group
-    deferred: bool  # release the previous stage, and the last one after the loop
+    deferred: bool  # release the previous stage (and the last one after the loop, if `again`)
+    again: bool  # the loops run again (inside another loop): the producer refills the last stage
     skip: tuple[Path, ir.StageAdvance] | None = None  # pingpong: (the turn's site, its skip)
 
 
@@ -166,8 +168,9 @@ def _plan_handoff(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBl
                                fresh_name(f"{name}_empty", taken), arrivals,
                                sum(load.nbytes for load in loads), loads[0].span)
         deferred = per_warp and bool(c_controls) and isinstance(c_controls[-1], ir.ForLoop)
+        again = any(isinstance(c, ir.ForLoop) for c in c_controls[:-1])
         plans.append(_Plan(pipeline, producer_side, consumer_side, loads, tuple(ring_uses),
-                           per_warp, deferred, skip))
+                           per_warp, deferred, again, skip))
     return plans
 
 
@@ -229,7 +232,8 @@ def _rewrite(block: ir.Block, path: Path, role: str, plans: list[_Plan]) -> ir.B
         out.append(stmt)
         for plan in plans:
             side = plan.consumer
-            if plan.deferred and side.role == role and side.site == path + ((i, 0),):
+            if plan.deferred and plan.again and side.role == role \
+                    and side.site == path + ((i, 0),):
                 out.extend(_after_loop_release(plan))
     stmts = tuple(out)
     advances, produced = {}, False

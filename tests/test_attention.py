@@ -56,10 +56,12 @@ def test_syncs_around_the_products_and_the_softmax(tmp_path):
     beta waits for P V_a (wait_group 0).
 
     K_a, K_b, V_a and V_b are four rings: each product waits for its own
-    operands only, right before it (V_a's arrival overlaps softmax a), and
-    releases the previous iteration's stage right after it is issued. No
-    release needs a wait of its own: every batch that read the previous stage
-    completed at the waits above in that iteration."""
+    operands only, right before it (V_a's arrival overlaps softmax a). Two
+    empty barriers free them: K_a's release of the previous iteration's stage,
+    right after S_a is issued, also frees K_b's and V_a's (S_b and P V_a of
+    that iteration completed at its wait_group 1 and 0), and V_b's, after P V_b
+    is issued, its own (P V_b completed only at this iteration's first wait).
+    No release needs a wait of its own."""
     filecheck(ir_after(driver.read_source(SAMPLE).text), """
 CHECK: for j in 0 .. L / 128:
 CHECK: mbarrier.wait load_math_ska0_full[load_math_math_stage], parity load_math_math_phase
@@ -71,6 +73,7 @@ CHECK-NEXT: wgmma.commit_group
 CHECK-NEXT: if j > 0:
 CHECK-NEXT: elect:
 CHECK-NEXT: mbarrier.arrive load_math_ska0_empty[(load_math_math_stage + 1) % 2]  (release stage, lag 1)
+CHECK-SAME: why: ska0, ska1, skb0, skb1, sva0, sva1 read by wgmma
 CHECK-NEXT: wgmma.wait_group 0
 CHECK-SAME: why: sa written by wgmma
 CHECK-NEXT: xa: f32[64, 64] wgmma =
@@ -78,9 +81,6 @@ CHECK: mbarrier.wait load_math_skb0_full[load_math_math_stage]
 CHECK: wgmma sb = sq0[wg of 2] @ skb0{stage load_math_math_stage}^T
 CHECK-NEXT: wgmma sb += sq1[wg of 2] @ skb1{stage load_math_math_stage}^T
 CHECK-NEXT: wgmma.commit_group
-CHECK-NEXT: if j > 0:
-CHECK-NEXT: elect:
-CHECK-NEXT: mbarrier.arrive load_math_skb0_empty[(load_math_math_stage + 1) % 2]  (release stage, lag 1)
 CHECK-NOT: wgmma.wait_group
 CHECK: ma: f32[64] rows = max(m, rowmax(xa))
 CHECK-NOT: wgmma.wait_group
@@ -91,9 +91,6 @@ CHECK-NEXT: wgmma.fence
 CHECK-NEXT: wgmma o0 += pab @ sva0{stage load_math_math_stage}
 CHECK-NEXT: wgmma o1 += pab @ sva1{stage load_math_math_stage}
 CHECK-NEXT: wgmma.commit_group
-CHECK-NEXT: if j > 0:
-CHECK-NEXT: elect:
-CHECK-NEXT: mbarrier.arrive load_math_sva0_empty[(load_math_math_stage + 1) % 2]  (release stage, lag 1)
 CHECK-NEXT: wgmma.wait_group 1
 CHECK-SAME: why: sb written by wgmma
 CHECK-NOT: wgmma.wait_group
@@ -110,6 +107,15 @@ CHECK-NEXT: if j > 0:
 CHECK-NEXT: elect:
 CHECK-NEXT: mbarrier.arrive load_math_svb0_empty[(load_math_math_stage + 1) % 2]  (release stage, lag 1)
 CHECK-NEXT: advance load_math_math_stage mod 2
+CHECK: role load
+CHECK: mbarrier.wait load_math_ska0_empty[load_math_load_stage], parity 1 - load_math_load_phase
+CHECK-NEXT: mbarrier.arrive.expect_tx load_math_ska0_full[load_math_load_stage], 16384
+CHECK-NOT: mbarrier.wait
+CHECK: mbarrier.arrive.expect_tx load_math_skb0_full[load_math_load_stage], 16384
+CHECK-NOT: mbarrier.wait
+CHECK: mbarrier.arrive.expect_tx load_math_sva0_full[load_math_load_stage], 16384
+CHECK: mbarrier.wait load_math_svb0_empty[load_math_load_stage], parity 1 - load_math_load_phase
+CHECK-NEXT: mbarrier.arrive.expect_tx load_math_svb0_full[load_math_load_stage], 16384
 """, tmp_path)
 
 

@@ -26,6 +26,7 @@ PASS_NAMES: tuple[str, ...] = (
     "complete_async_loads",
     "commit_wgmma_batches",
     "wait_wgmma_batches",
+    "drop_implied_stage_waits",
     "complete_bulk_stores",
     "insert_barriers",
     "order_pingpong_turns",

@@ -15,9 +15,11 @@ The producer waits empty[s] with the opposite parity (a fresh barrier's
 previous phase counts as complete, so its first pass does not block), fences
 the proxies when the consumer read the stage with ld.shared, arms full[s] and
 loads. The consumer waits full[s] before its first read; element-wise readers
-release the stage right after their last read; wgmma readers release the
-previous iteration's stage after this iteration's batch is issued (the wait
-pass completes the batch that read it first), and the last stage after the
+release the stage right after their last read; wgmma readers of a ring of
+two or more stages release the previous iteration's stage after this
+iteration's batch is issued (the wait pass completes the batch that read it
+first; with one stage, that stage is the one the next load fills, so it is
+released in its own iteration, after its batch), and the last stage after the
 loop where the loops run again (inside another loop, as a persistent
 kernel's tile loop): otherwise no later load waits for that phase. Stage and parity (`i % S` and `(i // S) % 2` of iteration i) are
 registers each role carries, one pair for all the rings of its loop, and
@@ -167,7 +169,9 @@ def _plan_handoff(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBl
                                fresh_name(f"{name}_full", taken),
                                fresh_name(f"{name}_empty", taken), arrivals,
                                sum(load.nbytes for load in loads), loads[0].span)
-        deferred = per_warp and bool(c_controls) and isinstance(c_controls[-1], ir.ForLoop)
+        # With one stage the previous iteration's stage is this one: released in the iteration.
+        deferred = per_warp and n_stages > 1 and bool(c_controls) \
+            and isinstance(c_controls[-1], ir.ForLoop)
         again = any(isinstance(c, ir.ForLoop) for c in c_controls[:-1])
         plans.append(_Plan(pipeline, producer_side, consumer_side, loads, tuple(ring_uses),
                            per_warp, deferred, again, skip))

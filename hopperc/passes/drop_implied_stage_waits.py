@@ -2,7 +2,8 @@
 
 Requires: the rings of a hand-off connected (connect_role_pipelines) and the
 consumer's wgmma waits placed (wait_wgmma_batches).
-Establishes: a ring read by wgmma keeps an empty barrier of its own only where
+Establishes: a ring of two or more stages, handed between roles, unicast and
+read by wgmma, keeps an empty barrier of its own only where
 the producer's earlier waits in the same iteration do not already imply its
 stage is free. Ring B's wait is implied by ring A's when the producer waits
 for A's stage first and, in the consumer, every wgmma batch that read B's
@@ -34,7 +35,9 @@ _ASYNC_MMA = (ir.Mma, ir.WgmmaCommit, ir.WgmmaWait)
 
 
 def drop_implied_stage_waits(kernel: ir.Kernel) -> ir.Kernel:
-    pipes = {p.name: p for p in kernel.pipelines if p.producer != p.consumer and p.blocks == 1}
+    # Between roles, unicast, and with a previous stage that is not this one.
+    pipes = {p.name: p for p in kernel.pipelines
+             if p.producer != p.consumer and p.blocks == 1 and p.stages > 1}
     by_empty = {p.empty: p for p in pipes.values()}
     dropped: dict[str, ir.Pipeline] = {}  # ring -> the ring whose empty barrier implies its own
     for block in _blocks(kernel.body):

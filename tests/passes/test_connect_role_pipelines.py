@@ -126,6 +126,29 @@ CHECK-NEXT: advance load_math_load_stage mod 3 (flip load_math_load_phase on wra
 """, tmp_path)
 
 
+def test_a_one_stage_wgmma_ring_is_released_in_its_own_iteration(tmp_path):
+    """With one stage, iteration k + 1's load goes into the stage iteration k
+    read: releasing it only in iteration k + 1 (the previous stage, after the
+    next full wait) deadlocks, which the simulator showed. It is released in
+    iteration k, after its reads, and not again after the loop."""
+    from hopperc import driver
+    text = WS_GEMM.replace("stages 3", "stages 1")
+    out = ir_after(text, PASS)
+    filecheck(out, """
+CHECK: for k in 0 .. K / 64:
+CHECK-NEXT: mbarrier.wait load_math_full[load_math_math_stage], parity load_math_math_phase
+CHECK-NEXT: wgmma acc += sa{stage load_math_math_stage}[wg of 2] @ sb{stage load_math_math_stage}^T
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_empty[load_math_math_stage]  (release stage, lag 0)
+CHECK-NEXT: advance load_math_math_stage mod 1
+CHECK-NEXT: st.shared sc
+""", tmp_path)
+    path = tmp_path / "one_stage.hk"
+    path.write_text(text)
+    report = driver.simulate(driver.read_source(path), seeds=4, search=200)
+    assert report.ok, [line for f in report.findings for line in f.lines()]
+
+
 def _error(text: str) -> CompileError:
     with pytest.raises(CompileError) as info:
         ir_after(text, PASS)

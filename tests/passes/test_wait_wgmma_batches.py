@@ -122,7 +122,8 @@ CHECK-NEXT: st.shared sc[wg of 2] = bf16(acc)
 
 
 def test_a_one_stage_ring_waits_for_the_batch_before_its_release():
-    """With one stage the previous iteration's stage is this one: wait_group 0."""
+    """With one stage the ring releases this iteration's stage (there is no
+    other), so the batch just issued completes first: wait_group 0."""
     out = ir_after(WS_GEMM.replace("stages 3", "stages 1"), PASS)
     loop = out.split("for k in 0 .. K / 64:")[1].split("st.shared")[0]
     assert "wgmma.wait_group 0" in loop and "wgmma.wait_group 1" not in loop

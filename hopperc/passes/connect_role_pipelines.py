@@ -299,8 +299,10 @@ def _produce(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
             stmt = replace(stmt, dst=replace(stmt.dst, stage=side.stage), barrier=full)
         issue.append(stmt)
     # The elected issuer alone waits for the stage, fences, arms and loads, as
-    # long as nothing else runs between the loads.
-    if all(isinstance(s, ir.AsyncLoad) for s in issue[len(head):]):
+    # long as nothing else runs between the loads (another hand-off's load
+    # included: its own issue wraps it).
+    if all(isinstance(s, ir.AsyncLoad) and s.dst.buffer in p.buffers
+           for s in issue[len(head):]):
         out = [*stmts[:first], ir.OneThread(ir.Block(tuple(issue)), load.span)]
     else:
         out = [*stmts[:first], ir.OneThread(ir.Block(tuple(head)), load.span),

@@ -42,7 +42,8 @@ def invalidate_pipeline_barriers(kernel: ir.Kernel) -> ir.Kernel:
 
 
 def _invalidate(kernel: ir.Kernel, role: ir.RoleBlock, pipelines: list[ir.Pipeline]) -> ir.Block:
-    arrays = {name for p in pipelines for name in (p.full, p.empty)}
+    # Rings may share an empty barrier (drop_implied_stage_waits): each array once.
+    arrays = dict.fromkeys(name for p in pipelines for name in (p.full, p.empty))
     stmts = list(role.body.stmts)
     last_use = max(i for i, s in enumerate(stmts)
                    if any(_barrier_of(x) in arrays for x in walk(ir.Block((s,)))))
@@ -50,8 +51,9 @@ def _invalidate(kernel: ir.Kernel, role: ir.RoleBlock, pipelines: list[ir.Pipeli
     reason = ir.Reason(ir.Hazard.SETUP, ", ".join(sorted(arrays)),
                        "last waited for and released", span,
                        "invalidated once every consumer thread is past them", None)
+    stages = {name: p.stages for p in pipelines for name in (p.full, p.empty)}
     invals = [ir.MBarrierInval(ir.BarrierRef(p_array, ir.const(i)), span, reason)
-              for p in pipelines for p_array in (p.full, p.empty) for i in range(p.stages)]
+              for p_array in arrays for i in range(stages[p_array])]
     threads = role_barrier(kernel, role.role)[1]
     # Only a barrier of every consumer thread (not one warpgroup's) proves them past.
     after = next((i for i in range(last_use + 1, len(stmts))

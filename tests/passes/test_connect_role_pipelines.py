@@ -149,6 +149,67 @@ CHECK-NEXT: st.shared sc
     assert report.ok, [line for f in report.findings for line in f.lines()]
 
 
+INTERLEAVED_HANDOFFS = """kernel three(Q: bf16[M, 64], K: bf16[L, 64], V: bf16[L, 64], W: f32[L, 64], O: bf16[M, 64], Z: f32[L, 64])
+    tile(BM = 64, BN = 64, H = 64) grid(m: M / BM)
+{
+    shared sq: bf16[BM, H] swizzle 128B
+    shared sk: bf16[BN, H] stages 2 swizzle 128B
+    shared sv: bf16[BN, H] stages 2 swizzle 128B
+    shared sw: f32[BN, H] stages 2
+    shared so: bf16[64, H] swizzle 128B
+    shared sz: f32[BN, H]
+
+    role math: warpgroup {
+        tma sq <- Q[tile.m, 0]
+        o: f32[64, H] = 0
+        for j in 0 .. L / BN {
+            s: f32[64, BN] = sq @ sk^T
+            o += sq @ sv^T
+        }
+        so = bf16(o)
+        tma O[tile.m, 0] <- so
+    }
+    role ew: warpgroup {
+        for j in 0 .. L / BN {
+            sz = sw * 2.0
+            tma Z[j, 0] <- sz
+        }
+    }
+    role load: warp {
+        for j in 0 .. L / BN {
+            tma sk <- K[j, 0]
+            tma sw <- W[j, 0]
+            tma sv <- V[j, 0]
+        }
+    }
+}
+"""
+
+
+def test_a_producer_interleaving_two_handoffs_arms_each_before_its_own_loads(tmp_path):
+    """sk and sv go to role math (one ring), sw between them to role ew. Each
+    hand-off's issue arms its own full barrier before its own loads, and the
+    other's load stays out of it (wrapping it once crashed the compiler, as the
+    second hand-off then found its load inside the first one's issue)."""
+    from hopperc import driver
+    out = ir_after(INTERLEAVED_HANDOFFS, PASS)
+    filecheck(out, """
+CHECK: role load
+CHECK: mbarrier.arrive.expect_tx load_math_full[load_math_load_stage], 16384
+CHECK-NEXT: tma.load sk{stage load_math_load_stage}
+CHECK-SAME: on load_math_full
+CHECK: mbarrier.arrive.expect_tx load_ew_full[load_ew_load_stage], 16384
+CHECK-NEXT: tma.load sw{stage load_ew_load_stage}
+CHECK-SAME: on load_ew_full
+CHECK-NEXT: tma.load sv{stage load_math_load_stage}
+CHECK-SAME: on load_math_full
+""", tmp_path)
+    path = tmp_path / "interleaved.hk"
+    path.write_text(INTERLEAVED_HANDOFFS)
+    report = driver.simulate(driver.read_source(path), seeds=4, search=200)
+    assert report.ok, [line for f in report.findings for line in f.lines()]
+
+
 def _error(text: str) -> CompileError:
     with pytest.raises(CompileError) as info:
         ir_after(text, PASS)

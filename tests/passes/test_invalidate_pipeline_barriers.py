@@ -47,3 +47,31 @@ def test_negative_a_warpgroups_own_barrier_does_not_carry_the_invals():
 
 def test_negative_barriers_of_a_single_role_are_left_alone():
     assert "mbarrier.inval" not in ir_after(COPY, PASS)
+
+
+def test_an_empty_barrier_rings_share_is_invalidated_once():
+    """attention_fwd with an epilogue stored by the role's one thread (so a
+    barrier of all 256 consumer threads follows the loop): K_b and V_a free
+    their stages through K_a's empty barrier, so four rings invalidate 4 full
+    and 2 empty arrays of 2 stages, each once (an inval after an inval is
+    barrier misuse, which the simulator reported before)."""
+    from hopperc import driver
+    from tests.conftest import ROOT
+    text = driver.read_source(ROOT / "samples" / "attention_fwd.hk").text
+    text = text.replace("    shared so: bf16[4, 64, H] swizzle 128B\n",
+                        "    shared so0: bf16[BM, H] swizzle 128B\n"
+                        "    shared so1: bf16[BM, H] swizzle 128B\n")
+    text = text.replace("""        so[wg] = bf16(o0 / l[:, None])
+        tma O[2 * tile.m + wg, 0] <- so[wg]
+        so[2 + wg] = bf16(o1 / l[:, None])
+        tma O[2 * tile.m + wg, 1] <- so[2 + wg]
+""", """        so0[wg] = bf16(o0 / l[:, None])
+        so1[wg] = bf16(o1 / l[:, None])
+        tma O[tile.m, 0] <- so0
+        tma O[tile.m, 1] <- so1
+""")
+    out = ir_after(text, PASS)
+    invals = [line.split()[1] for line in out.splitlines()
+              if line.strip().startswith("mbarrier.inval")]
+    assert len(invals) == len(set(invals)) == 12
+    assert sum(1 for b in invals if "_empty[" in b) == 4

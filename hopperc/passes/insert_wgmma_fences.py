@@ -100,7 +100,8 @@ class _Fences(ForwardRewrite[Touched]):
         registers, shape = mma_registers(mma), self._shape(mma)
         found = [t for t in state if t.tile in registers and t.shape != shape]
         if found:
-            return min(found, key=lambda t: (t.span.line, t.span.col))
+            # A total order: a frozenset's iteration order varies between runs.
+            return min(found, key=lambda t: (t.span.line, t.span.col, t.tile, t.what))
         return _NO_FENCE_YET if _NO_FENCE_YET in state else None
 
     def _shape(self, mma: ir.Mma) -> tuple:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hopperc import driver
-from hopperc.diagnostics import SourceFile
+from hopperc.diagnostics import CompileError, SourceFile
 from hopperc.ir.printer import print_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +28,15 @@ def pytest_unconfigure(config):
 
 def source(text: str, name: str = "t.hk") -> SourceFile:
     return SourceFile(name, text)
+
+
+def edit_error(text: str, old: str, new: str) -> CompileError:
+    """The error the front end gives `text` with its first `old` made `new`
+    (`old` must be there, so the edit cannot silently miss)."""
+    assert old in text
+    with pytest.raises(CompileError) as info:
+        driver.check(source(text.replace(old, new, 1)))
+    return info.value
 
 
 def ir_after(text: str, after: str | None = None, name: str = "t.hk") -> str:

@@ -210,7 +210,7 @@ class ExprRenderer:
         warps, width = tile.threads // 32, self.kernel.buffer(partials.buffer).shape[1]
         base = (f"{self.view_base(partials, role)} + "
                 f"static_cast<unsigned>(hk_k * 4)")
-        combine = "fmaxf(hk_v, {})" if op == "max" else "hk_v + {}"
+        combine = reduction(op)[0]
         steps = " ".join(
             f"hk_v = {combine.format(shared_load(DType.F32, f'hk_p + {w * width * 4}u'))};"
             for w in range(1, warps))
@@ -240,11 +240,17 @@ def _element_offset(buf: ir.SharedBuffer, r: str, c: str) -> str:
     return text
 
 
+def reduction(op: str) -> tuple[str, str]:
+    """(hk_v combined with {}, the identity) of rowmax ("max") or rowsum ("sum")."""
+    if op == "max":
+        return "fmaxf(hk_v, {})", "-__int_as_float(0x7f800000)"
+    return "hk_v + {}", "0.0f"
+
+
 def row_reduce(op: str, name: str, tile: ir.TileDef) -> str:
     """Slot hk_k (a row, ir.Layout.ROWS) of rowmax / rowsum of a wgmma-layout f32
     tile: the thread's slots of that row, then the quad's 4 lanes (xor 1, 2)."""
-    combine = "fmaxf(hk_v, {})" if op == "max" else "hk_v + {}"
-    start = "-__int_as_float(0x7f800000)" if op == "max" else "0.0f"
+    combine, start = reduction(op)
     slots = tile_registers(tile)
     step = " ".join(f"hk_v = {combine.format(f'__shfl_xor_sync(0xffffffffu, hk_v, {lane})')};"
                     for lane in (1, 2))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, local_thread,
-                                   shared_store, tile_store)
+                                   reduction, shared_store, tile_store)
 from hopperc.codegen import names
 from hopperc.codegen.launch import vector_tensors
 from hopperc.ir import nodes as ir
@@ -139,8 +139,7 @@ def row_partials(stmt: ir.RowPartials, kernel: ir.Kernel, exprs: ExprRenderer,
     width = kernel.buffer(stmt.partials.buffer).shape[1]
     warp = f"(({local_thread(role)} / 32) % {tile.threads // 32})"  # in its warpgroup's part
     base = exprs.view_base(stmt.partials, role)
-    maximum = stmt.op == "max"
+    combine, start = reduction(stmt.op)
     return RowPartialsCode(rows, cols // tile.threads, f"{names.user(stmt.tile)}[hk_s]",
-                           "-__int_as_float(0x7f800000)" if maximum else "0.0f",
-                           "fmaxf(hk_v, {})" if maximum else "hk_v + {}",
+                           start, combine,
                            f"{base} + static_cast<unsigned>(({warp} * {width} + hk_k) * 4)")

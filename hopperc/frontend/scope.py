@@ -13,6 +13,7 @@ from hopperc.frontend import ast
 from hopperc.frontend.literals import check_int32
 from hopperc.ir import nodes as ir
 from hopperc.ir.arith import INTEGER_OPS
+from hopperc.ir.rewrite import fresh_name
 
 BUILTINS = {"warp", "lane", "thread", "wg"}
 # Builtins that differ between the threads of a role: a branch on them would leave some
@@ -76,10 +77,7 @@ class Scope:
     def fresh(self, name: str, span: Span) -> str:
         """`name`, or `name2`, `name3`...: the first not declared, declared at the
         kernel level (a name the compiler gives a buffer it adds)."""
-        candidate, n = name, 1
-        while any(candidate in table for table in self.tables):
-            n += 1
-            candidate = f"{name}{n}"
+        candidate = fresh_name(name, {n for table in self.tables for n in table})
         self.tables[0][candidate] = ("compiler", span)
         return candidate
 

@@ -127,9 +127,13 @@ def rings(buffers: list[str], consumer: ir.Block, producer: ir.Block) -> list[tu
     return [tuple(sorted(g, key=lambda b: first[b])) for g in merged]
 
 
+def touches(stmt: ir.Stmt, buffers: tuple[str, ...] | list[str]) -> bool:
+    """Whether `stmt` (or a statement in it) accesses one of `buffers`."""
+    return any(a.buffer in buffers for leaf in leaves(stmt) for a in leaf_accesses(leaf))
+
+
 def _first_touch(block: ir.Block, buffer: str) -> int:
-    return next(i for i, s in enumerate(block.stmts)
-                if any(a.buffer == buffer for leaf in leaves(s) for a in leaf_accesses(leaf)))
+    return next(i for i, s in enumerate(block.stmts) if touches(s, (buffer,)))
 
 
 def _issues_wgmma(stmt: ir.Stmt) -> bool:

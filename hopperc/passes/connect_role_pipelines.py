@@ -41,8 +41,8 @@ from dataclasses import dataclass, replace
 
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import Proxy, bodies, leaf_accesses, leaves, scalars_in
-from hopperc.ir.handoffs import Path, Use, block_at, controls, rings, sides, uses
+from hopperc.ir.accesses import Proxy, bodies, scalars_in
+from hopperc.ir.handoffs import Path, Use, block_at, controls, rings, sides, touches, uses
 from hopperc.ir.raster import turn_warpgroups
 from hopperc.ir.rewrite import at_stage, fresh_name, scalar_op
 
@@ -275,7 +275,7 @@ def _with_bodies(stmt: ir.Stmt, new: list[ir.Block]) -> ir.Stmt:
 def _produce(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
     p, side = plan.pipeline, plan.producer
     full = ir.BarrierRef(p.full, side.stage)
-    first = next(i for i, s in enumerate(stmts) if _touches(s, p))
+    first = next(i for i, s in enumerate(stmts) if touches(s, p.buffers))
     load = stmts[first]
     reader = plan.consumer_uses[-1]
     subject = ", ".join(p.buffers)
@@ -292,7 +292,7 @@ def _produce(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
     head.append(ir.MBarrierExpectTx(full, ir.const(p.tx_bytes), load.span, ir.Reason(
         ir.Hazard.ASYNC_WRITE_READ, subject, f"{p.tx_bytes} bytes written by async loads",
         load.span, f"awaited by role '{p.consumer}'", plan.consumer_uses[0].access.span)))
-    last = max(i for i, s in enumerate(stmts) if _touches(s, p))
+    last = max(i for i, s in enumerate(stmts) if touches(s, p.buffers))
     issue = list(head)
     for stmt in stmts[first:last + 1]:
         if isinstance(stmt, ir.AsyncLoad) and stmt.dst.buffer in p.buffers:
@@ -313,7 +313,7 @@ def _produce(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
 
 def _consume(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
     p, side = plan.pipeline, plan.consumer
-    touching = [i for i, s in enumerate(stmts) if _touches(s, p)]
+    touching = [i for i, s in enumerate(stmts) if touches(s, p.buffers)]
     first, last = touching[0], touching[-1]
     subject = ", ".join(p.buffers)
     user = stmts[first]
@@ -348,10 +348,6 @@ def _release(plan: _Plan, stage: ir.ScalarExpr, lag: int, last_use: ir.Stmt) -> 
     if plan.per_warp:
         return ir.ElectLane(ir.Block((release,)), last_use.span)
     return release
-
-
-def _touches(stmt: ir.Stmt, p: ir.Pipeline) -> bool:
-    return any(a.buffer in p.buffers for leaf in leaves(stmt) for a in leaf_accesses(leaf))
 
 
 def _what(stmt: ir.Stmt) -> str:

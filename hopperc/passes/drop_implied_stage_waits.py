@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import bodies, walk
-from hopperc.ir.rewrite import map_stmts
+from hopperc.ir.accesses import bodies, leaf_accesses, walk
+from hopperc.ir.rewrite import map_bodies, map_stmts
 
 _ASYNC_MMA = (ir.Mma, ir.WgmmaCommit, ir.WgmmaWait)
 
@@ -39,6 +39,7 @@ def drop_implied_stage_waits(kernel: ir.Kernel) -> ir.Kernel:
     pipes = {p.name: p for p in kernel.pipelines
              if p.producer != p.consumer and p.blocks == 1 and p.stages > 1}
     by_empty = {p.empty: p for p in pipes.values()}
+    sites = {name: _release_site(kernel.body, name) for name in pipes}
     dropped: dict[str, ir.Pipeline] = {}  # ring -> the ring whose empty barrier implies its own
     for block in _blocks(kernel.body):
         order = [by_empty[s.barrier.array] for s in block.stmts if isinstance(s, ir.MBarrierWait)
@@ -46,7 +47,7 @@ def drop_implied_stage_waits(kernel: ir.Kernel) -> ir.Kernel:
         order = [p for p in order if p.name not in dropped]
         kept: list[ir.Pipeline] = []
         for ring in order:
-            implier = next((a for a in kept if _implies(kernel, a, ring)), None)
+            implier = next((a for a in kept if _implies(sites, a, ring)), None)
             if implier is None:
                 kept.append(ring)
             else:
@@ -73,11 +74,12 @@ def _blocks(block: ir.Block):
 
 
 # ---------------------------------------------------------------- the implication
-def _implies(kernel: ir.Kernel, first: ir.Pipeline, ring: ir.Pipeline) -> bool:
+def _implies(sites: dict, first: ir.Pipeline, ring: ir.Pipeline) -> bool:
     """Whether every batch that read `ring`'s stage is complete where `first`
-    releases the same stage, in the loop and after it."""
-    found = _release_site(kernel.body, first.name)
-    if found is None or _release_site(kernel.body, ring.name) != found:
+    releases the same stage, in the loop and after it (`sites`: each ring's
+    `_release_site`)."""
+    found = sites[first.name]
+    if found is None or sites[ring.name] != found:
         return False
     loop, tail = found
     body = loop.body.stmts
@@ -122,9 +124,8 @@ def _completes(iteration: tuple, then: tuple, buffers: tuple[str, ...]) -> bool:
                 if any(isinstance(x, _ASYNC_MMA) for x in walk(ir.Block((stmt,)))):
                     return False
             elif isinstance(stmt, ir.Mma):
-                reads = {stmt.b.buffer} | ({stmt.a.buffer} if isinstance(stmt.a, ir.BufferView)
-                                           else set())
-                open_batch = open_batch or (tracked and bool(reads & set(buffers)))
+                open_batch = open_batch or (tracked and any(
+                    a.buffer in buffers for a in leaf_accesses(stmt)))
             elif isinstance(stmt, ir.WgmmaCommit):
                 batches.append(open_batch)
                 open_batch = False
@@ -152,22 +153,8 @@ def _prune(block: ir.Block) -> ir.Block:
     """Without the statements `_without` removed (None), and without the
     elections and conditions left empty by it."""
     out = []
-    for stmt in block.stmts:
-        if stmt is None:
+    for stmt in (map_bodies(s, _prune) for s in block.stmts if s is not None):
+        if isinstance(stmt, (ir.ElectLane, ir.IfThen)) and not any(b.stmts for b in bodies(stmt)):
             continue
-        nested = bodies(stmt)
-        if nested:
-            pruned = [_prune(b) for b in nested]
-            if isinstance(stmt, (ir.ElectLane, ir.IfThen)) and not any(b.stmts for b in pruned):
-                continue
-            stmt = _with_bodies(stmt, pruned)
         out.append(stmt)
     return ir.Block(tuple(out))
-
-
-def _with_bodies(stmt: ir.Stmt, new: list[ir.Block]) -> ir.Stmt:
-    if isinstance(stmt, ir.IfThen):
-        return replace(stmt, then=new[0], orelse=new[1])
-    if isinstance(stmt, ir.ManualRegion):
-        return stmt
-    return replace(stmt, body=new[0])

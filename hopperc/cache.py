@@ -7,7 +7,8 @@ of its files, NVRTC's version), so a hit is the build hopperc would make.
 Entries live in `HOPPERC_CACHE_DIR` (default: the user cache directory).
 Concurrent processes are safe: an entry is written to a temporary file and
 renamed into place, so a reader sees a whole entry or none, and each entry
-carries the hash of its cubin, so a damaged one is a miss. Pruning (least
+carries the hash of its cubin (in its header and in its metadata), so a
+damaged one is a miss. Pruning (least
 recently used first, down to 90% of `HOPPERC_CACHE_MAX_SIZE`) runs under a
 file lock so that two processes do not prune at once.
 """
@@ -21,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from hopperc import toolchain
+from hopperc import temporaries, toolchain
 
 FORMAT = 1
 DEFAULT_MAX_SIZE = 1 << 30
@@ -115,7 +116,9 @@ class BuildCache:
             for entry in self.entries():
                 stat = _stat(entry)
                 if entry.name.startswith("."):
-                    if now - stat.st_mtime > _STALE_TEMPORARY_SECONDS:  # a killed writer's
+                    # a killed writer's (older hopperc named no writer: those go by age)
+                    if (temporaries.abandoned(entry.name, stat.st_mtime)
+                            or now - stat.st_mtime > _STALE_TEMPORARY_SECONDS):
                         removed += _unlink(entry.path)
                 else:
                     live.append((stat.st_mtime, stat.st_size, entry.path))
@@ -176,7 +179,10 @@ def _decode(data: bytes) -> CachedBuild | None:
     try:
         header = json.loads(data[len(_MAGIC):header_end])
         cubin = data[header_end + 1:]
-        if hashlib.sha256(cubin).hexdigest() != header["cubin_sha256"]:
+        digest = hashlib.sha256(cubin).hexdigest()
+        # metadata that names a cubin (as `hopperc build` writes it) names this one
+        if digest != header["cubin_sha256"] or \
+                json.loads(header["metadata"]).get("cubin_sha256", digest) != digest:
             return None
         return CachedBuild(cubin, header["metadata"].encode(), header["summary"],
                            tuple(header["warnings"]))

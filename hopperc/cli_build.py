@@ -222,7 +222,10 @@ def _write(result: JobResult, source: SourceFile) -> None:
         from hopperc.depfile import depfile_text
         files[job.depfile] = depfile_text(list(files), job.source, job.library).encode()
     try:
-        write_atomically(files)
+        # The cubin last: a build killed between two renames leaves the old cubin,
+        # which make sees as out of date and the runtime refuses beside the new
+        # metadata (whose cubin_sha256 names the new cubin).
+        write_atomically(files, last=job.cubin)
     except CompileError as exc:
         result.problems += (describe(exc, source),)
         result.exit_code = EXIT_USER

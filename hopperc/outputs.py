@@ -8,18 +8,25 @@ processes writing the same outputs leave the cubin and the metadata of one
 build, never one of each. A failure (or SIGINT/SIGTERM, which the command
 line turns into an exception) before the renames removes the temporaries and
 leaves the previous outputs as they were.
+
+Only SIGKILL (or a crash) can stop a build between two renames. The build
+renames the metadata first and the cubin last, so such a stop leaves the old
+cubin, older than its source, beside new metadata whose `cubin_sha256` does not
+match it: make and ninja build it again, and the runtime refuses the pair. The
+killed build's temporaries name their writer (`hopperc.temporaries`); the next
+write into the directory removes those whose writer is gone.
 """
 from __future__ import annotations
 
 import fcntl
 import os
 import signal
-import tempfile
 import threading
 from contextlib import ExitStack, contextmanager
 from functools import lru_cache
 from pathlib import Path
 
+from hopperc import temporaries
 from hopperc.diagnostics import CompileError
 
 
@@ -30,8 +37,12 @@ class OutputError(CompileError):
     rule = "output"
 
 
-def write_atomically(files: dict[Path, bytes]) -> None:
+def write_atomically(files: dict[Path, bytes], last: Path | None = None) -> None:
+    """Write `files` together. `last` is renamed after the others: the file a
+    build tool compares with its inputs."""
     temps: list[tuple[str, Path]] = []
+    for directory in {path.parent for path in files}:
+        temporaries.remove_abandoned(directory)
     try:
         for path, data in files.items():
             temps.append((_write_temporary(path, data), path))
@@ -39,7 +50,7 @@ def write_atomically(files: dict[Path, bytes]) -> None:
             for directory in sorted({path.parent for path in files}):
                 held.enter_context(_locked(directory))
             held.enter_context(_signals_deferred())
-            for temp, path in temps:
+            for temp, path in sorted(temps, key=lambda pair: pair[1] == last):
                 _rename(temp, path)
     except BaseException:
         for temp, _ in temps:
@@ -50,7 +61,7 @@ def write_atomically(files: dict[Path, bytes]) -> None:
 def _write_temporary(path: Path, data: bytes) -> str:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        fd, temp = temporaries.create(path)
     except OSError as exc:
         raise _output_error(path, exc) from None
     try:

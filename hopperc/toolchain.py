@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
@@ -118,11 +117,15 @@ def cache_root() -> Path:
 
 def store_quietly(path: Path, data: bytes) -> bool:
     """Write a cache file atomically (a temporary renamed into place, so readers
-    see all of it or nothing); a cache that cannot be written is skipped."""
+    see all of it or nothing); a cache that cannot be written is skipped. Killed
+    writers' temporaries in the directory are removed."""
+    from hopperc import temporaries
+
     temp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        temporaries.remove_abandoned(path.parent)
+        fd, temp = temporaries.create(path)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(temp, path)

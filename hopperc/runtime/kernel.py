@@ -2,6 +2,8 @@
 tensors like a Python function."""
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +22,32 @@ SUPPORTED_ARCHS = ("sm_90a",)
 def load(cubin: str | Path, metadata: str | Path | None = None, device: int = 0) -> "Kernel":
     """Load NAME.cubin built by `hopperc build`, with NAME.json beside it."""
     cubin = Path(cubin)
+    metadata = Path(metadata or cubin.with_suffix(".json"))
     try:
         image = cubin.read_bytes()
     except OSError as exc:
         raise MetadataError(f"{cubin}: cannot read the cubin ({exc.strerror})") from None
-    return Kernel(image, read_spec(metadata or cubin.with_suffix(".json")), device)
+    spec = read_spec(metadata)
+    check_pair(image, cubin, metadata)
+    return Kernel(image, spec, device)
+
+
+def check_pair(image: bytes, cubin: Path, metadata: Path) -> None:
+    """Refuse metadata whose `cubin_sha256` names another cubin than `image`: a
+    build killed between its renames (or a copy of one file) left them apart,
+    and launching with another kernel's parameters would misread its memory.
+    Metadata without the field (written by hand, or by an older hopperc) is
+    taken as it is."""
+    try:
+        expected = json.loads(metadata.read_bytes()).get("cubin_sha256")
+    except (OSError, ValueError, AttributeError):
+        return  # replaced since read_spec read it: nothing to compare
+    actual = hashlib.sha256(image).hexdigest()
+    if isinstance(expected, str) and expected != actual:
+        raise MetadataError(
+            f"{metadata} describes another cubin than {cubin} (its cubin_sha256 is "
+            f"{expected[:16]}..., the cubin's {actual[:16]}...): a build was interrupted or "
+            f"one of the two files was replaced; rebuild with `hopperc build`")
 
 
 def stream_handle(stream: Any) -> driver.CUstream:

@@ -47,7 +47,7 @@ def test_an_output_below_a_regular_file_is_a_clear_error(tmp_path):
 def test_an_unwritable_directory_is_a_clear_error(tmp_path, monkeypatch):
     def refused(*_args, **_kwargs):
         raise PermissionError(13, "Permission denied")
-    monkeypatch.setattr(outputs.tempfile, "mkstemp", refused)
+    monkeypatch.setattr(outputs.temporaries, "create", refused)
     with pytest.raises(OutputError, match=r"cannot write .*k\.cubin: Permission denied"):
         write_atomically({tmp_path / "k.cubin": b"x"})
 

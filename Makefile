@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: build test fuzz mutate bench gpu-test gpu-bench clean
+.PHONY: build test fuzz mutate bench gpu-test gpu-bench gpu-wheels gpu-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,18 @@ gpu-bench: $(GPU_STAMP)
 	$(BIN)/python bench/gemm.py --sample gemm_one_role
 	$(BIN)/python bench/attention.py
 	$(BIN)/python bench/attention.py --causal
+
+# A bare Hopper machine without network (Python 3.12, PyTorch, CUDA 13): `make
+# gpu-wheels` here fills wheels/ (git-ignored: bring it along), then `make
+# gpu-check` there installs from it offline and writes build/gpu-report.md
+# (docs/runtime.md). GPU_PYTHON is the machine's Python that holds PyTorch.
+GPU_PYTHON ?= python3
+
+gpu-wheels: $(STAMP)
+	$(BIN)/python bench/gpu_check.py wheels --out wheels
+
+gpu-check:
+	$(GPU_PYTHON) bench/gpu_check.py check --wheels wheels --report build/gpu-report.md
 
 bench: $(STAMP)
 	$(BIN)/python bench/frontend.py

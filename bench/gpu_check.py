@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 import tomllib
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +54,7 @@ GEMM_SAMPLES = ("gemm_bf16", "gemm_multicast", "gemm_one_role", "gemm_persistent
                 "gemm_pingpong", "gemm_pipelined", "gemm_relu")
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
 BUDGET_SECONDS = 470
-CORRECTNESS_SECONDS = 270  # the GPU tests and compute-sanitizer, side by side
+CORRECTNESS_SECONDS = 240  # the GPU tests and compute-sanitizer, side by side
 SANITIZER_FINDINGS = 86  # compute-sanitizer's exit status when it reports an error
 REFUSAL = re.compile(r"device not supported|not supported on this (device|platform|gpu)", re.I)
 
@@ -121,9 +122,8 @@ print(json.dumps(info))
 """
 
 
-def environment(check: Check) -> bool:
+def environment(check: Check, step: Step) -> bool:
     """The device, driver, PyTorch and CUDA; whether a Hopper GPU is usable."""
-    step = check.step("environment")
     ran = run_command([sys.executable, "-c", PROBE], min(90, check.left()))
     smi = run_command(["nvidia-smi", "--query-gpu=name,driver_version",
                        "--format=csv,noheader"], 30)
@@ -178,9 +178,8 @@ print(json.dumps(found))
 """
 
 
-def install(check: Check) -> bool:
+def install(check: Check, step: Step) -> bool:
     """hopperc and the carried requirements from the wheel folder, offline."""
-    step = check.step("install")
     wheels = sorted(check.wheels.glob("*.whl")) if check.wheels.is_dir() else []
     if not any(w.name.startswith("hopperc-") for w in wheels):
         check.finish(step, None, FAIL, f"no hopperc wheel in {check.wheels}/: run "
@@ -250,6 +249,11 @@ def gpu_tests(check: Check, step: Step, limit: float) -> None:
                       f"{summary[-1].strip('= ') if summary else 'no summary'}",
                       *(f"- {line}" for line in failed[:20]),
                       *([f"- and {len(failed) - 20} more"] if len(failed) > 20 else [])])
+    lines = ran.output.splitlines()
+    first = next((i for i, line in enumerate(lines)
+                  if re.fullmatch(r"=+ (FAILURES|ERRORS) =+", line)), None)
+    if first is not None:  # the report shows the first failure, not the list again
+        ran = Ran(ran.code, "\n".join(lines[first:first + 30]), ran.seconds, ran.timed_out)
     check.finish(step, ran, PASS if ran.code == 0 else FAIL,
                  summary[-1].strip("= ") if summary else "", ("GPU tests", body))
 
@@ -282,11 +286,13 @@ def correctness(check: Check) -> None:
         for tool in SANITIZER_TOOLS:
             check.sanitizer[(sample.stem, tool)] = Step(f"{tool} {sample.stem}")
     end = min(check.deadline, time.monotonic() + CORRECTNESS_SECONDS)
-    runner = threading.Thread(target=gpu_tests, args=(check, tests, end - time.monotonic()))
+    runner = threading.Thread(target=guarded, args=(check, tests, gpu_tests, check, tests,
+                                                    end - time.monotonic()))
     runner.start()
     # The first run tells whether compute-sanitizer works on this device at all.
     first = (next((s for s in samples if s.stem == "tma_copy"), samples[0]), SANITIZER_TOOLS[0])
-    sanitize(check, *first, min(150, end - time.monotonic()))
+    guarded(check, check.sanitizer[(first[0].stem, first[1])], sanitize, check, *first,
+            min(150, end - time.monotonic()))
     if check.sanitizer[(first[0].stem, first[1])].outcome == REFUSED:
         message = tail(check.sanitizer[(first[0].stem, first[1])].output, 3)
         section = ("compute-sanitizer", "compute-sanitizer refused this device; no sample "
@@ -298,8 +304,9 @@ def correctness(check: Check) -> None:
     else:
         rest = [(s, t) for s in samples for t in SANITIZER_TOOLS if (s, t) != first]
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            for done in [pool.submit(lambda s=s, t=t: sanitize(
-                    check, s, t, min(150, end - time.monotonic()))) for s, t in rest]:
+            for done in [pool.submit(lambda s=s, t=t: guarded(
+                    check, check.sanitizer[(s.stem, t)], sanitize, check, s, t,
+                    min(150, end - time.monotonic()))) for s, t in rest]:
                 done.result()
     runner.join()
 
@@ -326,6 +333,19 @@ def benchmarks(check: Check) -> None:
                      (name, f"```\n{tail(ran.output, 40)}\n```"))
 
 
+def guarded(check: Check, step: Step | str, function, *args):
+    """`function(*args)`; an exception (a bug of this script) fails `step` (a step
+    of that name, made then), with its traceback in the report, and the check
+    goes on."""
+    try:
+        return function(*args)
+    except Exception:  # noqa: BLE001 - reported, not raised: the report must be written
+        failed = check.step(step) if isinstance(step, str) else step
+        check.finish(failed, Ran(None, traceback.format_exc(), 0.0), FAIL,
+                     "gpu_check.py failed here")
+        return None
+
+
 def not_run(check: Check, reason: str) -> None:
     for sample in sorted((ROOT / "samples").glob("*.hk")):
         for tool in SANITIZER_TOOLS:
@@ -341,13 +361,15 @@ def check_command(wheels: Path, report: Path, work: Path, budget: float) -> int:
     work.mkdir(parents=True, exist_ok=True)
     check = Check(wheels, report, work, budget)
     check.write()
-    gpu = environment(check)
-    installed = install(check)
+    step = check.step("environment")
+    gpu = guarded(check, step, environment, check, step)
+    step = check.step("install")
+    installed = guarded(check, step, install, check, step)
     if not gpu or not installed:
         not_run(check, "no Hopper GPU" if not gpu else "the install failed")
     else:
-        correctness(check)
-        benchmarks(check)
+        guarded(check, "correctness checks", correctness, check)
+        guarded(check, "benchmarks", benchmarks, check)
     check.done = True
     check.write()
     code, verdict = outcome_of(check)

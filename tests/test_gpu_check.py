@@ -104,3 +104,13 @@ def test_the_gemm_benchmarks_cover_every_gemm_sample():
     gemms = {p.stem for p in SAMPLES
              if [t.name for t in driver.check(driver.read_source(p)).tensors] == ["A", "B", "C"]}
     assert set(_module().GEMM_SAMPLES) == gemms
+
+
+def test_a_bug_of_the_script_fails_its_step_and_the_check_goes_on(tmp_path):
+    module = _module()
+    check = module.Check(tmp_path, tmp_path / "r.md", tmp_path, budget=60)
+    assert module.guarded(check, "benchmarks", lambda: 1 / 0) is None
+    check.done = True
+    report = (tmp_path / "r.md").read_text()
+    assert "| benchmarks | FAIL | 0 | gpu_check.py failed here |" in report
+    assert "ZeroDivisionError" in report and module.outcome_of(check)[0] == 1

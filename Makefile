@@ -66,10 +66,10 @@ gpu-bench: $(GPU_STAMP)
 GPU_PYTHON ?= python3
 
 gpu-wheels: $(STAMP)
-	$(BIN)/python bench/gpu_check.py wheels --out wheels
+	$(BIN)/python bench/gpu_wheels.py --out wheels
 
 gpu-check:
-	$(GPU_PYTHON) bench/gpu_check.py check --wheels wheels --report build/gpu-report.md
+	$(GPU_PYTHON) bench/gpu_check.py --wheels wheels --report build/gpu-report.md
 
 bench: $(STAMP)
 	$(BIN)/python bench/frontend.py

@@ -1,11 +1,11 @@
 """`make gpu-check`: everything hopperc can check on a Hopper GPU, in one command
 of at most 8 minutes on a bare machine with no network, into one report file.
-`make gpu-wheels` (here, with the package registries) prepares what it installs.
+`make gpu-wheels` (bench/gpu_wheels.py, with the package registries) prepares
+what it installs.
 
-    python bench/gpu_check.py wheels [--out wheels]
-    python bench/gpu_check.py check [--wheels wheels] [--report build/gpu-report.md]
+    python3 bench/gpu_check.py [--wheels wheels] [--report build/gpu-report.md]
 
-`check` runs with the machine's own Python, the one that holds PyTorch, CUDA 13's
+It runs with the machine's own Python, the one that holds PyTorch, CUDA 13's
 cuda-bindings and NVRTC, numpy and pytest. It installs hopperc and the few
 requirements such an image lacks from the wheel folder into build/gpu-check/site
 (`pip install --no-index --no-deps --target`, found through PYTHONPATH, so the
@@ -24,35 +24,26 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import hashlib
 import importlib.util
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import tomllib
 import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent))  # its own modules, after all others
 
 from gpu_report import (FAIL, NOT_RUN, PASS, REFUSED, SANITIZER_TOOLS, Ran, Step,  # noqa: E402
                         outcome_of, render, run_command, tail)
-# hopperc's requirements that a CUDA 13 PyTorch image lacks; it has the others.
-CARRIED = ("lark", "platformdirs")
-WHEEL_FOLDER_LIMIT = 40 << 20
-SOURCE_DIGEST = "hopperc-sources.sha256"  # in the folder: what its hopperc wheel was built from
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+from gpu_wheels import PIP, SOURCE_DIGEST, package_digest  # noqa: E402
 # Every sample computing C = A @ B^T from A, B and C (a test keeps this list whole).
 GEMM_SAMPLES = ("gemm_bf16", "gemm_multicast", "gemm_one_role", "gemm_persistent",
                 "gemm_pingpong", "gemm_pipelined", "gemm_relu")
-PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
 BUDGET_SECONDS = 470
 CORRECTNESS_SECONDS = 240  # the GPU tests and compute-sanitizer, side by side
 SANITIZER_FINDINGS = 86  # compute-sanitizer's exit status when it reports an error
@@ -226,17 +217,6 @@ def install(check: Check, step: Step) -> bool:
     return True
 
 
-def package_digest(package: Path) -> str:
-    """The hash of a package's code, grammar and templates, by relative path: the
-    folder keeps the checkout's, so a check with an older wheel fails."""
-    digest = hashlib.sha256()
-    files = sorted(p for p in package.rglob("*") if p.suffix in (".py", ".lark", ".j2")
-                   and "__pycache__" not in p.parts)
-    for path in files:
-        digest.update(f"{path.relative_to(package)}\0".encode() + path.read_bytes())
-    return digest.hexdigest()
-
-
 def gpu_tests(check: Check, step: Step, limit: float) -> None:
     workers = ["-n", "6"] if importlib.util.find_spec("xdist") else []
     ran = run_command([sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider",
@@ -377,59 +357,15 @@ def check_command(wheels: Path, report: Path, work: Path, budget: float) -> int:
     return code
 
 
-def carried_requirements() -> list[str]:
-    """The carried packages as pyproject.toml pins them."""
-    with open(ROOT / "pyproject.toml", "rb") as handle:
-        dependencies = tomllib.load(handle)["project"]["dependencies"]
-    return [d for d in dependencies if re.match(r"[A-Za-z0-9_.-]+", d).group(0) in CARRIED]
-
-
-def wheels_command(out: Path) -> int:
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
-    subprocess.run([*PIP, "download", "--no-deps", "--only-binary=:all:", "--python-version",
-                    "3.12", "--implementation", "cp", "--abi", "cp312", *platforms, "-d",
-                    str(out), *carried_requirements()], check=True)
-    build_hopperc_wheel(out)
-    size = sum(p.stat().st_size for p in out.iterdir())
-    for wheel in sorted(out.iterdir()):
-        print(f"{wheel.stat().st_size / 1024:8.0f} KiB  {wheel.name}")
-    print(f"{size / (1 << 20):.2f} MiB in {out}/")
-    if size > WHEEL_FOLDER_LIMIT:
-        print(f"error: the folder exceeds {WHEEL_FOLDER_LIMIT >> 20} MiB", file=sys.stderr)
-        return 1
-    return 0
-
-
-def build_hopperc_wheel(out: Path) -> None:
-    """hopperc's wheel, and the digest of the sources it was built from, into `out`.
-    Built from a copy of what the wheel ships, so no earlier build's leftovers go in."""
-    with tempfile.TemporaryDirectory() as scratch:
-        source = Path(scratch) / "hopperc"
-        shutil.copytree(ROOT / "hopperc", source / "hopperc",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        for name in ("pyproject.toml", "README.md", "LICENSE"):
-            shutil.copy(ROOT / name, source / name)
-        subprocess.run([*PIP, "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                        str(out), str(source)], check=True)
-    (out / SOURCE_DIGEST).write_text(package_digest(ROOT / "hopperc") + "\n")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    wheels = commands.add_parser("wheels", help="download and build the wheel folder")
-    wheels.add_argument("--out", type=Path, default=ROOT / "wheels")
-    run = commands.add_parser("check", help="install offline, test, sanitize, benchmark")
-    run.add_argument("--wheels", type=Path, default=ROOT / "wheels")
-    run.add_argument("--report", type=Path, default=ROOT / "build" / "gpu-report.md")
-    run.add_argument("--work", type=Path, default=ROOT / "build" / "gpu-check",
-                     help="where the wheels are installed and the commands run")
-    run.add_argument("--budget", type=float, default=BUDGET_SECONDS, help=argparse.SUPPRESS)
+    parser.add_argument("--wheels", type=Path, default=ROOT / "wheels")
+    parser.add_argument("--report", type=Path, default=ROOT / "build" / "gpu-report.md")
+    parser.add_argument("--work", type=Path, default=ROOT / "build" / "gpu-check",
+                        help="where the wheels are installed and the commands run")
+    parser.add_argument("--budget", type=float, default=BUDGET_SECONDS,
+                        help=argparse.SUPPRESS)
     options = parser.parse_args()
-    if options.command == "wheels":
-        return wheels_command(options.out.resolve())
     return check_command(options.wheels.resolve(), options.report.resolve(),
                          options.work.resolve(), options.budget)
 

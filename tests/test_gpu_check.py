@@ -1,4 +1,4 @@
-"""`make gpu-check` (bench/gpu_check.py) where no GPU is: a clear report and exit 1
+"""`make gpu-check` (bench/gpu_check.py, bench/gpu_wheels.py) where no GPU is: a clear report and exit 1
 without a GPU, the wheel folder installing offline (when `make gpu-wheels` has
 made one), compute-sanitizer's refusal of a device reported as such, and the
 GEMM benchmarks covering every GEMM sample."""
@@ -19,8 +19,8 @@ SCRIPT = ROOT / "bench" / "gpu_check.py"
 NO_GPU = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+def _module(name: str = "gpu_check"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -28,7 +28,7 @@ def _module():
 
 def _check(tmp_path, wheels):
     report = tmp_path / "report.md"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "check", "--wheels", str(wheels),
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--wheels", str(wheels),
                            "--report", str(report), "--work", str(tmp_path / "work")],
                           capture_output=True, text=True, env=NO_GPU, timeout=300)
     return proc, report.read_text()
@@ -47,7 +47,7 @@ def test_without_a_gpu_the_report_says_so_and_the_check_fails(tmp_path):
 
 
 def test_the_wheel_folder_installs_offline_and_a_stale_one_is_refused(tmp_path):
-    module = _module()
+    module = _module("gpu_wheels")
     made = ROOT / "wheels"
     carried = [w for w in made.glob("*.whl") if not w.name.startswith("hopperc-")] \
         if made.is_dir() else []

@@ -116,3 +116,30 @@ def test_a_temporary_of_another_boot_is_abandoned_and_of_another_namespace_only_
     now = time.time()
     assert not temporaries.abandoned(_flipped(name, "ns"), mtime=now)
     assert temporaries.abandoned(_flipped(name, "ns"), mtime=now - 2 * 24 * 3600)
+
+
+def test_the_build_cache_removes_a_killed_writers_temporaries(tmp_path):
+    from hopperc.cache import BuildCache, CachedBuild
+
+    key = "ab" * 32
+    shard = tmp_path / "builds" / "ab"
+    shard.mkdir(parents=True)
+    fd, live = temporaries.create(shard / key)
+    os.close(fd)
+    dead = shard / os.path.basename(live).replace(f".{os.getpid()}-", f".{_dead_pid()}-", 1)
+    dead.write_bytes(b"half an entry")
+    cubin = b"\x7fELF cubin"
+    meta = json.dumps({"cubin_sha256": hashlib.sha256(cubin).hexdigest()}).encode()
+    store = BuildCache(tmp_path)
+    assert store.put(key, CachedBuild(cubin, meta, {"kernel": "k"}))
+    assert sorted(p.name for p in shard.iterdir()) == sorted([key, os.path.basename(live)])
+    assert store.get(key).cubin == cubin
+
+
+def test_a_cache_entry_whose_metadata_names_another_cubin_is_a_miss(tmp_path):
+    from hopperc.cache import BuildCache, CachedBuild
+
+    meta = json.dumps({"cubin_sha256": hashlib.sha256(b"another").hexdigest()}).encode()
+    store = BuildCache(tmp_path)
+    store.put("cd" * 32, CachedBuild(b"\x7fELF cubin", meta, {"kernel": "k"}))
+    assert store.get("cd" * 32) is None

@@ -37,12 +37,16 @@ class OutputError(CompileError):
     rule = "output"
 
 
+_cleaned: set[Path] = set()
+
+
 def write_atomically(files: dict[Path, bytes], last: Path | None = None) -> None:
     """Write `files` together. `last` is renamed after the others: the file a
     build tool compares with its inputs."""
     temps: list[tuple[str, Path]] = []
-    for directory in {path.parent for path in files}:
+    for directory in {path.parent for path in files} - _cleaned:
         temporaries.remove_abandoned(directory)
+        _cleaned.add(directory)  # once per process: a library build writes many kernels
     try:
         for path, data in files.items():
             temps.append((_write_temporary(path, data), path))

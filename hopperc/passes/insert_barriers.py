@@ -13,7 +13,9 @@ warpgroup's threads, its wgmma or its store issuer), each warpgroup meets
 alone: `bar.sync id + wg, 128` on ids past the roles' (see
 `warpgroup_barrier`). Element-wise accesses that put every element on the
 same thread (one grid, layout and thread count: `owned`) need none: a thread
-rereads and rewrites its own elements in program order.
+rereads and rewrites its own elements in program order, in one iteration or
+the next; so do stmatrix stores of one view (each lane rewrites the rows it
+addresses), but not a stmatrix store and a per-element access.
 The same holds for an mbarrier's phase: the issuer arms it again
 (arrive.expect_tx) only after every other thread that waited on the previous
 phase has passed its wait. What the issuing thread finished before it issued a
@@ -160,7 +162,11 @@ class _Barriers(ForwardRewrite[Pending]):
         """Element-wise code runs per element of its grid, each element on the
         thread the layout gives it (as in code generation): a shared view of that
         grid read or written per element is touched by that thread. A stmatrix
-        store writes rows other lanes address, so it has no owner."""
+        store writes each 16-byte row on the lane that addresses it, not on the
+        lane holding its elements: its owner is another function, the same for
+        every stmatrix store of that view shape, layout and thread count. A row
+        vector's values lie in other threads than a tile's elements (a
+        warpgroup's quads, or every thread), so its reads have no owner."""
         accesses = leaf_accesses(leaf)
         if isinstance(leaf, ir.SharedStore):
             buf = self.kernel.buffer(leaf.dst.buffer)
@@ -169,13 +175,16 @@ class _Barriers(ForwardRewrite[Pending]):
             matrix = stores_by_matrix(buf, leaf.dst, threads)
         elif isinstance(leaf, (ir.TileDef, ir.TileAssign)):
             tile = self.tiles[leaf.name]
+            if tile.layout in (ir.Layout.ROWS, ir.Layout.EVERY_ROW):
+                return accesses
             threads, grid, matrix = tile.threads, element_grid(tile.shape), False
         else:
             return accesses
-        return [replace(a, owner=self.owner(a, grid, threads))
-                if not (matrix and a.write) else a for a in accesses]
+        return [replace(a, owner=self.owner(a, grid, threads, "stmatrix" if matrix and a.write
+                                            else "element")) for a in accesses]
 
-    def owner(self, access: Access, grid: tuple[int, int], threads: int) -> tuple | None:
+    def owner(self, access: Access, grid: tuple[int, int], threads: int,
+              mapping: str) -> tuple | None:
         view = access.view
         if view is None or access.proxy is not Proxy.GENERIC or self.grid(view) != grid:
             return None
@@ -183,7 +192,7 @@ class _Barriers(ForwardRewrite[Pending]):
         # its own part; any other index lets every group touch the same part.
         if threads != self.running and not own_rows(access):
             return None
-        return (self.layout[access.buffer], view.part.count if view.part else None,
+        return (mapping, self.layout[access.buffer], view.part.count if view.part else None,
                 view.transposed, grid, threads)
 
     def grid(self, view: ir.BufferView) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from hopperc import driver
-from hopperc.diagnostics import SourceFile
+from hopperc.diagnostics import CompileError, SourceFile
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.sim.explore import simulate
@@ -65,7 +65,7 @@ CHECK: mbarrier.wait full[0]
 CHECK-NEXT: x: f32[16, 256]
 CHECK-NEXT: st.shared x_rowmax_partials[warp, row] = rowmax(x)
 CHECK-NEXT: bar.sync 15, 128
-CHECK-SAME: why: x_rowmax_partials written by a row reduction's partials (row_softmax.hk:22), read by ld.shared (row_softmax.hk:22)
+CHECK-SAME: why: x_rowmax_partials written by a row reduction's partials (row_softmax.hk:22), read by their combine, in one statement of manual code (row_softmax.hk:22)
 CHECK-NEXT: m: f32[16] every_row = max over warps of x_rowmax_partials[:, row]
 CHECK-NEXT: p: f32[16, 256]
 CHECK-NEXT: st.shared p_rowsum_partials[warp, row] = rowsum(p)
@@ -96,11 +96,19 @@ def test_one_reduction_in_a_loop_gets_a_barrier_before_its_partials(tmp_path):
     filecheck(ir_after(ONE_REDUCTION, "insert_barriers", "rows_loop.hk"), """
 CHECK: for i in 0 .. 3:
 CHECK-NEXT: bar.sync 15, 128
-CHECK-SAME: why: x_rowmax_partials read by ld.shared (rows_loop.hk:18), written by a row reduction's partials (rows_loop.hk:18)
+CHECK-SAME: why: x_rowmax_partials read by their combine, in one statement of manual code (rows_loop.hk:18), written by a row reduction's partials (rows_loop.hk:18)
 CHECK-NEXT: st.shared x_rowmax_partials[warp, row] = rowmax(x)
 CHECK-NEXT: bar.sync 15, 128
 CHECK-NEXT: m: f32[16] every_row
 """, tmp_path)
+
+
+def test_explain_lists_the_compilers_barriers_in_manual_code():
+    from hopperc.explain import inserted_syncs
+    listed = inserted_syncs(driver.lower(driver.check(SourceFile(KERNEL.name, TEXT))))
+    assert [line.split("\n")[0] for line in listed] == [
+        "row_softmax.hk:22: bar.sync 15, 128", "row_softmax.hk:24: bar.sync 15, 128"]
+    assert "p_rowsum_partials written by a row reduction's partials" in listed[1]
 
 
 def test_manual_row_softmax_passes_check():
@@ -167,3 +175,14 @@ def test_a_reduction_the_threads_may_not_all_run_is_refused(old, new, what):
         f"which the compiler writes; it cannot run inside the {what} at line {construct}, "
         "which the threads may take differently: reduce outside it")
     assert (error.span.line, error.span.col) == (reduction, edited[reduction - 1].index("rowmax") + 1)
+
+
+def test_no_free_barrier_id_is_an_error_at_the_reduction():
+    """Every id from the first past automatic code's to 15 named by the user."""
+    taken = "".join(f"    bar.sync {i}, 128\n" for i in range(3, 16))
+    text = TEXT.replace("    mbarrier.wait full[0], 0\n", "    mbarrier.wait full[0], 0\n" + taken)
+    with pytest.raises(CompileError) as info:
+        driver.lower(driver.check(SourceFile(KERNEL.name, text)))
+    assert info.value.message.startswith("no named barrier id is left for the barrier this row "
+                                         "reduction needs in manual code")
+    assert info.value.span.line == text.splitlines().index("    m: f32[BM] = rowmax(x)") + 1

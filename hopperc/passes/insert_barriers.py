@@ -313,7 +313,9 @@ class _ManualHandoffs(_Barriers):
         return self.block(body, self.initial())[0]
 
     def accesses(self, stmt: ir.Stmt) -> list[Access]:
-        return [a for leaf in leaves(stmt) for a in self.owned(leaf) if a.buffer in self.hidden]
+        return [a if a.write else replace(a, what="read by their combine, in one statement "
+                                                   "of manual code")
+                for leaf in leaves(stmt) for a in self.owned(leaf) if a.buffer in self.hidden]
 
     def arms(self, stmt: ir.Stmt) -> list[Access]:
         return []

@@ -186,3 +186,29 @@ def test_no_free_barrier_id_is_an_error_at_the_reduction():
     assert info.value.message.startswith("no named barrier id is left for the barrier this row "
                                          "reduction needs in manual code")
     assert info.value.span.line == text.splitlines().index("    m: f32[BM] = rowmax(x)") + 1
+
+
+AUTOMATIC_LOOP = """kernel k(X: f32[M, 256], Y: f32[M, 256])
+    tile(BM = 16, BN = 256) grid(m: M / BM) threads 128
+{
+    shared sx: f32[BM, BN]
+    tma sx <- X[tile.m, 0]
+    x: f32[BM, BN] = sx
+    for i in 0 .. 2 {
+        m: f32[BM] = rowmax(x)
+        x = x - m[:, None]
+    }
+    sx = x
+    tma Y[tile.m, 0] <- sx
+}
+"""
+
+
+@pytest.mark.parametrize("bound", ["lane", "thread / 32", "warp + 1"])
+def test_automatic_code_refuses_a_loop_whose_bounds_name_the_thread(bound):
+    """The relative in automatic code: the barriers the compiler puts in such a
+    loop would be reached a different number of times by different threads."""
+    error = edit_error(AUTOMATIC_LOOP, "for i in 0 .. 2", f"for i in 0 .. {bound}")
+    assert error.message.startswith("this loop's bounds differ between the threads of a role, "
+                                    "so the barriers the compiler inserts could not be reached")
+    assert error.span.line == 7

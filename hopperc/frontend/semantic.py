@@ -43,8 +43,8 @@ class _Analyzer:
         self.role: ir.RoleInfo | None = None
         self.threads = header.DEFAULT_THREADS
         self.manual = kernel.manual
-        # The innermost condition, loop or elect of manual code that the threads
-        # may take differently (what a row reduction across warps cannot run in).
+        # The innermost condition, loop bound or elect the threads may take
+        # differently (what a row reduction across warps cannot run in).
         self.divergent: tuple[Span, str] | None = None
         self.stores: dict[str | None, ir.AsyncStore] = {}  # a role's first automatic store
 
@@ -233,6 +233,12 @@ class _Analyzer:
         try:
             self.scope.declare(stmt.var, "loop", stmt.span)
             divergent = (builtins_in(start) | builtins_in(stop)) & DIVERGENT_BUILTINS
+            if divergent and not self.manual:
+                raise CompileError(stmt.span, "this loop's bounds differ between the threads of "
+                                              "a role, so the barriers the compiler inserts could "
+                                              "not be reached by all of them; bound it by values "
+                                              "the whole block shares, use roles, or a 'manual' "
+                                              "block")
             body = self._divergent_block(stmt.body, (stmt.span, "loop") if divergent else None)
         finally:
             self.scope.pop()

@@ -1,7 +1,7 @@
 """Hand-written synchronization primitives (manual code): arity and operands."""
 from __future__ import annotations
 
-from hopperc.diagnostics import CompileError
+from hopperc.diagnostics import CompileError, Span
 from hopperc.frontend import ast
 from hopperc.frontend.copies import barrier_ref
 from hopperc.frontend.scope import Scope, const_value, scalar_expr
@@ -70,3 +70,18 @@ def _pending(expr: ast.Expr, scope: Scope) -> int:
     if not 0 <= value <= 7:
         raise CompileError(expr.span, f"pending group count {value} is out of range (0 to 7)")
     return value
+
+
+def refuse_divergent_reduction(partials: ir.RowPartials, divergent: tuple[Span, str],
+                               running: int) -> None:
+    """A row reduction of a row-major tile stores every warp's partials and
+    combines them after a barrier of all `running` threads, which the compiler
+    writes (manual code too): it cannot run where the threads may go different
+    ways (`divergent`: the span of a condition, loop or elect naming the thread,
+    and which of those it is)."""
+    span, what = divergent
+    raise CompileError(partials.span, f"row{partials.op}({partials.tile}) combines the partials of "
+                                      f"every warp after a barrier of all {running} threads, "
+                                      "which the compiler writes; it cannot run inside the "
+                                      f"{what} at line {span.line}, which the threads may take "
+                                      "differently: reduce outside it")

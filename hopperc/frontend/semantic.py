@@ -10,7 +10,7 @@ from hopperc.dtypes import DType, Swizzle
 from hopperc.frontend import ast, header, limits, persistent
 from hopperc.frontend.bounds import loop_range
 from hopperc.frontend.copies import lower_copy
-from hopperc.frontend.manual import lower_sync
+from hopperc.frontend.manual import lower_sync, refuse_divergent_reduction
 from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.rows import row_operands
@@ -43,6 +43,9 @@ class _Analyzer:
         self.role: ir.RoleInfo | None = None
         self.threads = header.DEFAULT_THREADS
         self.manual = kernel.manual
+        # The innermost condition, loop bound or elect the threads may take
+        # differently (what a row reduction across warps cannot run in).
+        self.divergent: tuple[Span, str] | None = None
         self.stores: dict[str | None, ir.AsyncStore] = {}  # a role's first automatic store
 
     # ---------------------------------------------------------------- kernel
@@ -180,7 +183,8 @@ class _Analyzer:
                 return self._after_row_partials(running, lambda: [self._assign(stmt)])
             case ast.Elect():
                 self._require_manual(stmt.span, "'elect'")
-                return [ir.ElectLane(self._block(stmt.body), stmt.span)]
+                return [ir.ElectLane(self._divergent_block(stmt.body, (stmt.span, "elect")),
+                                     stmt.span)]
             case ast.Manual():
                 if self.manual:
                     raise CompileError(stmt.span, "this code is already manual")
@@ -200,8 +204,20 @@ class _Analyzer:
         self.scope.running, self.scope.row_partials = running, []
         stmts = lower()
         partials, self.scope.row_partials = self.scope.row_partials, []
+        if partials and self.divergent is not None:
+            refuse_divergent_reduction(partials[0][0], self.divergent, running)
         self.buffers.extend(buf for _, buf in partials)
         return [stmt for stmt, _ in partials] + stmts
+
+    def _divergent_block(self, block: ast.Block, divergent: tuple[Span, str] | None) -> ir.Block:
+        """`block`, inside `divergent` where that is a construct (its span and what
+        it is) the threads may take differently; None: as uniform as around it."""
+        outer = self.divergent
+        self.divergent = divergent or outer
+        try:
+            return self._block(block)
+        finally:
+            self.divergent = outer
 
     def _require_manual(self, span: Span, what: str) -> None:
         if not self.manual:
@@ -216,7 +232,14 @@ class _Analyzer:
         self.scope.push()
         try:
             self.scope.declare(stmt.var, "loop", stmt.span)
-            body = self._block(stmt.body)
+            divergent = (builtins_in(start) | builtins_in(stop)) & DIVERGENT_BUILTINS
+            if divergent and not self.manual:
+                raise CompileError(stmt.span, "this loop's bounds differ between the threads of "
+                                              "a role, so the barriers the compiler inserts could "
+                                              "not be reached by all of them; bound it by values "
+                                              "the whole block shares, use roles, or a 'manual' "
+                                              "block")
+            body = self._divergent_block(stmt.body, (stmt.span, "loop") if divergent else None)
         finally:
             self.scope.pop()
         return ir.ForLoop(stmt.var, start, stop, body, stmt.span)
@@ -229,8 +252,11 @@ class _Analyzer:
                                                "not be reached by all of them; branch on values "
                                                "the whole block shares, use roles, or a 'manual' "
                                                "block")
-        then = self._block(stmt.then)
-        orelse = self._block(stmt.orelse) if stmt.orelse is not None else ir.Block()
+        divergent = (stmt.cond.span, "condition") if builtins_in(cond) & DIVERGENT_BUILTINS \
+            else None
+        then = self._divergent_block(stmt.then, divergent)
+        orelse = self._divergent_block(stmt.orelse, divergent) if stmt.orelse is not None \
+            else ir.Block()
         return ir.IfThen(cond, then, orelse, stmt.span)
 
     def _tile_decl(self, d: ast.TileDecl) -> list[ir.Stmt]:

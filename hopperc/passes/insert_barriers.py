@@ -13,7 +13,9 @@ warpgroup's threads, its wgmma or its store issuer), each warpgroup meets
 alone: `bar.sync id + wg, 128` on ids past the roles' (see
 `warpgroup_barrier`). Element-wise accesses that put every element on the
 same thread (one grid, layout and thread count: `owned`) need none: a thread
-rereads and rewrites its own elements in program order.
+rereads and rewrites its own elements in program order, in one iteration or
+the next; so do stmatrix stores of one view (each lane rewrites the rows it
+addresses), but not a stmatrix store and a per-element access.
 The same holds for an mbarrier's phase: the issuer arms it again
 (arrive.expect_tx) only after every other thread that waited on the previous
 phase has passed its wait. What the issuing thread finished before it issued a
@@ -21,7 +23,9 @@ load (a TMA store's reads completed by its wait_group.read) needs no barrier
 for the threads that wait for that load's phase: the load, and so the phase,
 completes after it. A barrier a loop (or if) needs as a whole is placed
 before it, once, unless the loop's body already places it before the access
-(ir/dataflow.py).
+(ir/dataflow.py). Manual code gets barriers only for the buffers the front end
+added inside one statement (a row reduction's partials, which the user cannot
+name nor sync around), on an id of their own (`_ManualHandoffs`).
 
 Hardware rule: ordinary shared-memory accesses of different threads are
 ordered only by a barrier (or an mbarrier); the TMA issuer reads what other
@@ -33,11 +37,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import (Access, Proxy, bodies, leaf_accesses, leaves, manual_accesses,
                                  may_overlap, mbarrier_arms, mbarrier_waits, own_rows, phase_word,
                                  same_rows, source_order, walk)
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
+from hopperc.ir.rewrite import map_bodies
 from hopperc.ir.layout import element_grid, element_threads, stores_by_matrix, view_shape
 
 Pending = frozenset[Access]
@@ -45,7 +51,7 @@ NAMED_BARRIERS = 16  # bar.sync ids 0..15
 
 
 def insert_barriers(kernel: ir.Kernel) -> ir.Kernel:
-    return _Barriers(kernel).run(kernel)
+    return _Barriers(kernel).run(_sync_manual_handoffs(kernel))
 
 
 def role_barrier(kernel: ir.Kernel, role: ir.RoleInfo | None) -> tuple[int, int]:
@@ -134,12 +140,15 @@ class _Barriers(ForwardRewrite[Pending]):
         what = prior.what if prior.buffer == access.buffer else f"{prior.what} as '{prior.buffer}'"
         reason = ir.Reason(ir.Hazard.THREAD_HANDOFF, access.buffer, what, prior.span,
                            access.what, access.span)
+        barrier = self.barrier(conflicts, access.span, reason)
+        return [barrier], self.transfer(barrier, state)
+
+    def barrier(self, conflicts: list[tuple[Access, Access]], span, reason: ir.Reason
+                ) -> ir.NamedBarrier:
         own = warpgroup_barrier(self.kernel, self.role)
         if own is not None and all(self.same_rows(p, a) for p, a in conflicts):
-            barrier = ir.NamedBarrier(own, 128, access.span, reason, per_warpgroup=True)
-        else:
-            barrier = ir.NamedBarrier(*role_barrier(self.kernel, self.role), access.span, reason)
-        return [barrier], self.transfer(barrier, state)
+            return ir.NamedBarrier(own, 128, span, reason, per_warpgroup=True)
+        return ir.NamedBarrier(*role_barrier(self.kernel, self.role), span, reason)
 
     def arms(self, stmt: ir.Stmt) -> list[Access]:
         return [a for a in mbarrier_arms(stmt) if a.buffer not in self.ordered_phases]
@@ -153,7 +162,11 @@ class _Barriers(ForwardRewrite[Pending]):
         """Element-wise code runs per element of its grid, each element on the
         thread the layout gives it (as in code generation): a shared view of that
         grid read or written per element is touched by that thread. A stmatrix
-        store writes rows other lanes address, so it has no owner."""
+        store writes each 16-byte row on the lane that addresses it, not on the
+        lane holding its elements: its owner is another function, the same for
+        every stmatrix store of that view shape, layout and thread count. A row
+        vector's values lie in other threads than a tile's elements (a
+        warpgroup's quads, or every thread), so its reads have no owner."""
         accesses = leaf_accesses(leaf)
         if isinstance(leaf, ir.SharedStore):
             buf = self.kernel.buffer(leaf.dst.buffer)
@@ -162,13 +175,16 @@ class _Barriers(ForwardRewrite[Pending]):
             matrix = stores_by_matrix(buf, leaf.dst, threads)
         elif isinstance(leaf, (ir.TileDef, ir.TileAssign)):
             tile = self.tiles[leaf.name]
+            if tile.layout in (ir.Layout.ROWS, ir.Layout.EVERY_ROW):
+                return accesses
             threads, grid, matrix = tile.threads, element_grid(tile.shape), False
         else:
             return accesses
-        return [replace(a, owner=self.owner(a, grid, threads))
-                if not (matrix and a.write) else a for a in accesses]
+        return [replace(a, owner=self.owner(a, grid, threads, "stmatrix" if matrix and a.write
+                                            else "element")) for a in accesses]
 
-    def owner(self, access: Access, grid: tuple[int, int], threads: int) -> tuple | None:
+    def owner(self, access: Access, grid: tuple[int, int], threads: int,
+              mapping: str) -> tuple | None:
         view = access.view
         if view is None or access.proxy is not Proxy.GENERIC or self.grid(view) != grid:
             return None
@@ -176,7 +192,7 @@ class _Barriers(ForwardRewrite[Pending]):
         # its own part; any other index lets every group touch the same part.
         if threads != self.running and not own_rows(access):
             return None
-        return (self.layout[access.buffer], view.part.count if view.part else None,
+        return (mapping, self.layout[access.buffer], view.part.count if view.part else None,
                 view.transposed, grid, threads)
 
     def grid(self, view: ir.BufferView) -> tuple[int, int]:
@@ -250,6 +266,75 @@ class _Barriers(ForwardRewrite[Pending]):
                 return frozenset(_completed(a) if _is_wgmma_read(a) and a.memory in done else a
                                  for a in state)
         return state | frozenset(self.accesses(stmt))
+
+
+def _sync_manual_handoffs(kernel: ir.Kernel) -> ir.Kernel:
+    """Manual code with the barriers of its row reductions (see `_ManualHandoffs`)."""
+    hidden = {s.partials.buffer for s in walk(kernel.body) if isinstance(s, ir.RowPartials)}
+    regions = [s for s in walk(kernel.body) if isinstance(s, ir.ManualRegion)]
+    if not hidden or not regions:
+        return kernel
+    taken = {s.id for r in regions for s in walk(r.body) if isinstance(s, ir.NamedBarrier)}
+    # Past every id automatic code may use (pingpong turns included), highest first.
+    lowest = first_unallotted_barrier(kernel) + (sum(_warpgroups(kernel)) if kernel.pingpong else 0)
+    free = [i for i in range(NAMED_BARRIERS - 1, lowest - 1, -1) if i not in taken]
+    ids: dict[str | None, int] = {}
+
+    def rewrite(block: ir.Block, role: ir.RoleInfo | None) -> ir.Block:
+        out = []
+        for stmt in block.stmts:
+            if isinstance(stmt, ir.RoleBlock):
+                out.append(replace(stmt, body=rewrite(stmt.body, stmt.role)))
+            elif isinstance(stmt, ir.ManualRegion):
+                out.append(replace(stmt, body=_ManualHandoffs(kernel, role, hidden, free, ids)
+                                   .rewrite(stmt.body)))
+            else:
+                out.append(map_bodies(stmt, lambda b: rewrite(b, role)))
+        return ir.Block(tuple(out))
+    return replace(kernel, body=rewrite(kernel.body, None))
+
+
+class _ManualHandoffs(_Barriers):
+    """The hand-offs hidden inside one statement of manual code, which the user
+    cannot place a barrier in: a row reduction of a row-major tile stores each
+    warp's partials and combines them from every thread (and stores them again
+    the next time it runs). The compiler orders those accesses of the buffers it
+    added (`hidden`) as in automatic code, on a barrier id of its own per role
+    (`free`, taken in turn into `ids`) over the role's threads; a barrier the
+    user wrote is not relied on (it may leave threads out)."""
+
+    def __init__(self, kernel: ir.Kernel, role: ir.RoleInfo | None, hidden: set[str],
+                 free: list[int], ids: dict[str | None, int]):
+        super().__init__(kernel)
+        self.role, self.hidden, self.free, self.ids = role, hidden, free, ids
+
+    def rewrite(self, body: ir.Block) -> ir.Block:
+        self.loops = {}
+        return self.block(body, self.initial())[0]
+
+    def accesses(self, stmt: ir.Stmt) -> list[Access]:
+        return [a if a.write else replace(a, what="read by their combine, in one statement "
+                                                   "of manual code")
+                for leaf in leaves(stmt) for a in self.owned(leaf) if a.buffer in self.hidden]
+
+    def arms(self, stmt: ir.Stmt) -> list[Access]:
+        return []
+
+    def barrier(self, conflicts, span, reason: ir.Reason) -> ir.NamedBarrier:
+        key = self.role.name if self.role is not None else None
+        if key not in self.ids:
+            if len(self.ids) == len(self.free):
+                raise CompileError(span, "no named barrier id is left for the barrier this row "
+                                         "reduction needs in manual code (the compiler writes it "
+                                         "on an id no 'bar.sync' of the kernel names): use fewer "
+                                         "ids in manual code")
+            self.ids[key] = self.free[len(self.ids)]
+        return ir.NamedBarrier(self.ids[key], self.running, span, reason)
+
+    def transfer(self, stmt: ir.Stmt, state: Pending) -> Pending:
+        if isinstance(stmt, ir.NamedBarrier) and stmt.reason is None:
+            return state  # the user's
+        return frozenset(a for a in super().transfer(stmt, state) if a.buffer in self.hidden)
 
 
 def _armed_loads(block: ir.Block) -> dict[ir.Stmt, tuple[ir.AsyncLoad, ...]]:

@@ -33,6 +33,8 @@ class ElementCode:
         else:
             owned = owned_elements(shape, threads, self.local, lanes)
         selection = (shape, threads, self.local, lanes)
+        # A row vector's rows lie in other lanes than a tile's elements of one shape.
+        region_key = selection + (None if isinstance(stmt, ir.SharedStore) else tile.layout,)
 
         def use(name: str) -> None:
             self.register_use(name, span)
@@ -45,7 +47,7 @@ class ElementCode:
             where = self.place(read.view, lanes, span)
             # A broadcast vector: every thread may read any of its values.
             region = self.block.space.region(where) if read.broadcast else \
-                self.block.space.region(where, owned, selection)
+                self.block.space.region(where, owned, region_key)
             self.block.memory.read(self.agent, self.clock, region,
                                    Site(f"ld.shared of {self.label(where)}", span))
             return where

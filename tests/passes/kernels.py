@@ -385,3 +385,42 @@ SUBTILE_EPILOGUE = """kernel k(A: bf16[M, 64], B: bf16[N, 64], Y: bf16[M, N])
     tma Y[2 * tile.m + wg, 2 * tile.n] <- sc[wg]
 }
 """
+
+# Item 30/A4: loops whose threads reread and rewrite only their own elements.
+REWRITE_LOOP = F32_HEADER + """    tma sx <- X[tile.m, tile.n]
+    for i in 0 .. 4 {
+        sx = sx * 0.5 + 1.0
+    }
+    tma Y[tile.m, tile.n] <- sx
+}
+"""
+ALTERNATE_LOOP = F32_HEADER + """    shared sy: f32[BM, BN]
+    tma sx <- X[tile.m, tile.n]
+    for i in 0 .. 4 {
+        sy = sx * 0.5
+        sx = sy + 1.0
+    }
+    tma Y[tile.m, tile.n] <- sx
+}
+"""
+MATRIX_REWRITE_LOOP = HEADER + """    shared sx: bf16[BM, BN]
+    tma sx <- X[tile.m, tile.n]
+    st: f32[BM, BN] = f32(sx)
+    for i in 0 .. 4 {
+        st = st * 0.5 + 1.0
+        sx = bf16(st)
+    }
+    tma Y[tile.m, tile.n] <- sx
+}
+"""
+OWN_ROWS_LOOP = """kernel k(X: f32[M, N], Y: f32[M, N])
+    tile(BM = 128, BN = 64) grid(m: M / BM, n: N / BN) threads 256
+{
+    shared sx: f32[BM, BN]
+    tma sx <- X[tile.m, tile.n]
+    for i in 0 .. 4 {
+        sx[wg] = sx[wg] * 0.5 + 1.0
+    }
+    tma Y[tile.m, tile.n] <- sx
+}
+"""

@@ -1,11 +1,14 @@
 """insert_barriers: named barriers scoped to the role, only at real hand-offs."""
+import pytest
+
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import (COPY, DOUBLE_BUFFERED_PLANES, HEADER, LOAD_THEN_READ, MMA_FUSED_LOOP, OWN_ELEMENTS,
+from tests.passes.kernels import (ALTERNATE_LOOP, COPY, DOUBLE_BUFFERED_PLANES, HEADER, LOAD_THEN_READ, MMA_FUSED_LOOP, OWN_ELEMENTS,
                                   OWN_ROWS_REUSED, OWN_ROWS_REUSED_OTHER_LAYOUT, OWN_ROWS_STORE,
                                   OWN_ROWS_THROUGH_WGMMA, OWN_ROWS_WHOLE_STORE,
                                   READ_THEN_REFILL, REWRITE_EACH_ITERATION, REWRITE_FIRST_LOOP,
                                   SLICE_WRITE_BESIDE_LOAD, STORE_LOOP, SUBTILE_EPILOGUE,
-                                  TRANSPOSED_ELEMENTS,
+                                  TRANSPOSED_ELEMENTS, MATRIX_REWRITE_LOOP, OWN_ROWS_LOOP,
+                                  REWRITE_LOOP, F32_HEADER,
                                   WRITE_THEN_STORE)
 
 PASS = "insert_barriers"
@@ -382,4 +385,93 @@ CHECK: cp.async.bulk.wait_group.read 0
 CHECK-NEXT: bar.sync 1, 128
 CHECK-SAME: why: sx read by TMA store
 CHECK-NEXT: st.shared sx
+""", tmp_path)
+
+
+@pytest.mark.parametrize("text", [REWRITE_LOOP, ALTERNATE_LOOP, OWN_ROWS_LOOP],
+                         ids=["one_tile", "two_tiles_alternated", "own_rows_per_warpgroup"])
+def test_a_loop_rewriting_each_threads_own_elements_gets_no_barrier(text):
+    """Iteration i's writes and iteration i + 1's reads and writes put every
+    element on the same thread: only the store's hand-off after the loop."""
+    lines = ir_after(text, PASS).splitlines()
+    barriers = [i for i, line in enumerate(lines) if "bar.sync 1," in line]
+    assert len(barriers) == 1
+    assert "read by TMA store" in lines[barriers[0]] and "tma.store" in lines[barriers[0] + 1]
+
+
+def test_stmatrix_rewrites_of_one_view_need_no_barrier_between_them(tmp_path):
+    """Each lane writes the rows it addresses, the same in every iteration: the
+    one barrier (for the element-wise read before the loop, whose elements other
+    lanes' rows overwrite) goes before the loop, not in it."""
+    filecheck(ir_after(MATRIX_REWRITE_LOOP, PASS), """
+CHECK: st: f32[64, 64] wgmma = f32(ld.shared(sx))
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: why: sx read by ld.shared (t.hk:6), written by st.shared (t.hk:9)
+CHECK-NEXT: for i in 0 .. 4:
+CHECK-NEXT: st = ((st * 0.5) + 1)
+CHECK-NEXT: st.shared sx = bf16(st)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: read by TMA store
+""", tmp_path)
+
+
+def test_negative_a_loop_that_reads_back_stmatrix_rows_keeps_its_barrier(tmp_path):
+    """Rereading element-wise what stmatrix wrote: other lanes wrote those rows."""
+    text = MATRIX_REWRITE_LOOP.replace("st = st * 0.5 + 1.0", "st = f32(sx) * 0.5 + 1.0")
+    filecheck(ir_after(text, PASS), """
+CHECK: for i in 0 .. 4:
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: why: sx written by st.shared (t.hk:9), read by ld.shared (t.hk:8)
+""", tmp_path)
+
+
+def test_negative_a_store_of_another_layout_after_stmatrix_rows_keeps_its_barrier(tmp_path):
+    """The same memory as a row-major [16, 256] tile ('sr' reuses 'sx'), stored
+    per element: its bytes lie on other threads than the stmatrix rows'."""
+    text = MATRIX_REWRITE_LOOP.replace(
+        "    shared sx: bf16[BM, BN]\n",
+        "    shared sx: bf16[BM, BN]\n    shared sr: bf16[16, 256] reuses sx\n").replace(
+        "    tma Y[tile.m, tile.n] <- sx\n", "    sr = bf16(f32(sr) + 1.0)\n"
+                                         "    tma Y[tile.m, tile.n] <- sx\n")
+    filecheck(ir_after(text, PASS), """
+CHECK: st.shared sx = bf16(st)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: why: sr written by st.shared as 'sx' (t.hk:10), read by ld.shared (t.hk:12)
+CHECK-NEXT: st.shared sr(in sx)
+""", tmp_path)
+
+
+@pytest.mark.parametrize("body", [
+    "t: f32[BM, BN] = sx^T * 0.5\n        sx = t + 1.0",
+    "sr = sr * 0.5\n        sx = sx + 1.0",
+], ids=["transposed_read", "another_layout_of_the_memory"])
+def test_negative_a_loop_through_a_view_of_other_threads_keeps_its_barriers(body):
+    """Element (r, c) read by the thread that holds (c, r), or the same bytes as
+    a row-major [16, 256] tile ('sr' reuses 'sx') on other threads: each
+    rewrite waits for the other threads' accesses before it."""
+    text = REWRITE_LOOP.replace("sx = sx * 0.5 + 1.0", body).replace(
+        "    shared sx: f32[BM, BN]\n",
+        "    shared sx: f32[BM, BN]\n    shared sr: f32[16, 256] reuses sx\n")
+    body_ir = ir_after(text, PASS).split("for i in 0 .. 4:")[1].split("tma.store")[0]
+    assert body_ir.count("bar.sync 1, 128") == 3, body_ir  # two per iteration, one for the store
+
+
+def test_negative_a_row_vector_of_a_shared_vector_is_read_by_other_threads(tmp_path):
+    """A 1-D view written per element (value i on thread i) and read as a row
+    vector (rows in the quads of their warp): the grids look alike, the threads
+    differ."""
+    text = F32_HEADER.replace("X: f32[M, N]", "X: f32[M, N], V: f32[64]") + """    shared sv: f32[BN]
+    tma sv <- V[0]
+    tma sx <- X[tile.m, tile.n]
+    sv = sv * 2.0
+    m: f32[BM] = sv
+    sx = sx + m[:, None]
+    tma Y[tile.m, tile.n] <- sx
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: st.shared sv = (ld.shared(sv) * 2)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-SAME: why: sv written by st.shared (t.hk:8), read by ld.shared (t.hk:9)
+CHECK-NEXT: m: f32[64] rows = ld.shared(sv)
 """, tmp_path)

@@ -9,6 +9,7 @@ import pytest
 
 from hopperc import driver
 from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import walk
 from hopperc.sim.explore import simulate
 from hopperc.sim.findings import Category
 from hopperc.sim.problem import default_dims, make_problem
@@ -95,3 +96,22 @@ def test_waiting_for_too_few_store_groups_is_a_race():
     broken = m.edit(kernel, shallow)
     report = run(front_end, broken)
     assert any(f.category is Category.RACE for f in report.findings), report.findings
+
+
+@pytest.mark.parametrize("name, subject", [
+    ("transposed_rewrite_loop.hk", "sx"),  # (r, c) read by the thread holding (c, r)
+    ("row_vector_of_shared.hk", "sv"),  # a row vector's rows on other threads
+    ("matrix_rewrite_loop.hk", "sx"),  # the transposed read before the stmatrix rewrites
+])
+def test_element_wise_accesses_of_other_threads_race_without_their_barrier(name, subject):
+    """Where the elements change threads between two accesses, each barrier
+    between them is needed: without any one, a race."""
+    front_end, kernel = lowered(name)
+    ours = [s for s in walk(kernel.body) if isinstance(s, ir.NamedBarrier)
+            and s.reason is not None and s.reason.subject == subject
+            and "TMA" not in s.reason.before + s.reason.after]
+    assert ours
+    for barrier in ours:
+        broken = m.edit(kernel, m.remove(ir.NamedBarrier, lambda s: s is barrier))
+        report = run(front_end, broken, seeds=4, search=100)
+        assert any(f.category is Category.RACE for f in report.findings), report.findings

@@ -65,6 +65,7 @@ def multicast_cluster_loads(kernel: ir.Kernel) -> ir.Kernel:
         return _record_unicast(kernel, shareable)
 
     written = {b for name in multicast for b in pipelines[name].buffers}
+    empties = {pipelines[name].empty for name in multicast}
 
     def rewrite(stmt: ir.Stmt) -> ir.Stmt:
         if isinstance(stmt, ir.AsyncLoad) and id(stmt) in shared:
@@ -72,14 +73,15 @@ def multicast_cluster_loads(kernel: ir.Kernel) -> ir.Kernel:
         if isinstance(stmt, ir.AsyncLoad) and id(stmt) in shareable:
             return replace(stmt, unicast=shareable[id(stmt)])
         if isinstance(stmt, ir.StageRelease) and stmt.pipeline in multicast:
-            return replace(stmt, blocks=blocks)
+            return replace(stmt, blocks=blocks, scope=ir.MemoryScope.CLUSTER)
+        if isinstance(stmt, ir.MBarrierWait) and stmt.barrier.array in empties:
+            return replace(stmt, scope=ir.MemoryScope.CLUSTER)  # acquires the peers' releases
         if isinstance(stmt, ir.ProxyFence) and stmt.reason is not None and \
                 stmt.reason.hazard is ir.Hazard.GENERIC_READ_ASYNC_WRITE and \
                 stmt.reason.subject in written:
             return replace(stmt, cluster=True)  # the loads overwrite the other blocks' reads
         return stmt
 
-    empties = {pipelines[name].empty for name in multicast}
     barriers = tuple(replace(b, arrivals=b.arrivals * blocks) if b.name in empties else b
                      for b in kernel.barriers)
     scoped = tuple(replace(p, blocks=blocks, consumer_arrivals=p.consumer_arrivals * blocks)

@@ -56,9 +56,12 @@ def _load_of_w(kernel: ir.Kernel) -> ir.AsyncLoad:
 
 
 def test_a_box_the_cluster_shares_is_multicast(tmp_path):
+    """W's box is the same for both blocks: multicast, released in both blocks at
+    cluster scope, and the producer acquires those releases at cluster scope."""
     filecheck(ir_after(ROWS, PASS), """
 CHECK: mbarrier load_math_empty[2] arrivals 256
-CHECK: mbarrier.arrive load_math_empty[{{.*}}] in each of 2 blocks
+CHECK: mbarrier.arrive.release.cluster load_math_empty[{{.*}}] in each of 2 blocks
+CHECK: mbarrier.wait.acquire.cluster load_math_empty[load_math_load_stage]
 CHECK: tma.load sx{{.*}} <- X[tile.m * 32, 0 * 64]{{.*}}full[load_math_load_stage]  #
 CHECK: tma.load sw{{.*}} <- W[k * 32, 0 * 64]{{.*}}, multicast to 2 blocks (each issues 16 rows)
 CHECK: barrier.cluster.arrive.release + barrier.cluster.wait.acquire
@@ -81,6 +84,7 @@ def test_a_ring_whose_loads_depend_on_the_tile_stays_each_blocks_own(text, const
     assert load.unicast.span.line == line
     assert kernel.pipelines[0].consumer_arrivals == 128 and kernel.pipelines[0].blocks == 1
     assert not any(isinstance(s, ir.StageRelease) and s.blocks > 1 for s in walk(kernel.body))
+    assert not any(getattr(s, "scope", None) is ir.MemoryScope.CLUSTER for s in walk(kernel.body))
     assert not any(isinstance(s, ir.ClusterBarrier) for s in walk(kernel.body))
 
 

@@ -77,7 +77,8 @@ def test_generated_code_multicasts_and_releases_through_mapa():
     # lane r of each warp (r < 2) releases the stage in block r, at cluster scope
     assert re.search(r'fence\.release\.sync_restrict::shared::cta\.cluster; '
                      r'setp\.ne\.b32 p, %1, 0; mapa\.shared::cluster\.u32 r, %0, %2; "\s*'
-                     r'"@p mbarrier\.arrive\.relaxed\.cluster\.shared::cluster\.b64 _, \[r\]; \}"\s*'
+                     r'"@p mbarrier\.arrive\.relaxed\.cluster\.shared::cluster\.b64 _, \[r\]; '
+                     r'\}"\s*'
                      r':: "r"\(hk_smem_base \+ \d+u \+ [^"]*\), '
                      r'"r"\(static_cast<int>\(\(static_cast<int>\(threadIdx\.x\) % 32\) < 2 '
                      r'&& \([^"]*\)\)\), "r"\(\(static_cast<int>\(threadIdx\.x\) % 32\)\)',

@@ -16,9 +16,9 @@ from hopperc.ir.declarations import (  # noqa: F401 - re-exported: one namespace
     GridAxis, MBarrierArray, RoleInfo, ScalarParam, SharedBuffer, TensorParam)
 from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace for the IR
     BarrierRef, BulkCommit, BulkWaitRead, ClusterBarrier, Hazard, MBarrierArrive, MBarrierExpectTx,
-    MBarrierInit, MBarrierInitFence, MBarrierInval, MBarrierWait, MemoryScope, NamedBarrier, PhaseFlip, Pipeline,
-    ProxyFence, Reason, SetMaxRegisters, StageAdvance, StageRelease, SyncStmt, TurnBarrier, WgmmaCommit,
-    WgmmaFence, WgmmaWait)
+    MBarrierInit, MBarrierInitFence, MBarrierInval, MBarrierWait, MemoryScope, NamedBarrier,
+    PhaseFlip, Pipeline, ProxyFence, Reason, SetMaxRegisters, StageAdvance, StageRelease, SyncStmt,
+    TurnBarrier, WgmmaCommit, WgmmaFence, WgmmaWait)
 from hopperc.ir.tile_exprs import (  # noqa: F401 - re-exported: one namespace for the IR
     Convert, ElementIndex, Elementwise, GlobalVector, Literal, RowReduce, RowValues, ScalarValue,
     SharedRead, TileExpr, TileRef)

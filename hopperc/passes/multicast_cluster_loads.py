@@ -11,7 +11,9 @@ block's full barrier, which still expects every byte its stage receives. A
 block's producer then writes into the other blocks' stages, so it may refill a
 stage only once every block's consumers released it: each consumer arrival
 goes to the empty barrier of all C blocks (its own, and the others' through
-`mapa`), and each empty barrier counts C times the consumer's arrivals; where
+`mapa`) with release at cluster scope, the producer's wait on its empty barrier
+acquires at cluster scope, and each empty barrier counts C times the consumer's
+arrivals; where
 the consumers read the ring with ld.shared, the producer's proxy fence before
 its loads covers the whole cluster's shared memory (.shared::cluster). Every
 thread of the cluster meets on a cluster barrier before the block exits, as
@@ -31,9 +33,12 @@ Hardware rule: a multicast copy writes the same CTA-relative shared address in
 every destination CTA and signals the mbarrier at the same offset there; a
 shared::cluster address of another CTA comes from `mapa`; a CTA's shared
 memory may be accessed by its cluster's other CTAs only while it is running;
-a .shared::cta proxy fence orders only the executing CTA's shared memory
-(PTX ISA, cp.async.bulk.tensor, mapa, fence.proxy.async, Distributed Shared
-Memory).
+a .shared::cta proxy fence orders only the executing CTA's shared memory; a
+release synchronizes with an acquire only when each one's scope includes the
+other's thread, so the default .release.cta / .acquire.cta of mbarrier ops do
+not order one block's reads before another block's refill (PTX ISA,
+cp.async.bulk.tensor, mapa, fence.proxy.async, Distributed Shared Memory,
+Memory Consistency Model: scope, morally strong).
 """
 from __future__ import annotations
 

@@ -274,3 +274,13 @@ def test_causal_attention_on_a_cluster_loads_its_own_keys(causal, multicast):
     keys = [s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad) and s.tensor in "KV"]
     assert len(keys) == 8 and {s.multicast for s in keys} == {multicast}
     assert all((s.unicast is None) == (causal == 0) for s in keys)
+
+
+def test_a_ragged_run_of_tiles_keeps_the_multicast_and_checks_clean():
+    """Three tiles along m on clusters of two: the last run's rank-1 tile lies past
+    the grid's edge (its A rows zero-filled, its C rows clipped), but both blocks
+    of the cluster still run the same k-loop, so B stays multicast and the
+    cluster checks clean."""
+    report = driver.simulate(driver.read_source(SAMPLE), None, {"M": 384, "N": 256, "K": 128},
+                             4, 0)
+    assert report.ok, [f.headline() for f in report.findings]

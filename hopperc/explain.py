@@ -48,8 +48,9 @@ def schedule(kernel: ir.Kernel) -> list[str]:
         out.append(f"{where}: cluster: {load.tensor}'s loads into {load.dst.buffer} (line "
                    f"{load.span.line}) are multicast to the {load.multicast} blocks of each "
                    f"cluster, each block issuing {load.issued_box[0]} of the box's "
-                   f"{load.box[0]} rows; each stage is released in every block, and the cluster "
-                   "meets after the barrier setup and before exit")
+                   f"{load.box[0]} rows; each stage is released in every block at cluster "
+                   "scope (the producer acquires at cluster scope), and the cluster meets after "
+                   "the barrier setup and before exit")
     for load in (s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad) and s.unicast):
         why = load.unicast
         out.append(f"{where}: cluster: {load.tensor}'s loads into {load.dst.buffer} (line "

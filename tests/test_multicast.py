@@ -227,6 +227,8 @@ def test_explain_describes_the_multicast(hopperc_cli):
     assert proc.returncode == 0, proc.stderr
     assert ("cluster: B's loads into sb (line 35) are multicast to the 2 blocks of each "
             "cluster") in proc.stdout
+    assert ("each stage is released in every block at cluster scope (the producer acquires "
+            "at cluster scope)") in proc.stdout
     assert ("persistent: cluster c takes runs of 2 tiles along m c, c + clusters, ... (groups "
             "of 8 rows of runs), the block of rank r tile r of each run") in proc.stdout
 

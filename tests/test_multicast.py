@@ -48,8 +48,9 @@ CHECK: expect_tx 49152 B
 CHECK: fence.mbarrier_init.release.cluster
 CHECK-NEXT: barrier.cluster.arrive.release + barrier.cluster.wait.acquire
 CHECK-SAME: used by every block of the cluster
-CHECK: mbarrier.arrive load_math_empty[(load_math_math_stage + 3) % 4] in each of 2 blocks  (release stage, lag 1)
-CHECK: mbarrier.arrive.expect_tx load_math_full[load_math_load_stage], 49152
+CHECK: mbarrier.arrive.release.cluster load_math_empty[(load_math_math_stage + 3) % 4] in each of 2 blocks  (release stage, lag 1)
+CHECK: mbarrier.wait.acquire.cluster load_math_empty[load_math_load_stage], parity 1 - load_math_load_phase
+CHECK-NEXT: mbarrier.arrive.expect_tx load_math_full[load_math_load_stage], 49152
 CHECK-NEXT: tma.load sa{stage load_math_load_stage} <- A[tile.m * 128, k * 64] (16384 B) on load_math_full[load_math_load_stage]  #
 CHECK-NEXT: tma.load sb{stage load_math_load_stage} <- B[tile.n * 256, k * 64] (32768 B) on load_math_full[load_math_load_stage], multicast to 2 blocks (each issues 128 rows)
 CHECK: barrier.cluster.arrive.release + barrier.cluster.wait.acquire
@@ -73,21 +74,30 @@ def test_generated_code_multicasts_and_releases_through_mapa():
     assert load, "no multicast load of B with mask 0b11"
     assert load.group(1).endswith("+ hk_cluster_rank() * 16384u")  # 128 rows of 128 B
     assert load.group(2).endswith("+ hk_cluster_rank() * 128")
-    # lane r of each warp (r < 2) releases the stage in block r
-    assert re.search(r'setp\.ne\.b32 p, %1, 0; mapa\.shared::cluster\.u32 r, %0, %2; "\s*'
-                     r'"@p mbarrier\.arrive\.shared::cluster\.b64 _, \[r\]; \}"\s*'
+    # lane r of each warp (r < 2) releases the stage in block r, at cluster scope
+    assert re.search(r'fence\.release\.sync_restrict::shared::cta\.cluster; '
+                     r'setp\.ne\.b32 p, %1, 0; mapa\.shared::cluster\.u32 r, %0, %2; "\s*'
+                     r'"@p mbarrier\.arrive\.relaxed\.cluster\.shared::cluster\.b64 _, \[r\]; '
+                     r'\}"\s*'
                      r':: "r"\(hk_smem_base \+ \d+u \+ [^"]*\), '
                      r'"r"\(static_cast<int>\(\(static_cast<int>\(threadIdx\.x\) % 32\) < 2 '
                      r'&& \([^"]*\)\)\), "r"\(\(static_cast<int>\(threadIdx\.x\) % 32\)\)',
                      cuda, re.S)
     assert cuda.count("barrier.cluster.arrive.release.aligned; "
                       "barrier.cluster.wait.acquire.aligned;") == 2
+    # the producer acquires the other block's releases before refilling: cluster scope
+    assert re.search(r"while \(!hk_mbarrier_try_wait_cluster\(hk_smem_base \+ \d+u \+ "
+                     r"\(hk_reg_load_math_load_stage\) \* 8u, \(1 - hk_reg_load_math_load_phase\)\)\)",
+                     cuda)
+    assert "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64" in cuda
 
 
 @pytest.mark.skipif(cute_include() is None, reason="CuTe's headers not installed")
 def test_the_remote_release_is_cutlass_cluster_barrier_arrive():
     """CUTLASS's ClusterBarrier::arrive(cta_id): mapa of the local barrier's
-    address to block cta_id, then mbarrier.arrive.shared::cluster there."""
+    address to block cta_id, then mbarrier.arrive.shared::cluster there (at the
+    default .release.cta; ours arrives at .cluster scope, after a release fence
+    of the shared::cta reads: docs/architecture.md, cluster scope)."""
     header = (cute_include() / "cutlass" / "arch" / "barrier.h").read_text()
     theirs = re.search(r"static void arrive\(ValueType const\* smem_ptr, uint32_t cta_id, "
                        r"uint32_t pred\).*?asm volatile\((.*?)\);", header, re.S).group(1)
@@ -98,6 +108,7 @@ def test_the_remote_release_is_cutlass_cluster_barrier_arrive():
     cuda = _cuda()
     # CUTLASS's two steps, with the lane id (%2: lane r arriving in block r) as cta_id
     mapa, arrive = (step.replace("remAddr32", "r") for step in steps)
+    arrive = arrive.replace("mbarrier.arrive.", "mbarrier.arrive.relaxed.cluster.")
     assert re.search(re.escape(f"{mapa.replace('%1', '%2')}; ") + r'"\s*"' +
                      re.escape(f"@p {arrive};"), cuda)
 
@@ -105,9 +116,11 @@ def test_the_remote_release_is_cutlass_cluster_barrier_arrive():
 def test_sass_has_multicast_loads_and_cluster_barriers():
     """As CUTLASS's cluster kernels: the producer loop issues UTMALDG.2D.MULTICAST
     (B) beside UTMALDG.2D (A); the consumer loop arrives remotely
-    (one SYNCS.ARRIVE.TRANS64.RED: lane r of each warp arrives in block r) with no
-    fence, barrier or MEMBAR; the kernel
-    meets the cluster (UCGABAR_ARV / UCGABAR_WAIT) at setup and at exit."""
+    (one SYNCS.ARRIVE.TRANS64.RED: lane r of each warp arrives in block r) after
+    the shared::cta release fence (MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S), with no
+    GPU-wide MEMBAR (what .release.cluster on the arrive costs) and no barrier;
+    the producer's cluster-scope acquire is one CCTL.IVALL; the kernel meets the
+    cluster (UCGABAR_ARV / UCGABAR_WAIT) at setup and at exit."""
     built = driver.build(driver.read_source(SAMPLE))
     (code,) = sm.functions(built.result.cubin).values()
     loops = [lp.body(code) for lp in sm.loops(code)]
@@ -116,7 +129,9 @@ def test_sass_has_multicast_loads_and_cluster_barriers():
                                                                    "UTMALDG.2D.MULTICAST"}
     consumer = next(body for body in loops if any(i.base == "HGMMA" for i in body))
     assert sum(i.opcode.startswith("SYNCS.ARRIVE.TRANS64.RED") for i in consumer) == 1
-    assert not any(i.base in ("BAR", "MEMBAR", "FENCE") for i in consumer)
+    assert [i.opcode for i in consumer if i.base in ("BAR", "MEMBAR", "FENCE", "ERRBAR")] == [
+        "MEMBAR.ALL.CTA", "FENCE.VIEW.ASYNC.S"]
+    assert sum(i.opcode == "CCTL.IVALL" for i in producer) == 1
     assert [i.opcode for i in code if i.opcode.startswith("UCGABAR")] == [
         "UCGABAR_ARV", "UCGABAR_WAIT", "UCGABAR_ARV", "UCGABAR_WAIT"]
 
@@ -212,6 +227,8 @@ def test_explain_describes_the_multicast(hopperc_cli):
     assert proc.returncode == 0, proc.stderr
     assert ("cluster: B's loads into sb (line 35) are multicast to the 2 blocks of each "
             "cluster") in proc.stdout
+    assert ("each stage is released in every block at cluster scope (the producer acquires "
+            "at cluster scope)") in proc.stdout
     assert ("persistent: cluster c takes runs of 2 tiles along m c, c + clusters, ... (groups "
             "of 8 rows of runs), the block of rank r tile r of each run") in proc.stdout
 
@@ -228,10 +245,12 @@ def test_element_wise_readers_release_in_every_block_and_the_fence_covers_the_cl
     lowered = driver.lower(driver.check(source))
     assert lowered.pipelines[0].consumer_arrivals == 256
     cuda = re.sub(r"\n#line [^\n]*", "", driver.generate(source).cuda)
-    release = re.search(r'asm volatile\("\{ \.reg \.b32 r; "\s*'
-                        r'"mapa\.shared::cluster\.u32 r, %0, 0; mbarrier\.arrive\.shared::cluster'
-                        r'\.b64 _, \[r\]; "\s*"mapa\.shared::cluster\.u32 r, %0, 1; mbarrier\.arrive'
-                        r'\.shared::cluster\.b64 _, \[r\]; "\s*"\}"', cuda)
+    release = re.search(r'asm volatile\("\{ \.reg \.b32 r; '
+                        r'fence\.release\.sync_restrict::shared::cta\.cluster; "\s*'
+                        r'"mapa\.shared::cluster\.u32 r, %0, 0; mbarrier\.arrive\.relaxed\.cluster'
+                        r'\.shared::cluster\.b64 _, \[r\]; "\s*"mapa\.shared::cluster\.u32 r, %0, 1; '
+                        r'mbarrier\.arrive\.relaxed\.cluster\.shared::cluster\.b64 _, \[r\]; "\s*"\}"',
+                        cuda)
     assert release, "no per-thread release in both blocks"
     assert "mapa.shared::cluster.u32 r, %0, %2" not in cuda  # no lane-spread (per-warp) form
     assert "fence.proxy.async.shared::cluster;" in cuda
@@ -243,3 +262,27 @@ def test_a_cta_fence_before_a_multicast_over_element_wise_reads_is_found():
     kernel = m.edit(lowered, lambda s: [ir.ProxyFence(s.span, s.reason)]
                     if isinstance(s, ir.ProxyFence) and s.cluster else None)
     assert _first_finding(kernel, front_end).category.value == "missing proxy fence"
+
+
+@pytest.mark.parametrize("causal, multicast", [(0, 2), (1, 1)])
+def test_causal_attention_on_a_cluster_loads_its_own_keys(causal, multicast):
+    """attention_fwd on clusters of two along m: without CAUSAL both blocks walk
+    every key tile, so K and V are multicast; with CAUSAL a block stops at the
+    key pair that holds its last row (the trip count depends on tile.m), so
+    each block loads its own."""
+    path = ROOT / "samples" / "attention_fwd.hk"
+    text = path.read_text().replace("grid(m: L / BM)", "grid(m: L / BM) cluster(2, 1)")
+    kernel = driver.lower(driver.check(SourceFile(path.name, text), {"CAUSAL": causal}))
+    keys = [s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad) and s.tensor in "KV"]
+    assert len(keys) == 8 and {s.multicast for s in keys} == {multicast}
+    assert all((s.unicast is None) == (causal == 0) for s in keys)
+
+
+def test_a_ragged_run_of_tiles_keeps_the_multicast_and_checks_clean():
+    """Three tiles along m on clusters of two: the last run's rank-1 tile lies past
+    the grid's edge (its A rows zero-filled, its C rows clipped), but both blocks
+    of the cluster still run the same k-loop, so B stays multicast and the
+    cluster checks clean."""
+    report = driver.simulate(driver.read_source(SAMPLE), None, {"M": 384, "N": 256, "K": 128},
+                             4, 0)
+    assert report.ok, [f.headline() for f in report.findings]

@@ -16,9 +16,9 @@ from hopperc.ir.declarations import (  # noqa: F401 - re-exported: one namespace
     GridAxis, MBarrierArray, RoleInfo, ScalarParam, SharedBuffer, TensorParam)
 from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace for the IR
     BarrierRef, BulkCommit, BulkWaitRead, ClusterBarrier, Hazard, MBarrierArrive, MBarrierExpectTx,
-    MBarrierInit, MBarrierInitFence, MBarrierInval, MBarrierWait, NamedBarrier, PhaseFlip, Pipeline,
-    ProxyFence, Reason, SetMaxRegisters, StageAdvance, StageRelease, SyncStmt, TurnBarrier, WgmmaCommit,
-    WgmmaFence, WgmmaWait)
+    MBarrierInit, MBarrierInitFence, MBarrierInval, MBarrierWait, MemoryScope, NamedBarrier,
+    PhaseFlip, Pipeline, ProxyFence, Reason, SetMaxRegisters, StageAdvance, StageRelease, SyncStmt,
+    TurnBarrier, WgmmaCommit, WgmmaFence, WgmmaWait)
 from hopperc.ir.tile_exprs import (  # noqa: F401 - re-exported: one namespace for the IR
     Convert, ElementIndex, Elementwise, GlobalVector, Literal, RowReduce, RowValues, ScalarValue,
     SharedRead, TileExpr, TileRef)
@@ -154,6 +154,19 @@ class IfThen:
 
 
 @dataclass(frozen=True)
+class RankDivergence:
+    """Why a load whose box the blocks of a cluster share stays each block's own:
+    `construct` (a loop's trip count or a condition, at `span`) around the load
+    or around its stage's reads depends on `scalar`, which differs between the
+    cluster's blocks, so they might not issue the same loads in the same
+    iterations."""
+
+    construct: str
+    scalar: str
+    span: Span
+
+
+@dataclass(frozen=True)
 class AsyncLoad:
     """Global -> shared through the async proxy, completing on `barrier`. With
     `multicast` > 1 the box is the same for that many blocks of the cluster:
@@ -174,6 +187,7 @@ class AsyncLoad:
     span: Span
     multicast: int = 1
     ahead: int = 0  # > 0: issued that many iterations before its readers, in their role
+    unicast: RankDivergence | None = None  # a shared box not multicast, and why
 
     @property
     def issued_box(self) -> tuple[int, ...]:

@@ -115,6 +115,9 @@ def statement(stmt: ir.Stmt) -> str:
             if stmt.multicast > 1:
                 via += (f", multicast to {stmt.multicast} blocks (each issues "
                         f"{stmt.issued_box[0]} rows)")
+            elif stmt.unicast is not None:
+                via += (f", each block's own ({stmt.unicast.construct} depends on "
+                        f"{stmt.unicast.scalar})")
             return f"{e.value}.load {view(dst)} <- {t}[{', '.join(scalar(x) for x in c)}] ({n} B){via}"
         case ir.AsyncStore(engine=e, tensor=t, coords=c, src=src):
             return f"{e.value}.store {t}[{', '.join(scalar(x) for x in c)}] <- {view(src)}"
@@ -140,8 +143,9 @@ def statement(stmt: ir.Stmt) -> str:
             return f"advance {stage} by {scalar(by)} mod {n} (flip {phase} per wrap)"
         case ir.StageRelease(barrier=b, lag=lag, blocks=1):
             return f"mbarrier.arrive {barrier(b)}  (release stage, lag {lag})"
-        case ir.StageRelease(barrier=b, lag=lag, blocks=n):
-            return (f"mbarrier.arrive {barrier(b)} in each of {n} blocks  (release stage, "
+        case ir.StageRelease(barrier=b, lag=lag, blocks=n, scope=scope):
+            sem = ".release.cluster" if scope is ir.MemoryScope.CLUSTER else ""
+            return (f"mbarrier.arrive{sem} {barrier(b)} in each of {n} blocks  (release stage, "
                     f"lag {lag})")
         case ir.ClusterBarrier():
             return "barrier.cluster.arrive.release + barrier.cluster.wait.acquire"
@@ -167,8 +171,9 @@ def statement(stmt: ir.Stmt) -> str:
             return f"mbarrier.arrive {barrier(b)}"
         case ir.MBarrierExpectTx(barrier=b, nbytes=n):
             return f"mbarrier.arrive.expect_tx {barrier(b)}, {scalar(n)}"
-        case ir.MBarrierWait(barrier=b, parity=p):
-            return f"mbarrier.wait {barrier(b)}, parity {scalar(p)}"
+        case ir.MBarrierWait(barrier=b, parity=p, scope=scope):
+            sem = ".acquire.cluster" if scope is ir.MemoryScope.CLUSTER else ""
+            return f"mbarrier.wait{sem} {barrier(b)}, parity {scalar(p)}"
         case ir.MBarrierInval(barrier=b):
             return f"mbarrier.inval {barrier(b)}"
         case ir.WgmmaFence():

@@ -12,6 +12,15 @@ if TYPE_CHECKING:
     from hopperc.ir.nodes import BufferView, ScalarExpr
 
 
+class MemoryScope(Enum):
+    """The threads a release or an acquire synchronizes with (PTX `.cta` or
+    `.cluster`): a release and an acquire synchronize only when each one's scope
+    holds the other's thread (they are morally strong)."""
+
+    CTA = "cta"
+    CLUSTER = "cluster"
+
+
 @dataclass(frozen=True)
 class BarrierRef:
     array: str
@@ -130,10 +139,14 @@ class MBarrierExpectTx:
 
 @dataclass(frozen=True)
 class MBarrierWait:
+    """try_wait.parity with .acquire at `scope`: .cluster where arrivals from
+    the cluster's other blocks release what the waiter's next accesses need."""
+
     barrier: BarrierRef
     parity: ScalarExpr
     span: Span
     reason: Reason | None = None
+    scope: MemoryScope = MemoryScope.CTA
 
 
 @dataclass(frozen=True)
@@ -171,7 +184,8 @@ class StageRelease:
     With `blocks` > 1 the ring is filled by multicast loads of the cluster's
     blocks, and each arrival is made on the barrier of every one of them (its
     own and, through `mapa`, the others'; an elected warp's lane r arrives in
-    block r)."""
+    block r), with .release at `scope` (.cluster, so that the other blocks'
+    producers acquire the readers' accesses)."""
 
     pipeline: str
     barrier: BarrierRef
@@ -179,6 +193,7 @@ class StageRelease:
     span: Span
     reason: Reason | None = None
     blocks: int = 1  # > 1: on that barrier in each of the cluster's blocks (mapa)
+    scope: MemoryScope = MemoryScope.CTA
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,14 @@ succeeds once the current phase's parity differs from P (so parity 1 passes
 on a fresh barrier: "the phase before the first" counts as complete) and
 acquires what the arrivals of the completed phase released.
 
+Release and acquire have a scope (PTX `.cta` or `.cluster`) and synchronize only
+when each scope holds the other's thread (morally strong): an arrival from
+another block of the cluster releases to a waiter only if it is
+`.release.cluster` and the wait `.acquire.cluster`. A remote arrival at `.cta`
+scope still counts towards the phase, but orders nothing: the waiter's later
+accesses (a multicast refilling the arriving block's stage) race with the
+arriver's earlier ones.
+
 An init becomes visible to other threads and to the async proxy (a load
 completing its bytes on the barrier) only through `fence.mbarrier_init` by the
 initializing thread after the init, ordered before the use; the initializing
@@ -42,6 +50,9 @@ class MBarrier:
     init_fence: int | None = None  # the initializing warp's clock at fence.mbarrier_init
     collecting: Clock = field(default_factory=dict)
     released: Clock = field(default_factory=dict)  # clocks of the last completed phase
+    # what other blocks released at cluster scope: acquired by .acquire.cluster only
+    collecting_cluster: Clock = field(default_factory=dict)
+    released_cluster: Clock = field(default_factory=dict)
     arrived: set = field(default_factory=set)  # (warp label, lane) in the phase in progress
     last_arrival: Span | None = None  # the latest arrival of the phase in progress
 
@@ -95,8 +106,12 @@ class MBarrier:
         self.init_by = (*thread, clock[thread[0]])
         self.init_span, self.init_fence = span, None
         self.collecting, self.released, self.arrived = {}, {}, set()
+        self.collecting_cluster, self.released_cluster = {}, {}
 
-    def arrive(self, who: tuple[int, int], clock: Clock, span: Span | None) -> None:
+    def arrive(self, who: tuple[int, int], clock: Clock, span: Span | None,
+               remote_scope: str | None = None) -> None:
+        """An arrival; `remote_scope`: from another block of the cluster, with
+        .release at that scope ("cta" or "cluster")."""
         if self.pending == 0:
             raise fail(Category.BARRIER_MISUSE,
                        f"arrival overflow on {self.name}: all {self.count} arrivals of phase "
@@ -109,7 +124,10 @@ class MBarrier:
         self.arrived.add(who)
         self.last_arrival = span
         self.pending -= 1
-        join(self.collecting, clock)
+        if remote_scope is None:
+            join(self.collecting, clock)
+        elif remote_scope == "cluster":
+            join(self.collecting_cluster, clock)
         self._maybe_complete(span)
 
     def expect_tx(self, nbytes: int) -> None:
@@ -134,6 +152,7 @@ class MBarrier:
                        "loads still in flight: its expect_tx announced fewer bytes than they "
                        "bring", span, state=(self.describe(),))
         self.released, self.collecting = self.collecting, {}
+        self.released_cluster, self.collecting_cluster = self.collecting_cluster, {}
         self.phase += 1
         self.pending = self.count
         self.arrived = set()
@@ -141,13 +160,16 @@ class MBarrier:
     def passes(self, parity: int) -> bool:
         return self.phase % 2 != parity
 
-    def acquire(self, clock: Clock, parity: int, span: Span | None) -> None:
+    def acquire(self, clock: Clock, parity: int, span: Span | None,
+                scope: str = "cta") -> None:
         if self.phase == 0 and self.carries_bytes:
             raise fail(Category.BARRIER_MISUSE,
                        f"parity misuse: waiting on {self.name} with parity {parity} before its "
                        "first phase completes passes at once, without the data it carries",
                        span, state=(self.describe(),))
         join(clock, self.released)
+        if scope == "cluster":
+            join(clock, self.released_cluster)
 
     def inval(self, span: Span | None, waiters: int) -> None:
         if waiters:

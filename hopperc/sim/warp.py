@@ -222,7 +222,7 @@ class Warp(ElementCode, AsyncIssue):
                 p = self.value(parity, lanes, span)
                 yield from self.wait(lambda: barrier.passes(p),
                                      f"mbarrier.wait {barrier.name} parity {p}", barrier, span)
-                barrier.acquire(self.clock, p, span)
+                barrier.acquire(self.clock, p, span, stmt.scope.value)
                 block.event(self.name, span, f"wait {barrier.name} parity {p}: passes "
                                              f"(phase {barrier.phase - 1} complete)")
             case ir.NamedBarrier(id=ident, threads=threads):
@@ -283,14 +283,15 @@ class Warp(ElementCode, AsyncIssue):
                 barrier = self.barrier(ref, lanes, span)
                 barrier.init(count, (self.agent, lane), self.clock, span)
                 self.tick()
-            case ir.StageRelease(barrier=ref, blocks=blocks) if blocks > 1:
+            case ir.StageRelease(barrier=ref, blocks=blocks, scope=scope) if blocks > 1:
                 index = self.value(ref.index, lanes, span)
                 for rank in range(blocks):  # its own barrier and, through mapa, the others'
                     peer = block.peer(rank, f"the remote mbarrier.arrive{line(span)}", span)
                     barrier = peer.mbarrier(ref.array, index, span)
                     barrier.usable("mbarrier.arrive", self.clock, span, (self.agent, lane))
                     block.event(self.name, span, f"arrives on {peer.label}{barrier.name}")
-                    barrier.arrive((self.who, lane), self.clock, span)
+                    barrier.arrive((self.who, lane), self.clock, span,
+                                   None if peer is block else scope.value)
                 self.tick()
             case ir.MBarrierArrive(barrier=ref) | ir.StageRelease(barrier=ref):
                 barrier = self.barrier(ref, lanes, span)

@@ -10,7 +10,10 @@ Operators, over the lowered IR (what `check` simulates and `build` renders):
   never completes hangs), each parity (a wait waits for the other one), each
   `expect_tx` (16 bytes more, 16 fewer, half), each stage index (a view's ring
   stage or rank-3 plane, an mbarrier index: the next one, modulo the ring) and
-  each `wait_group N` (N + 1; a smaller N only waits more).
+  each `wait_group N` (N + 1; a smaller N only waits more);
+- narrow each cluster-scope release (a remote `mbarrier.arrive.release.cluster`)
+  and acquire (`try_wait.acquire.cluster`) to `.cta`: the other block's refill
+  is then not ordered after this block's reads, a race.
 
 A mutant is caught when the first finding has a category the operator can
 cause and points (its line or its related line) at a line the mutated
@@ -103,6 +106,10 @@ def _operators(stmt: ir.Stmt, kernel: ir.Kernel) -> Iterator[tuple]:
     kind = type(stmt).__name__
     if type(stmt) in REMOVED:
         yield "remove", (), REMOVED[type(stmt)], f"{kind} removed"
+    if isinstance(stmt, (ir.StageRelease, ir.MBarrierWait)) and \
+            stmt.scope is ir.MemoryScope.CLUSTER:
+        yield ("scope-cta", (replace(stmt, scope=ir.MemoryScope.CTA),),
+               frozenset({Category.RACE}), "its release or acquire narrowed to .cta")
     match stmt:
         case ir.MBarrierInit(count=count):
             for delta in (-1, 1):
@@ -231,6 +238,11 @@ class _Context:
         for array, memories in loaded_on.items():
             for memory in memories:
                 self.barrier_lines[array] |= self.memory_lines.get(memory, set())
+        # an empty barrier hands its ring's stage from the readers to the refill
+        for p in kernel.pipelines:
+            for buffer in p.buffers:
+                self.barrier_lines.setdefault(p.empty, set()).update(
+                    self.memory_lines.get(kernel.buffer(buffer).storage, set()))
         # `wait_group.read N` counts groups: a commit taken out merges two groups and
         # shifts the count for every store, so the race shows at any store's memory.
         self.store_lines = set().union(*(self.memory_lines.get(m, set()) for m in stored))

@@ -1,11 +1,15 @@
 """The mutation engine makes the mutants it says it makes."""
 from __future__ import annotations
 
+import pytest
+
 from hopperc import driver
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.printer import print_kernel
+from hopperc.sim.explore import simulate
 from hopperc.sim.findings import Category, Finding
+from hopperc.sim.problem import default_dims, make_problem
 from tests.conftest import ROOT
 from tests.mutation.engine import mutants, verdict
 
@@ -64,3 +68,25 @@ def test_verdict_needs_the_category_and_a_line_of_the_mutated_statement():
     assert verdict(mutant, [Finding(Category.DEADLOCK, "m", span)]) == "elsewhere"
     elsewhere = type(span)(span.file, 1, 1, 1, 2)
     assert verdict(mutant, [Finding(Category.RACE, "m", elsewhere)]) == "elsewhere"
+
+
+@pytest.mark.parametrize("path, count", [
+    (ROOT / "samples" / "gemm_multicast.hk", 3),
+    (ROOT / "tests" / "sim" / "hazards" / "cluster_rows.hk", 2),
+])
+def test_narrowing_a_cluster_hand_off_to_cta_scope_is_caught(path, count):
+    """Each remote release (.release.cluster) and the producer's wait on the
+    multicast ring's empty barrier (.acquire.cluster), narrowed to .cta, is a
+    race: the other block's release then orders nothing before the refill of
+    its stage (PTX: a release and an acquire synchronize only when each one's
+    scope holds the other's thread)."""
+    kernel = lowered(path)
+    front_end = driver.check(driver.read_source(path))
+    scoped = [m for m in mutants(kernel, path.name) if m.operator == "scope-cta"]
+    assert len(scoped) == count
+    for mutant in scoped:
+        report = simulate(mutant.kernel, front_end,
+                          make_problem(mutant.kernel, default_dims(mutant.kernel)), 4, 100,
+                          first_finding=True)
+        assert verdict(mutant, report.findings) == "caught", (
+            mutant.id, [f.headline() for f in report.findings])

@@ -4,10 +4,12 @@ writer's leftovers (SIGKILL, a crash, a power cut) from a live writer's.
 A temporary for `dir/NAME` is `dir/.NAME.PID-START-NS-BOOT.RANDOM.tmp`: the
 writer's process id, its start time (clock ticks since boot, so a reused pid
 is a different owner), its pid namespace and the machine's boot. Its owner is
-gone when the machine has rebooted since, or the pid is not running, or runs a
-process started at another time. A temporary written from another pid
-namespace (another container over a shared directory) cannot be judged by its
-pid: it is taken for abandoned only after a day, longer than any write.
+gone when the pid is not running, or runs a process started at another time.
+A temporary of another boot or another pid namespace cannot be judged by its
+pid: another boot is a reboot since or another machine writing into a shared
+(network) directory, and the two look alike; another namespace is another
+container. Such a temporary is taken for abandoned only after a day, longer
+than any write.
 """
 from __future__ import annotations
 
@@ -36,9 +38,7 @@ def abandoned(name: str, mtime: float) -> bool:
     match = _NAME.match(name)
     if match is None:
         return False
-    if match["boot"] != _boot():
-        return True
-    if match["ns"] != _pid_namespace():
+    if match["boot"] != _boot() or match["ns"] != _pid_namespace():
         return time.time() - mtime > _FOREIGN_AGE_SECONDS
     pid = int(match["pid"])
     if not _running(pid):

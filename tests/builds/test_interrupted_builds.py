@@ -146,3 +146,10 @@ def test_a_cache_entry_whose_metadata_names_another_cubin_is_a_miss(tmp_path):
     store.put("cd" * 32, CachedBuild(b"\x7fELF cubin", meta, {"kernel": "k"}))
     assert store.get("cd" * 32) is None
 
+
+def test_an_output_whose_name_is_near_the_file_systems_limit_is_written(tmp_path):
+    """The temporary's owner fields must not push its name past 255 bytes."""
+    long = tmp_path / ("k" * 240 + ".cubin")
+    write_atomically({long: b"cubin"})
+    assert long.read_bytes() == b"cubin"
+    assert [p.name for p in tmp_path.iterdir()] == [long.name]

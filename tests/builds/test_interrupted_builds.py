@@ -4,6 +4,7 @@ make sees an old cubin); the next build writes a matching pair and removes the
 killed build's temporaries, never a live writer's."""
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -73,6 +74,34 @@ def test_a_build_killed_between_renames_leaves_a_pair_the_runtime_refuses(tmp_pa
 def test_metadata_without_a_cubin_hash_is_taken_as_it_is(tmp_path):
     (tmp_path / "k.json").write_text('{"schema": "hopperc.launch/2"}')
     check_pair(b"any cubin", tmp_path / "k.cubin", tmp_path / "k.json")
+
+
+def test_the_runtime_reads_the_pair_while_no_build_can_rename_it(tmp_path, monkeypatch):
+    """A build renames its pair under an exclusive lock of the directory; the
+    runtime reads the two files under a shared one, so never one of each build
+    (it would refuse such a pair as interrupted)."""
+    from hopperc.runtime import kernel
+
+    cubin = b"\x7fELF cubin"
+    (tmp_path / "k.cubin").write_bytes(cubin)
+    (tmp_path / "k.json").write_text(json.dumps(
+        {"cubin_sha256": hashlib.sha256(cubin).hexdigest()}))
+    renames_held_off = []
+
+    def read_spec(path):  # between the two reads: could a build rename now?
+        fd = os.open(tmp_path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            renames_held_off.append(False)
+        except BlockingIOError:
+            renames_held_off.append(True)
+        finally:
+            os.close(fd)
+        return "spec"
+
+    monkeypatch.setattr(kernel, "read_spec", read_spec)
+    assert kernel.read_pair(tmp_path / "k.cubin", tmp_path / "k.json") == (cubin, "spec")
+    assert renames_held_off == [True]
 
 
 def _dead_pid() -> int:

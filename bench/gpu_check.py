@@ -247,7 +247,7 @@ def sanitize(check: Check, sample: Path, tool: str, limit: float) -> None:
     ran = run_command([sanitizer, "--tool", tool, "--error-exitcode", str(SANITIZER_FINDINGS),
                        sys.executable, "-m", "hopperc", "run", str(sample)], limit, check.env,
                       cwd=check.work)
-    if REFUSAL.search(ran.output) and ran.code != 0:
+    if REFUSAL.search(ran.output):  # whatever its exit status: it checked nothing
         check.finish(step, ran, REFUSED, "compute-sanitizer does not support this device")
     elif ran.code == 0:
         check.finish(step, ran, PASS)

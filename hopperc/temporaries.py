@@ -3,11 +3,15 @@ writer's leftovers (SIGKILL, a crash, a power cut) from a live writer's.
 
 A temporary for `dir/NAME` is `dir/.NAME.PID-START-NS-BOOT.RANDOM.tmp`: the
 writer's process id, its start time (clock ticks since boot, so a reused pid
-is a different owner), its pid namespace and the machine's boot. Its owner is
-gone when the machine has rebooted since, or the pid is not running, or runs a
-process started at another time. A temporary written from another pid
-namespace (another container over a shared directory) cannot be judged by its
-pid: it is taken for abandoned only after a day, longer than any write.
+is a different owner), its pid namespace and the machine's boot. NAME is cut to
+its first 128 bytes: the rest adds about 50 bytes, and a name near the file
+system's limit (255 bytes) must still have a temporary. Its owner is
+gone when the pid is not running, or runs a process started at another time.
+A temporary of another boot or another pid namespace cannot be judged by its
+pid: another boot is a reboot since or another machine writing into a shared
+(network) directory, and the two look alike; another namespace is another
+container. Such a temporary is taken for abandoned only after a day, longer
+than any write.
 """
 from __future__ import annotations
 
@@ -22,13 +26,15 @@ from pathlib import Path
 _NAME = re.compile(r"^\..+\.(?P<pid>\d+)-(?P<start>\d+)-(?P<ns>[0-9a-f]{8})-"
                    r"(?P<boot>[0-9a-f]{8})\.[A-Za-z0-9_]+\.tmp$")
 _FOREIGN_AGE_SECONDS = 24 * 3600
+_NAME_KEPT = 128  # bytes
 
 
 def create(path: Path) -> tuple[int, str]:
     """An open, new temporary beside `path` (as `tempfile.mkstemp`: fd, name)."""
     pid = os.getpid()
     owner = f"{pid}-{_start_ticks(pid)}-{_pid_namespace()}-{_boot()}"
-    return tempfile.mkstemp(prefix=f".{path.name}.{owner}.", suffix=".tmp", dir=path.parent)
+    name = os.fsdecode(os.fsencode(path.name)[:_NAME_KEPT])
+    return tempfile.mkstemp(prefix=f".{name}.{owner}.", suffix=".tmp", dir=path.parent)
 
 
 def abandoned(name: str, mtime: float) -> bool:
@@ -36,9 +42,7 @@ def abandoned(name: str, mtime: float) -> bool:
     match = _NAME.match(name)
     if match is None:
         return False
-    if match["boot"] != _boot():
-        return True
-    if match["ns"] != _pid_namespace():
+    if match["boot"] != _boot() or match["ns"] != _pid_namespace():
         return time.time() - mtime > _FOREIGN_AGE_SECONDS
     pid = int(match["pid"])
     if not _running(pid):

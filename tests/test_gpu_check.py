@@ -81,6 +81,9 @@ def _fake_sanitizer(tmp_path, monkeypatch, script: str):
 @pytest.mark.parametrize("script, outcome, note", [
     ("echo '========= Error: Device not supported'; exit 1", "refused",
      "compute-sanitizer does not support this device"),
+    # the program ran unchecked: not a pass
+    ("echo '========= Error: Device not supported'; exit 0", "refused",
+     "compute-sanitizer does not support this device"),
     ("echo '========= ERROR SUMMARY: 2 errors'; exit 86", "FAIL", "racecheck reported hazards"),
     ("exit 0", "pass", ""),
 ])

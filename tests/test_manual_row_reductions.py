@@ -212,3 +212,106 @@ def test_automatic_code_refuses_a_loop_whose_bounds_name_the_thread(bound):
     assert error.message.startswith("this loop's bounds differ between the threads of a role, "
                                     "so the barriers the compiler inserts could not be reached")
     assert error.span.line == 7
+
+
+# Two warpgroups, each reducing its own tile (its own part of the partials).
+PER_WARPGROUP = """kernel rows_wg(X: f32[M, 256], Y: f32[M, 256])
+    tile(BM = 32, BN = 256) grid(m: M / BM) threads 256 manual
+{
+    shared sx: f32[BM, BN]
+    mbarrier full[1]
+    if thread == 0 {
+        mbarrier.init full[0], 1
+        fence.mbarrier_init
+    }
+    bar.sync 0, 256
+    if thread == 0 {
+        mbarrier.expect_tx full[0], 32768
+        tma sx <- X[tile.m, 0] via full[0]
+    }
+    mbarrier.wait full[0], 0
+    x: f32[16, BN] = sx[wg]
+    for i in 0 .. 2 {
+        m: f32[16] = rowmax(x)
+        x = x - m[:, None] * 0.5
+    }
+    sx[wg] = x
+    fence.proxy.async
+    bar.sync 0, 256
+    if thread == 0 {
+        tma Y[tile.m, 0] <- sx
+        bulk.commit
+        bulk.wait_read 0
+        mbarrier.inval full[0]
+    }
+}
+"""
+# The same in a pingpong turn, which runs one warpgroup at a time.
+PINGPONG = """kernel pingpong_rows(A: bf16[M, K], B: bf16[64, K], C: f32[M, 64])
+    tile(BM = 64) grid(m: M / BM) persistent pingpong
+{
+    shared sa: bf16[BM, 64] stages 2 swizzle 128B
+    shared sb: bf16[64, 64] stages 2 swizzle 128B
+    shared sc: f32[2, BM, 64]
+
+    role math: warpgroup x2 {
+        acc: f32[BM, 64] = 0
+        for k in 0 .. K / 64 {
+            acc += sa @ sb^T
+        }
+        x: f32[16, 256] = 1.0
+        manual {
+            m: f32[16] = rowmax(x)
+            x = x - m[:, None]
+        }
+        sc[wg] = acc + 0.0
+        tma C[tile.m, 0] <- sc[wg]
+    }
+    role load: warp {
+        for k in 0 .. K / 64 {
+            tma sa <- A[tile.m, k]
+            tma sb <- B[0, k]
+        }
+    }
+}
+"""
+
+
+def test_each_warpgroup_meets_alone_on_its_own_partials(tmp_path):
+    """Each warpgroup stores and combines its own part (`buf[wg]`): it meets
+    alone, on two ids of the compiler's (`14 + wg`), as in automatic code."""
+    filecheck(ir_after(PER_WARPGROUP, "insert_barriers", "rows_wg.hk"), """
+CHECK: for i in 0 .. 2:
+CHECK-NEXT: bar.sync 14 + wg, 128
+CHECK-NEXT: st.shared x_rowmax_partials[wg of 2][warp, row]
+CHECK-NEXT: bar.sync 14 + wg, 128
+CHECK-NEXT: m: f32[16] every_row
+CHECK-NOT: bar.sync 15
+""", tmp_path)
+    report = driver.simulate(SourceFile("rows_wg.hk", PER_WARPGROUP), None, {"M": 64}, seeds=4,
+                             search=60)
+    assert report.ok, [f.headline() for f in report.findings]
+    assert report.max_error["Y"] < 1e-2
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_without_a_warpgroups_barrier_its_partials_race(which):
+    front_end = driver.check(SourceFile("rows_wg.hk", PER_WARPGROUP))
+    lowered = driver.lower(front_end)
+    ours = [s for s in walk(lowered.body) if isinstance(s, ir.NamedBarrier) and s.per_warpgroup]
+    assert len(ours) == 2
+    broken = m.edit(lowered, m.remove(ir.NamedBarrier, lambda s: s is ours[which]))
+    report = simulate(broken, front_end, make_problem(broken, {"M": 64}), 4, 60,
+                      first_finding=True)
+    assert report.findings and report.findings[0].category.value == "race", \
+        [f.headline() for f in report.findings]
+    assert "partials" in report.findings[0].headline()
+
+
+def test_a_pingpong_turn_reduces_in_manual_code():
+    """A turn runs one warpgroup: a barrier of the whole role would never fill
+    (refused); each warpgroup's own barrier does."""
+    source = SourceFile("pingpong_rows.hk", PINGPONG)
+    assert "bar.sync 14 + wg, 128  # why: x_rowmax_partials" in ir_after(PINGPONG)
+    report = driver.simulate(source, None, {"M": 256, "K": 128}, seeds=4, search=60)
+    assert report.ok, [f.headline() for f in report.findings]

@@ -13,15 +13,13 @@ from hopperc.frontend.copies import lower_copy
 from hopperc.frontend.manual import lower_sync, refuse_divergent_reduction
 from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.overlap import check_store_reads
-from hopperc.frontend.rows import row_operands
+from hopperc.frontend.register_tiles import RegisterTiles, accumulator_names
 from hopperc.frontend.specialize import specialize
-from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, VectorSymbol,
-                                    const_value, scalar_expr)
-from hopperc.frontend.tiles import buffer_view, lower_tile_expr, require_warpgroup_view
+from hopperc.frontend.scope import DIVERGENT_BUILTINS, Scope, TileSymbol, const_value, scalar_expr
+from hopperc.frontend.tiles import buffer_view, require_warpgroup_view
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, issued_per_warpgroup
-from hopperc.ir.layout import (MAX_EVERY_ROW, WGMMA_M, element_threads, register_layout,
-                               shared_layout)
+from hopperc.ir.layout import element_threads, register_layout, shared_layout
 
 
 
@@ -32,14 +30,14 @@ def analyze(kernel: ast.Kernel, defines: dict[str, int] | None = None) -> ir.Ker
     return replace(_Analyzer(specialize(kernel), dict(defines or {})).run(), specialized=True)
 
 
-class _Analyzer:
+class _Analyzer(RegisterTiles):
     def __init__(self, kernel: ast.Kernel, defines: dict[str, int]):
         self.kernel = kernel
         self.defines = defines
         self.scope = Scope()
         self.buffers: list[ir.SharedBuffer] = []
         self.barriers: list[ir.MBarrierArray] = []
-        self.accumulators = _accumulator_names(kernel.body)
+        self.accumulators = accumulator_names(kernel.body)
         self.role: ir.RoleInfo | None = None
         self.threads = header.DEFAULT_THREADS
         self.manual = kernel.manual
@@ -259,86 +257,6 @@ class _Analyzer:
             else ir.Block()
         return ir.IfThen(cond, then, orelse, stmt.span)
 
-    def _tile_decl(self, d: ast.TileDecl) -> list[ir.Stmt]:
-        dtype = DType.parse(d.dtype)
-        shape = tuple(const_value(e, self.scope, "a tile dimension") for e in d.shape)
-        for extent, e in zip(shape, d.shape):
-            if extent <= 0:
-                raise CompileError(e.span, f"tile dimension must be positive, not {extent}")
-        if len(shape) == 1:
-            return self._vector_decl(d, dtype, shape[0])
-        if len(shape) != 2:
-            raise CompileError(d.span, "register tiles are 2-D (vectors are 1-D)")
-        is_acc = d.name in self.accumulators
-        threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
-        layout = register_layout(shape, threads)
-        if is_acc and dtype is not DType.F32:
-            raise CompileError(d.span, f"accumulator '{d.name}' is {dtype}; wgmma accumulates "
-                                       "in f32")
-        if not is_acc and (shape[0] * shape[1]) % threads:
-            raise CompileError(d.span, f"a {shape[0]}x{shape[1]} tile does not split evenly "
-                                       f"over the {threads} threads that hold it")
-        symbol = TileSymbol(dtype, shape, d.span, layout, threads)
-        mma = isinstance(d.init, ast.BinOp) and d.init.op == "@"
-        # A product that defines the tile overwrites it (scale-d 0): nothing to zero.
-        init = None if mma else self._tile_value(d.init, dtype, shape, d.span, layout, threads)
-        self.scope.declare(d.name, symbol, d.span)
-        out: list[ir.Stmt] = [ir.TileDef(d.name, dtype, shape, layout, threads, init, d.span)]
-        if mma:
-            out.append(lower_mma(d.name, symbol, d.init, False, self.scope, self.role,
-                                 self._warpgroups, d.span))
-        return out
-
-    def _vector_decl(self, d: ast.TileDecl, dtype: DType, length: int) -> list[ir.Stmt]:
-        src = d.init
-        if not (isinstance(src, ast.Subscript) and isinstance(src.value, ast.Name)
-                and len(src.indices) == 1):
-            return self._row_vector(d, dtype, length)
-        tensor = self.scope.lookup(src.value.id, src.value.span)
-        if not isinstance(tensor, ir.TensorParam) or len(tensor.dims) != 1:
-            raise CompileError(src.value.span, f"'{src.value.id}' is not a 1-D tensor")
-        if tensor.dtype is not dtype:
-            raise CompileError(d.span, f"dtype mismatch: '{d.name}' is {dtype} but "
-                                       f"'{tensor.name}' is {tensor.dtype}")
-        block = scalar_expr(src.indices[0], self.scope)
-        start = ir.ScalarOp("*", block, ir.const(length))
-        self.scope.declare(d.name, VectorSymbol(tensor.name, dtype, start, length, d.span), d.span)
-        return []
-
-    def _row_vector(self, d: ast.TileDecl, dtype: DType, length: int) -> list[ir.Stmt]:
-        """`m: f32[64] = rowmax(s)` (or any expression of row vectors): one register
-        value per row. Of a warpgroup's [64, N] tiles (wgmma layout), each thread
-        holds its two rows (Layout.ROWS); of row-major tiles whose rows span all
-        their threads, every thread holds every row (Layout.EVERY_ROW)."""
-        threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
-        layout = ir.Layout.ROWS if threads == 128 and length == WGMMA_M else ir.Layout.EVERY_ROW
-        if dtype is not DType.F32 or length > MAX_EVERY_ROW:
-            raise CompileError(d.span, f"a register vector is f32 with at most {MAX_EVERY_ROW} "
-                                       "values, one per row of the tiles it goes with (or it "
-                                       "binds a slice of a 1-D tensor: v: f32[BN] = "
-                                       "bias[tile.n])")
-        symbol = TileSymbol(dtype, (length,), d.span, layout, threads)
-        init = self._tile_value(d.init, dtype, (length,), d.span, layout, threads)
-        self.scope.declare(d.name, symbol, d.span)
-        return [ir.TileDef(d.name, dtype, (length,), layout, threads, init, d.span)]
-
-    def _tile_value(self, expr: ast.Expr, dtype: DType, shape: tuple[int, ...], span: Span,
-                    layout: ir.Layout | None = None, threads: int = 128):
-        """The lowered value of a statement whose elements lie in `layout`."""
-        typed = lower_tile_expr(expr, self.scope, self._warpgroups)
-        value = row_operands(typed.expr, layout, shape, threads,
-                             lambda name: self.scope.lookup(name, span), span)
-        if typed.dtype is not None and typed.dtype is not dtype:
-            raise CompileError(span, f"dtype mismatch: the value is {typed.dtype} but the target "
-                                     f"is {dtype}; convert it explicitly, e.g. {dtype}(...)")
-        if typed.shape is not None and typed.shape[0] == "vector":
-            raise CompileError(span, "a broadcast vector alone does not make a tile; combine "
-                                     "it with one")
-        if typed.shape is not None and typed.shape != shape:
-            raise CompileError(span, f"shape mismatch: the value is {list(typed.shape)} but the "
-                                     f"target is {list(shape)}")
-        return value
-
     def _assign(self, stmt: ast.Assign) -> ir.Stmt:
         target = stmt.target
         if isinstance(target, ast.Name):
@@ -373,27 +291,6 @@ class _Analyzer:
         store = ir.SharedStore(view.view, value, stmt.span)
         check_store_reads(store, lambda name: self.scope.lookup(name, stmt.span))
         return store
-
-
-def _accumulator_names(block: ast.Block) -> set[str]:
-    """Register tiles that some wgmma writes: they take the accumulator layout."""
-    names: set[str] = set()
-
-    def visit(stmts):
-        for s in stmts:
-            if isinstance(s, (ast.Assign, ast.TileDecl)):
-                value = s.value if isinstance(s, ast.Assign) else s.init
-                target = s.target.id if isinstance(s, ast.Assign) and isinstance(
-                    s.target, ast.Name) else getattr(s, "name", None)
-                if isinstance(value, ast.BinOp) and value.op == "@" and target:
-                    names.add(target)
-            for child in ("body", "then", "orelse"):
-                sub = getattr(s, child, None)
-                if isinstance(sub, ast.Block):
-                    visit(sub.stmts)
-
-    visit(block.stmts)
-    return names
 
 
 def _where(role: ir.RoleInfo | None) -> str:

@@ -278,7 +278,7 @@ def _sync_manual_handoffs(kernel: ir.Kernel) -> ir.Kernel:
     # Past every id automatic code may use (pingpong turns included), highest first.
     lowest = first_unallotted_barrier(kernel) + (sum(_warpgroups(kernel)) if kernel.pingpong else 0)
     free = [i for i in range(NAMED_BARRIERS - 1, lowest - 1, -1) if i not in taken]
-    ids: dict[str | None, int] = {}
+    ids: dict[tuple[str | None, bool], int] = {}
 
     def rewrite(block: ir.Block, role: ir.RoleInfo | None) -> ir.Block:
         out = []
@@ -299,12 +299,14 @@ class _ManualHandoffs(_Barriers):
     cannot place a barrier in: a row reduction of a row-major tile stores each
     warp's partials and combines them from every thread (and stores them again
     the next time it runs). The compiler orders those accesses of the buffers it
-    added (`hidden`) as in automatic code, on a barrier id of its own per role
-    (`free`, taken in turn into `ids`) over the role's threads; a barrier the
-    user wrote is not relied on (it may leave threads out)."""
+    added (`hidden`) as in automatic code, on barrier ids of their own (taken
+    from `free` into `ids`): per role, one over the role's threads, and where
+    each warpgroup reduces its own tile (`buf[wg]`), one per warpgroup that
+    meets alone (a pingpong turn runs one warpgroup). A barrier the user wrote
+    is not relied on (it may leave threads out)."""
 
     def __init__(self, kernel: ir.Kernel, role: ir.RoleInfo | None, hidden: set[str],
-                 free: list[int], ids: dict[str | None, int]):
+                 free: list[int], ids: dict[tuple[str | None, bool], int]):
         super().__init__(kernel)
         self.role, self.hidden, self.free, self.ids = role, hidden, free, ids
 
@@ -321,20 +323,31 @@ class _ManualHandoffs(_Barriers):
         return []
 
     def barrier(self, conflicts, span, reason: ir.Reason) -> ir.NamedBarrier:
-        key = self.role.name if self.role is not None else None
+        warpgroups = self.running // 128 if self.running % 128 == 0 else 1
+        apart = warpgroups > 1 and all(self.same_rows(p, a) for p, a in conflicts)
+        key = (self.role.name if self.role is not None else None, apart)
         if key not in self.ids:
-            if len(self.ids) == len(self.free):
-                raise CompileError(span, "no named barrier id is left for the barrier this row "
-                                         "reduction needs in manual code (the compiler writes it "
-                                         "on an id no 'bar.sync' of the kernel names): use fewer "
-                                         "ids in manual code")
-            self.ids[key] = self.free[len(self.ids)]
+            self.ids[key] = _take_ids(self.free, warpgroups if apart else 1, span)
+        if apart:
+            return ir.NamedBarrier(self.ids[key], 128, span, reason, per_warpgroup=True)
         return ir.NamedBarrier(self.ids[key], self.running, span, reason)
 
     def transfer(self, stmt: ir.Stmt, state: Pending) -> Pending:
         if isinstance(stmt, ir.NamedBarrier) and stmt.reason is None:
             return state  # the user's
         return frozenset(a for a in super().transfer(stmt, state) if a.buffer in self.hidden)
+
+
+def _take_ids(free: list[int], count: int, span) -> int:
+    """The first of the highest `count` consecutive ids in `free`, taken out of it."""
+    for first in free:
+        run = set(range(first, first + count))
+        if run <= set(free):
+            free[:] = [i for i in free if i not in run]
+            return first
+    raise CompileError(span, "no named barrier id is left for the barrier this row reduction "
+                             "needs in manual code (the compiler writes it on an id no "
+                             "'bar.sync' of the kernel names): use fewer ids in manual code")
 
 
 def _armed_loads(block: ir.Block) -> dict[ir.Stmt, tuple[ir.AsyncLoad, ...]]:

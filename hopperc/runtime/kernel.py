@@ -2,8 +2,11 @@
 tensors like a Python function."""
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +24,42 @@ SUPPORTED_ARCHS = ("sm_90a",)
 
 def load(cubin: str | Path, metadata: str | Path | None = None, device: int = 0) -> "Kernel":
     """Load NAME.cubin built by `hopperc build`, with NAME.json beside it."""
-    cubin = Path(cubin)
-    metadata = Path(metadata or cubin.with_suffix(".json"))
-    try:
-        image = cubin.read_bytes()
-    except OSError as exc:
-        raise MetadataError(f"{cubin}: cannot read the cubin ({exc.strerror})") from None
-    spec = read_spec(metadata)
-    check_pair(image, cubin, metadata)
+    image, spec = read_pair(Path(cubin), Path(metadata or Path(cubin).with_suffix(".json")))
     return Kernel(image, spec, device)
+
+
+def read_pair(cubin: Path, metadata: Path) -> tuple[bytes, LaunchSpec]:
+    """The cubin and its launch metadata, both of one build: `hopperc build`
+    renames the pair into place under an exclusive lock of their directory, and
+    they are read under a shared one (a pair read while a build replaced it
+    would be refused as apart)."""
+    with _shared_lock(cubin.parent):
+        try:
+            image = cubin.read_bytes()
+        except OSError as exc:
+            raise MetadataError(f"{cubin}: cannot read the cubin ({exc.strerror})") from None
+        spec = read_spec(metadata)
+        check_pair(image, cubin, metadata)
+    return image, spec
+
+
+@contextmanager
+def _shared_lock(directory: Path):
+    """A shared advisory lock on `directory` (one only: nothing waits while
+    holding it). One that cannot be taken (a missing directory, a file system
+    without locks) is done without, as before builds locked."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        fd = None
+    try:
+        if fd is not None:
+            with suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # closing releases the lock
 
 
 def check_pair(image: bytes, cubin: Path, metadata: Path) -> None:

@@ -4,6 +4,7 @@ make sees an old cubin); the next build writes a matching pair and removes the
 killed build's temporaries, never a live writer's."""
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -75,6 +76,34 @@ def test_metadata_without_a_cubin_hash_is_taken_as_it_is(tmp_path):
     check_pair(b"any cubin", tmp_path / "k.cubin", tmp_path / "k.json")
 
 
+def test_the_runtime_reads_the_pair_while_no_build_can_rename_it(tmp_path, monkeypatch):
+    """A build renames its pair under an exclusive lock of the directory; the
+    runtime reads the two files under a shared one, so never one of each build
+    (it would refuse such a pair as interrupted)."""
+    from hopperc.runtime import kernel
+
+    cubin = b"\x7fELF cubin"
+    (tmp_path / "k.cubin").write_bytes(cubin)
+    (tmp_path / "k.json").write_text(json.dumps(
+        {"cubin_sha256": hashlib.sha256(cubin).hexdigest()}))
+    renames_held_off = []
+
+    def read_spec(path):  # between the two reads: could a build rename now?
+        fd = os.open(tmp_path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            renames_held_off.append(False)
+        except BlockingIOError:
+            renames_held_off.append(True)
+        finally:
+            os.close(fd)
+        return "spec"
+
+    monkeypatch.setattr(kernel, "read_spec", read_spec)
+    assert kernel.read_pair(tmp_path / "k.cubin", tmp_path / "k.json") == (cubin, "spec")
+    assert renames_held_off == [True]
+
+
 def _dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
@@ -106,16 +135,18 @@ def _flipped(name: str, group: str) -> str:
     return name[:match.start(group)] + other + name[match.end(group):]
 
 
-def test_a_temporary_of_another_boot_is_abandoned_and_of_another_namespace_only_when_old(
-        tmp_path):
+@pytest.mark.parametrize("field", ["boot", "ns"])
+def test_a_temporary_of_another_boot_or_namespace_is_abandoned_only_when_old(tmp_path, field):
+    """Another boot may be another machine writing into a shared directory now, as
+    another namespace may be another container: their pids say nothing here."""
     fd, path = temporaries.create(tmp_path / "k.cubin")
     os.close(fd)
     name = os.path.basename(path)
     assert not temporaries.abandoned(name, mtime=0)  # this process's: alive
-    assert temporaries.abandoned(_flipped(name, "boot"), mtime=0)
     now = time.time()
-    assert not temporaries.abandoned(_flipped(name, "ns"), mtime=now)
-    assert temporaries.abandoned(_flipped(name, "ns"), mtime=now - 2 * 24 * 3600)
+    assert not temporaries.abandoned(_flipped(name, field), mtime=now)
+    assert temporaries.abandoned(_flipped(name, field), mtime=now - 2 * 24 * 3600)
+    assert temporaries.abandoned(_flipped(name, field), mtime=0)
 
 
 def test_the_build_cache_removes_a_killed_writers_temporaries(tmp_path):
@@ -143,3 +174,11 @@ def test_a_cache_entry_whose_metadata_names_another_cubin_is_a_miss(tmp_path):
     store = BuildCache(tmp_path)
     store.put("cd" * 32, CachedBuild(b"\x7fELF cubin", meta, {"kernel": "k"}))
     assert store.get("cd" * 32) is None
+
+
+def test_an_output_whose_name_is_near_the_file_systems_limit_is_written(tmp_path):
+    """The temporary's owner fields must not push its name past 255 bytes."""
+    long = tmp_path / ("k" * 240 + ".cubin")
+    write_atomically({long: b"cubin"})
+    assert long.read_bytes() == b"cubin"
+    assert [p.name for p in tmp_path.iterdir()] == [long.name]

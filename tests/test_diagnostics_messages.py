@@ -1,0 +1,50 @@
+"""Messages that must name the construct at fault, at its line, in the user's
+words: a kernel header clause given twice, the buffer of a ring whose `stages`
+differ, a comparison's dtypes, NVRTC's warnings. Same method as
+test_diagnostics.py: break one thing in a valid kernel."""
+from __future__ import annotations
+
+import pytest
+
+from hopperc import driver
+from hopperc.diagnostics import SourceFile
+from test_diagnostics import COPY, GEMM, case, expect_error, mutate
+
+HEADER = "threads 128\n{"
+
+# Every clause of the grammar's header_clause, given a second time: the last one
+# would silently win (cluster(2) cluster(16)), so the second is the error.
+REPEATED_CLAUSES = [
+    case(f"repeated_{keyword}", COPY, [(HEADER, f"{first} {second}\n{{")], second,
+         f"second '{keyword}' clause", "(the first is at bad.hk:2:", "give each clause once",
+         nth=-1)
+    for keyword, first, second in [
+        ("tile", "threads 128", "tile(BK = 64)"),
+        ("grid", "threads 128", "grid(k: M / BM)"),
+        ("cluster", "threads 128 cluster(2)", "cluster(16)"),
+        ("threads", "threads 128", "threads 256"),
+        ("persistent", "threads 128 persistent", "persistent"),
+        ("specialize", "threads 128 specialize", "specialize"),
+        ("pingpong", "threads 128 pingpong", "pingpong"),
+    ]
+]
+
+
+@pytest.mark.parametrize("text, marker, keywords, nth, defines", REPEATED_CLAUSES)
+def test_repeated_header_clause(text, marker, keywords, nth, defines) -> None:
+    err = expect_error(text, marker, keywords, nth, defines,
+                       stage=lambda source, _: driver.parse_source(source))
+    assert err.rule == "syntax"
+
+
+def test_repeated_clause_names_where_the_first_is() -> None:
+    text = mutate(COPY, (HEADER, "threads 128 cluster(2) cluster(16)\n{"))
+    err = expect_error(text, "cluster(16)", ["second 'cluster' clause"],
+                       stage=lambda source, _: driver.parse_source(source))
+    assert f"(the first is at bad.hk:2:{text.split(chr(10))[1].index('cluster(2)') + 1})" \
+        in err.message
+
+
+def test_each_clause_once_is_accepted() -> None:
+    text = mutate(GEMM, ("threads 128", "threads 128 cluster(1)"))
+    driver.check(SourceFile("ok.hk", text))

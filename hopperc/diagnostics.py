@@ -6,6 +6,8 @@ the source line and a caret, and never a traceback.
 """
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,17 +79,90 @@ def format_diagnostic(error: CompileError, source: SourceFile | None, severity: 
     return "\n".join(lines)
 
 
+MAX_INPUT_BYTES = 4 * 1024 * 1024  # a .hk or library file; the largest sample is ~4 KiB
+
+
 def read_source(path: str | Path) -> SourceFile:
-    """A `.hk` file's text; an unreadable file is the user's error, named."""
+    """A `.hk` file's text, read through `read_input`."""
+    return SourceFile(str(path), read_input(path))
+
+
+def read_input(path: str | Path) -> str:
+    """The text of an input file (`.hk` or library `.toml`), the one way every command
+    and the API read one. At most MAX_INPUT_BYTES + 1 bytes are read, so a device
+    (/dev/zero) or a huge file ends in an error, not an exhausted memory; a FIFO
+    without a writer reads as empty instead of blocking. What cannot be read, is not
+    UTF-8 or holds a NUL byte is the user's error, named (rule "input")."""
     path = Path(path)
     try:
-        return SourceFile(str(path), path.read_text(encoding="utf-8"))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
-        message = "no such file"
+        raise _input_error(path, "no such file") from None
     except IsADirectoryError:
-        message = "is a directory, not a .hk file"
-    except UnicodeDecodeError as exc:
-        message = f"not UTF-8 text ({exc.reason})"
+        raise _input_error(path, "is a directory, not a file") from None
     except OSError as exc:
-        message = f"cannot read ({exc.strerror})"
-    raise CompileError(None, message, file=str(path), rule="input")
+        raise _input_error(path, f"cannot read ({exc.strerror})") from None
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise _input_error(path, "is a directory, not a file")
+        os.set_blocking(fd, True)  # opened non-blocking only so a FIFO's open returns
+        data = _read_at_most(fd, MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise _input_error(path, f"cannot read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_INPUT_BYTES:
+        raise _input_error(path, f"is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB; "
+                                 "an input file is source text")
+    return decode_input(str(path), data)
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks, size = [], 0
+    while size < limit:
+        chunk = os.read(fd, min(1 << 20, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def decode_input(name: str, data: bytes) -> str:
+    """`data` as text; bytes that are not UTF-8, and NUL bytes, are located."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CompileError(_byte_span(name, data, exc.start),
+                           f"not UTF-8 text ({exc.reason}, byte 0x{data[exc.start]:02x})",
+                           rule="input") from None
+    check_text(name, text)
+    return text
+
+
+def check_text(name: str, text: str) -> None:
+    """Source text given as a string (the API) obeys what a file read obeys."""
+    if len(text) > MAX_INPUT_BYTES:
+        raise CompileError(None, f"is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB; "
+                                 "an input file is source text", file=name, rule="input")
+    nul = text.find("\0")
+    if nul >= 0:
+        raise CompileError(_char_span(name, text, nul), "a NUL byte: an input file is text",
+                           rule="input")
+
+
+def _byte_span(name: str, data: bytes, offset: int) -> Span:
+    line = data.count(b"\n", 0, offset) + 1
+    start = data.rfind(b"\n", 0, offset) + 1
+    col = len(data[start:offset].decode("utf-8", errors="replace")) + 1
+    return Span(name, line, col, line, col + 1)
+
+
+def _char_span(name: str, text: str, offset: int) -> Span:
+    line = text.count("\n", 0, offset) + 1
+    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return Span(name, line, col, line, col + 1)
+
+
+def _input_error(path: Path, message: str) -> CompileError:
+    return CompileError(None, message, file=str(path), rule="input")

@@ -48,3 +48,48 @@ def test_repeated_clause_names_where_the_first_is() -> None:
 def test_each_clause_once_is_accepted() -> None:
     text = mutate(GEMM, ("threads 128", "threads 128 cluster(1)"))
     driver.check(SourceFile("ok.hk", text))
+
+
+# ---------------------------------------------------------------- ring depths
+# Three rings of one loop, two with `stages 4`: the one that departs is named, at
+# its declaration, with both counts; with `specialize` they are handed over to
+# another role, without it the one role pipelines them itself.
+RINGS = """\
+kernel rings(A: bf16[M, K], B: bf16[N, K], S: f32[M, K])
+    tile(BM = 128, BN = 64, BK = 64) grid(m: M / BM, n: N / BN) threads 256 specialize
+{
+    shared sa: bf16[BM, BK] stages 4 swizzle 128B
+    shared sb: bf16[BN, BK] stages 4 swizzle 128B
+    shared ss: f32[BM, BK] stages 4
+    acc: f32[64, BN] = 0
+    for k in 0 .. K / BK {
+        tma sa <- A[tile.m, k]
+        tma sb <- B[tile.n, k]
+        tma ss <- S[tile.m, k]
+        acc += sa[wg] @ sb^T
+        x: f32[64, BK] = ss[wg]
+    }
+}
+"""
+
+STAGES = [
+    case(f"{odd}_{how}", RINGS, [(f"{odd}: {decl} stages 4", f"{odd}: {decl} stages 2"),
+                                 *([("threads 256 specialize", "threads 256")]
+                                   if how == "loaded" else [])],
+         f"shared {odd}", f"'{odd}' has stages 2 but '{usual}' (line {line}) has stages 4",
+         f"both are {how} in the same loop", "give them the same 'stages'")
+    for odd, decl, usual, line in [("ss", "f32[BM, BK]", "sa", 4),
+                                   ("sa", "bf16[BM, BK]", "sb", 5)]
+    for how in ("handed over", "loaded")
+]
+
+
+@pytest.mark.parametrize("text, marker, keywords, nth, defines", STAGES)
+def test_rings_of_one_loop_with_different_stages(text, marker, keywords, nth, defines) -> None:
+    expect_error(text, marker, keywords, nth, defines, stage=driver.generate)
+
+
+@pytest.mark.parametrize("specialize", [" specialize", ""])
+def test_rings_of_equal_stages_are_accepted(specialize: str) -> None:
+    text = mutate(RINGS, ("threads 256 specialize", f"threads 256{specialize}"))
+    driver.generate(SourceFile("ok.hk", text), None)

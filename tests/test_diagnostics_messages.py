@@ -93,3 +93,49 @@ def test_rings_of_one_loop_with_different_stages(text, marker, keywords, nth, de
 def test_rings_of_equal_stages_are_accepted(specialize: str) -> None:
     text = mutate(RINGS, ("threads 256 specialize", f"threads 256{specialize}"))
     driver.generate(SourceFile("ok.hk", text), None)
+
+
+# ---------------------------------------------------------------- comparisons
+MASKED = """\
+kernel masked(X: bf16[M, N], K: i32[M, N], Y: bf16[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM, n: N / BN) threads 128
+{
+    shared sx: bf16[BM, BN] swizzle 128B
+    shared sk: i32[BM, BN]
+    shared sy: bf16[BM, BN] swizzle 128B
+    tma sx <- X[tile.m, tile.n]
+    tma sk <- K[tile.m, tile.n]
+    t: f32[BM, BN] = f32(sx)
+    mask: i32[BM, BN] = sk
+    sy = bf16(where(mask == 0, t, 0.0))
+    tma Y[tile.m, tile.n] <- sy
+}
+"""
+
+COMPARISONS = [
+    case(f"compare_{name}", MASKED, [("where(mask == 0,", f"where(t {op} mask,")],
+         f"t {op} mask", f"dtype mismatch: f32 and i32 in '{op}'")
+    for name, op in [("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"),
+                     ("ge", ">=")]
+] + [
+    case("compare_nested_in_sum", MASKED,
+         [("where(mask == 0, t,", "where(mask == 0, t + (mask > t),")],
+         "mask > t", "dtype mismatch: f32 and i32 in '>'"),
+    case("where_values", MASKED, [("t, 0.0)", "mask, t)")],
+         "where(", "dtype mismatch: f32 and i32 in 'where'"),
+]
+
+
+@pytest.mark.parametrize("text, marker, keywords, nth, defines", COMPARISONS)
+def test_dtype_mismatch_is_reported_at_the_operator(text, marker, keywords, nth, defines) -> None:
+    expect_error(text, marker, keywords, nth, defines)
+
+
+@pytest.mark.parametrize("condition", ["mask == 0", "mask == 0.0", "mask", "t > 0.5"])
+def test_where_condition_of_another_dtype_is_accepted(condition: str) -> None:
+    driver.check(SourceFile("ok.hk", mutate(MASKED, ("mask == 0", condition))))
+
+
+def test_an_i32_mask_selects_f32_values_in_the_simulator() -> None:
+    report = driver.simulate(SourceFile("masked.hk", MASKED), seeds=1, search=4)
+    assert report.ok, [line for f in report.findings for line in f.lines()]

@@ -139,3 +139,35 @@ def test_where_condition_of_another_dtype_is_accepted(condition: str) -> None:
 def test_an_i32_mask_selects_f32_values_in_the_simulator() -> None:
     report = driver.simulate(SourceFile("masked.hk", MASKED), seeds=1, search=4)
     assert report.ok, [line for f in report.findings for line in f.lines()]
+
+
+# ---------------------------------------------------------------- 1-D rings
+# A staged 1-D buffer is broadcast like an unstaged one (language.md §8): per k-step
+# column scales handed from a producer warp to two warpgroups.
+VECTOR_RING = """\
+kernel vector_ring_ws(A: bf16[M, K], B: bf16[N, K], SB: f32[KB, N], C: bf16[M, N])
+    tile(BM = 128, BN = 64, BK = 64) grid(m: M / BM, n: N / BN) threads 256 specialize
+{
+    shared sa: bf16[BM, BK] stages 2 swizzle 128B
+    shared sb: bf16[BN, BK] stages 2 swizzle 128B
+    shared ss: f32[BN] stages 2
+    shared sc: bf16[BM, BN] swizzle 128B
+    acc: f32[64, BN] = 0
+    for k in 0 .. K / BK {
+        tma sa <- A[tile.m, k]
+        tma sb <- B[tile.n, k]
+        tma ss <- SB[k, tile.n]
+        part: f32[64, BN] = sa[wg] @ sb^T
+        acc = acc + part * ss[None, :]
+    }
+    sc[wg] = bf16(acc)
+    tma C[tile.m, tile.n] <- sc
+}
+"""
+
+
+def test_a_vector_ring_handed_to_two_warpgroups_passes_the_simulator() -> None:
+    report = driver.simulate(SourceFile("ring.hk", VECTOR_RING),
+                             shapes={"M": 256, "N": 128, "K": 384, "KB": 6}, seeds=2, search=30)
+    assert report.ok, [line for f in report.findings for line in f.lines()]
+

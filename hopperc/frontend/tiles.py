@@ -183,7 +183,7 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
 
 def _is_vector_buffer(symbol) -> bool:
     """A 1-D shared buffer, which element-wise code reads broadcast like a vector."""
-    return isinstance(symbol, ir.SharedBuffer) and len(symbol.shape) == 1 and symbol.stages == 1
+    return isinstance(symbol, ir.SharedBuffer) and len(symbol.shape) == 1
 
 
 def _axis(first: ast.Expr, second: ast.Expr, span: Span) -> str:

@@ -171,3 +171,66 @@ def test_a_vector_ring_handed_to_two_warpgroups_passes_the_simulator() -> None:
                              shapes={"M": 256, "N": 128, "K": 384, "KB": 6}, seeds=2, search=30)
     assert report.ok, [line for f in report.findings for line in f.lines()]
 
+
+
+# ---------------------------------------------------------------- NVRTC's warnings
+# NVRTC sees the generated names (`u_acc`, `hk_...`) and puts "declared but never
+# referenced" at the end of the variable's scope; the user sees the source's name at
+# its declaration, and nothing about what only the compiler wrote.
+UNUSED = """\
+kernel unused_tile(X: bf16[M, N], Y: bf16[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM, n: N / BN) threads 128
+{
+    shared sx: bf16[BM, BN] swizzle 128B
+    shared sy: bf16[BM, BN] swizzle 128B
+    tma sx <- X[tile.m, tile.n]
+    t: f32[BM, BN] = f32(sx)
+    twice: f32[BM, BN] = t * 2.0
+    sy = bf16(t)
+    tma Y[tile.m, tile.n] <- sy
+}
+"""
+
+# The first iteration of a loop whose products overwrite is rendered apart, with its
+# own copy of the loop variable: unused when the body never names it.
+UNUSED_LOOP_VARIABLE = mutate(GEMM, ("        tma sa <- A[tile.m, k]\n        tma sb <- B[tile.n, k]\n",
+                                     ""),
+                              ("    acc: f32", "    tma sa <- A[tile.m, 0]\n    tma sb <- B[tile.n, 0]\n"
+                                             "    acc: f32"))
+
+
+def _warnings(text: str):
+    from hopperc.jobs import compile_source
+
+    entry, problems = compile_source(SourceFile("w.hk", text), {}, driver.DEFAULT_ARCH, "w.hk")
+    assert entry is not None, [p.text for p in problems]
+    return problems
+
+
+def test_a_warning_names_the_variable_as_the_source_does_at_its_line() -> None:
+    (warning,) = _warnings(UNUSED)
+    assert warning.rule == "nvrtc-warning"
+    assert warning.message == 'variable "twice" was set but never used'
+    assert warning.span.line == UNUSED.split("\n").index(
+        "    twice: f32[BM, BN] = t * 2.0") + 1
+    assert "u_" not in warning.text and "hk_" not in warning.text
+
+
+def test_an_unused_loop_variable_gets_no_warning_about_the_first_iteration_copy() -> None:
+    assert "for k in 0 .. K / BK" in UNUSED_LOOP_VARIABLE
+    assert _warnings(UNUSED_LOOP_VARIABLE) == ()
+
+
+@pytest.mark.parametrize("message, line, expected", [
+    ('variable "u_k" was declared but never referenced', 11,
+     ('variable "k" was declared but never referenced', 9)),
+    ('variable "u_u_x" was set but never used', 12, ('variable "u_x" was set but never used', 4)),
+    ('variable "u_gone" was set but never used', 12, ('variable "gone" was set but never used', 12)),
+    ("conversion from u_acc to u_b may lose precision", 6,
+     ("conversion from acc to b may lose precision", 6)),
+    ('variable "hk_value" was declared but never referenced', 7, None),
+])
+def test_nvrtc_warnings_in_source_words(message, line, expected) -> None:
+    from hopperc.codegen.names import source_warning
+
+    assert source_warning(message, line, {"k": 9, "u_x": 4}) == expected

@@ -234,3 +234,10 @@ def test_nvrtc_warnings_in_source_words(message, line, expected) -> None:
     from hopperc.codegen.names import source_warning
 
     assert source_warning(message, line, {"k": 9, "u_x": 4}) == expected
+
+
+def test_shared_memory_over_the_limit_names_the_largest_buffers() -> None:
+    text = mutate(RINGS, ("BN = 64", "BN = 256"), ("f32[BM, BK] stages 4", "f32[BM, BK] stages 2"))
+    err = expect_error(text, "kernel rings", ["shared memory needs 262144 bytes"])
+    assert err.notes == ("the largest buffers: 'sb' (line 5) 131072 B in 4 stages, 'sa' "
+                         "(line 4) 65536 B in 4 stages, 'ss' (line 6) 65536 B in 2 stages",)

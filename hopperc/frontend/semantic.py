@@ -67,7 +67,7 @@ class _Analyzer:
         if self.manual:
             body = ir.Block((ir.ManualRegion(body, k.body.span),))
         _, smem = shared_layout(tuple(self.buffers), sum(b.count for b in self.barriers))
-        limits.check_shared_memory(smem, k.span)
+        limits.check_shared_memory(smem, k.span, tuple(self.buffers))
         cluster = tuple(k.cluster or ()) + (1,) * (3 - len(k.cluster or ()))
         if len(cluster) != 3 or any(c < 1 for c in cluster) or cluster[0] * cluster[1] * cluster[2] > 16:
             raise CompileError(k.span, "a cluster has 1 to 3 dimensions of at most 16 blocks")

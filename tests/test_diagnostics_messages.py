@@ -241,3 +241,21 @@ def test_shared_memory_over_the_limit_names_the_largest_buffers() -> None:
     err = expect_error(text, "kernel rings", ["shared memory needs 262144 bytes"])
     assert err.notes == ("the largest buffers: 'sb' (line 5) 131072 B in 4 stages, 'sa' "
                          "(line 4) 65536 B in 4 stages, 'ss' (line 6) 65536 B in 2 stages",)
+
+
+# ---------------------------------------------------------------- header clauses
+# What is wrong with a clause is reported at the clause, not at the kernel's name.
+CLAUSE_ERRORS = [
+    case("specialize_without_rings", COPY, [(HEADER, "threads 128 specialize\n{")],
+         "specialize", "'specialize' moves loads into rings", "this kernel has none"),
+    case("specialize_part_of_a_warpgroup", GEMM, [("threads 128", "threads 192 specialize")],
+         "specialize", "'specialize' gives the consumer whole warpgroups",
+         "192 threads are not a multiple of 128"),
+    case("pingpong_without_persistent", COPY, [(HEADER, "threads 128 pingpong\n{")], "pingpong",
+         "'pingpong' alternates the tiles a persistent block takes"),
+]
+
+
+@pytest.mark.parametrize("text, marker, keywords, nth, defines", CLAUSE_ERRORS)
+def test_clause_errors_are_at_the_clause(text, marker, keywords, nth, defines) -> None:
+    expect_error(text, marker, keywords, nth, defines)

@@ -221,7 +221,8 @@ class _ToAst(Transformer):
         return ast.Kernel(str(name), params, value("tile", ()), value("grid", ()),
                           value("cluster", None), value("threads", None), manual, body,
                           self._s(meta), "persistent" in clauses, "specialize" in clauses,
-                          "pingpong" in clauses)
+                          "pingpong" in clauses,
+                          tuple(ast.Clause(c.keyword, c.span) for c in clauses.values()))
 
     def tensor_param(self, meta, children):
         name, dtype, *dims = children

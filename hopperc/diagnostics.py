@@ -47,12 +47,14 @@ class CompileError(Exception):
     rule = "semantics"
 
     def __init__(self, span: Span | None, message: str, notes: tuple[str, ...] = (),
-                 file: str | None = None, rule: str | None = None):
+                 file: str | None = None, rule: str | None = None,
+                 source: SourceFile | None = None):
         super().__init__(message)
         self.span = span
         self.message = message
         self.notes = notes
         self.file = span.file if span is not None else file
+        self.source = source  # the text to quote where the caller has none (input errors)
         if rule is not None:
             self.rule = rule
 
@@ -68,6 +70,7 @@ def format_diagnostic(error: CompileError, source: SourceFile | None, severity: 
         head = f"{name}: {severity}: {error.message}"
         return "\n".join([head, *(f"note: {n}" for n in error.notes)])
     span = error.span
+    source = source or error.source
     lines = [f"{span}: {severity}: {error.message}"]
     if source is not None and source.name == span.file:
         text = source.line_text(span.line)
@@ -129,15 +132,23 @@ def _read_at_most(fd: int, limit: int) -> bytes:
 
 
 def decode_input(name: str, data: bytes) -> str:
-    """`data` as text; bytes that are not UTF-8, and NUL bytes, are located."""
+    """`data` as text, with Python's universal newlines (CR LF and a lone CR end a
+    line, as a text-mode read makes them); bytes that are not UTF-8, and NUL bytes,
+    are located."""
     try:
-        text = data.decode("utf-8")
+        text = _universal_newlines(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise CompileError(_byte_span(name, data, exc.start),
+        before = _universal_newlines(data[:exc.start].decode("utf-8"))
+        quoted = SourceFile(name, _universal_newlines(data.decode("utf-8", "replace")))
+        raise CompileError(_char_span(name, before, len(before)),
                            f"not UTF-8 text ({exc.reason}, byte 0x{data[exc.start]:02x})",
-                           rule="input") from None
+                           rule="input", source=quoted) from None
     check_text(name, text)
     return text
+
+
+def _universal_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def check_text(name: str, text: str) -> None:
@@ -148,14 +159,7 @@ def check_text(name: str, text: str) -> None:
     nul = text.find("\0")
     if nul >= 0:
         raise CompileError(_char_span(name, text, nul), "a NUL byte: an input file is text",
-                           rule="input")
-
-
-def _byte_span(name: str, data: bytes, offset: int) -> Span:
-    line = data.count(b"\n", 0, offset) + 1
-    start = data.rfind(b"\n", 0, offset) + 1
-    col = len(data[start:offset].decode("utf-8", errors="replace")) + 1
-    return Span(name, line, col, line, col + 1)
+                           rule="input", source=SourceFile(name, text))
 
 
 def _char_span(name: str, text: str, offset: int) -> Span:

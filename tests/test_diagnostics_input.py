@@ -232,6 +232,20 @@ def test_input_that_is_not_source_text(tmp_path, kind: str) -> None:
     assert (err.span.line, err.span.col) == where if where else err.span is None
 
 
+@pytest.mark.parametrize("newline", ["\r\n", "\r"], ids=["crlf", "cr"])
+def test_line_ends_read_as_a_text_mode_read_makes_them(tmp_path, newline: str) -> None:
+    """A comment ends at a CR as at a LF: the next line is code."""
+    path = tmp_path / "lines.hk"
+    path.write_bytes(("# a comment\n" + COPY).replace("\n", newline).encode())
+    assert driver.read_source(path).text == "# a comment\n" + COPY
+    bad = tmp_path / "bad.hk"
+    bad.write_bytes(("# a comment\n" + COPY).replace("\n", newline).replace(
+        "shared", "sha\xe9red", 1).encode("latin-1"))
+    with pytest.raises(CompileError, match="not UTF-8") as info:
+        driver.read_source(bad)
+    assert (info.value.span.line, info.value.span.col) == (5, 8)
+
+
 def test_a_device_is_read_up_to_the_limit_and_no_further(monkeypatch) -> None:
     read = []
 

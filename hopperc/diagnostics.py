@@ -152,7 +152,8 @@ def _universal_newlines(text: str) -> str:
 
 
 def check_text(name: str, text: str) -> None:
-    """Source text given as a string (the API) obeys what a file read obeys."""
+    """What every source text obeys, a file's and a string given to the API: a bound
+    on its size, and no NUL byte."""
     if len(text) > MAX_INPUT_BYTES:
         raise CompileError(None, f"is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB; "
                                  "an input file is source text", file=name, rule="input")

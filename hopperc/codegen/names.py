@@ -56,7 +56,7 @@ def in_source_words(text: str) -> tuple[str, tuple[str, ...], bool]:
     """`text`, a message of NVRTC's about the generated code, with each source name
     as the source spells it (`u_acc` -> `acc`, the prefix's inverse); the source
     names it mentions, in order; and whether it names something only the compiler
-    made (an `hk_` name), which no edit of the source names."""
+    made (an `hk_` name: code no edit of the source changes)."""
     named: list[str] = []
     generated = False
 

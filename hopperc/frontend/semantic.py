@@ -55,7 +55,7 @@ class _Analyzer:
         if roles:
             if k.threads is not None:
                 raise CompileError(k.clause_span("threads"),
-                                 "'threads' is implied by the roles; remove it")
+                                   "'threads' is implied by the roles; remove it")
             self.threads = sum(r.threads for r in roles)
         elif k.threads is not None:
             self.threads = k.threads

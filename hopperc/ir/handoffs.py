@@ -156,4 +156,3 @@ def check_same_stages(kernel: ir.Kernel, buffers: tuple[str, ...] | list[str], h
                                      "of one loop share its stage index: give them the same "
                                      "'stages'")
     return common
-

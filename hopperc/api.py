@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hopperc import driver
-from hopperc.diagnostics import SourceFile
+from hopperc.diagnostics import SourceFile, check_text
 from hopperc.metadata import launch_metadata
 from hopperc.runtime import Kernel
 
@@ -33,6 +33,7 @@ def as_source(source: str | Path | SourceFile) -> SourceFile:
     if isinstance(source, SourceFile):
         return source
     if isinstance(source, str) and ("\n" in source or "{" in source):
+        check_text("<string>", source)
         return SourceFile("<string>", source)
     return driver.read_source(source)
 

@@ -6,6 +6,8 @@ the source line and a caret, and never a traceback.
 """
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,12 +47,14 @@ class CompileError(Exception):
     rule = "semantics"
 
     def __init__(self, span: Span | None, message: str, notes: tuple[str, ...] = (),
-                 file: str | None = None, rule: str | None = None):
+                 file: str | None = None, rule: str | None = None,
+                 source: SourceFile | None = None):
         super().__init__(message)
         self.span = span
         self.message = message
         self.notes = notes
         self.file = span.file if span is not None else file
+        self.source = source  # the text to quote where the caller has none (input errors)
         if rule is not None:
             self.rule = rule
 
@@ -66,6 +70,7 @@ def format_diagnostic(error: CompileError, source: SourceFile | None, severity: 
         head = f"{name}: {severity}: {error.message}"
         return "\n".join([head, *(f"note: {n}" for n in error.notes)])
     span = error.span
+    source = source or error.source
     lines = [f"{span}: {severity}: {error.message}"]
     if source is not None and source.name == span.file:
         text = source.line_text(span.line)
@@ -77,17 +82,92 @@ def format_diagnostic(error: CompileError, source: SourceFile | None, severity: 
     return "\n".join(lines)
 
 
+MAX_INPUT_BYTES = 4 * 1024 * 1024  # a .hk or library file; the largest sample is ~4 KiB
+
+
 def read_source(path: str | Path) -> SourceFile:
-    """A `.hk` file's text; an unreadable file is the user's error, named."""
+    """A `.hk` file's text, read through `read_input`."""
+    return SourceFile(str(path), read_input(path))
+
+
+def read_input(path: str | Path) -> str:
+    """The text of an input file (`.hk` or library `.toml`), the one way every command
+    and the API read one. At most MAX_INPUT_BYTES + 1 bytes are read, so a device
+    (/dev/zero) or a huge file ends in an error, not an exhausted memory; a FIFO
+    without a writer reads as empty instead of blocking. What cannot be read, is not
+    UTF-8 or holds a NUL byte is the user's error, named (rule "input")."""
     path = Path(path)
     try:
-        return SourceFile(str(path), path.read_text(encoding="utf-8"))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
-        message = "no such file"
+        raise _input_error(path, "no such file") from None
     except IsADirectoryError:
-        message = "is a directory, not a .hk file"
-    except UnicodeDecodeError as exc:
-        message = f"not UTF-8 text ({exc.reason})"
+        raise _input_error(path, "is a directory, not a file") from None
     except OSError as exc:
-        message = f"cannot read ({exc.strerror})"
-    raise CompileError(None, message, file=str(path), rule="input")
+        raise _input_error(path, f"cannot read ({exc.strerror})") from None
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise _input_error(path, "is a directory, not a file")
+        os.set_blocking(fd, True)  # opened non-blocking only so a FIFO's open returns
+        data = _read_at_most(fd, MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise _input_error(path, f"cannot read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_INPUT_BYTES:
+        raise _input_error(path, f"is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB; "
+                                 "an input file is source text")
+    return decode_input(str(path), data)
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks, size = [], 0
+    while size < limit:
+        chunk = os.read(fd, min(1 << 20, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def decode_input(name: str, data: bytes) -> str:
+    """`data` as text, with Python's universal newlines (CR LF and a lone CR end a
+    line, as a text-mode read makes them); bytes that are not UTF-8, and NUL bytes,
+    are located."""
+    try:
+        text = _universal_newlines(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        before = _universal_newlines(data[:exc.start].decode("utf-8"))
+        quoted = SourceFile(name, _universal_newlines(data.decode("utf-8", "replace")))
+        raise CompileError(_char_span(name, before, len(before)),
+                           f"not UTF-8 text ({exc.reason}, byte 0x{data[exc.start]:02x})",
+                           rule="input", source=quoted) from None
+    check_text(name, text)
+    return text
+
+
+def _universal_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def check_text(name: str, text: str) -> None:
+    """What every source text obeys, a file's and a string given to the API: a bound
+    on its size, and no NUL byte."""
+    if len(text) > MAX_INPUT_BYTES:
+        raise CompileError(None, f"is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB; "
+                                 "an input file is source text", file=name, rule="input")
+    nul = text.find("\0")
+    if nul >= 0:
+        raise CompileError(_char_span(name, text, nul), "a NUL byte: an input file is text",
+                           rule="input", source=SourceFile(name, text))
+
+
+def _char_span(name: str, text: str, offset: int) -> Span:
+    line = text.count("\n", 0, offset) + 1
+    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return Span(name, line, col, line, col + 1)
+
+
+def _input_error(path: Path, message: str) -> CompileError:
+    return CompileError(None, message, file=str(path), rule="input")

@@ -87,7 +87,7 @@ def generate(source: SourceFile, defines: dict[str, int] | None = None,
     kernel = lower(check(source, defines))
     cuda, launch = render(kernel, recorded_name or source.name)
     # The passes add mbarriers and the base-alignment slack: check the final figure.
-    check_shared_memory(launch.dynamic_shared_bytes, kernel.span)
+    check_shared_memory(launch.dynamic_shared_bytes, kernel.span, kernel.buffers)
     return Generated(kernel, cuda, launch)
 
 

@@ -44,12 +44,13 @@ def _warnings(built, source: SourceFile, recorded_name: str) -> tuple[Problem, .
     reports of serialized wgmma name no line: they are shown at the kernel's."""
     from hopperc.backend.nvrtc import (PTX_DIAGNOSTIC_FILE, PTXAS_PERFORMANCE_FILE,
                                        parse_diagnostics, ptx_source_line)
+    from hopperc.codegen.names import source_warning
 
     found = []
     for diagnostic in parse_diagnostics(built.result.log):
         if diagnostic.severity != "warning":
             continue
-        line = diagnostic.line
+        line, message = diagnostic.line, diagnostic.message
         rule = "nvrtc-warning"
         if diagnostic.file == PTX_DIAGNOSTIC_FILE:
             rule = "ptxas-warning"
@@ -59,9 +60,28 @@ def _warnings(built, source: SourceFile, recorded_name: str) -> tuple[Problem, .
             line = built.generated.kernel.span.line
         elif diagnostic.file != recorded_name:
             line = None
+        else:
+            located = source_warning(message, line, _declarations(built.generated.kernel))
+            if located is None:
+                continue  # about code the compiler made: nothing in the source to change
+            message, line = located
         span = Span(source.name, line, 1, line, 1) if line else None
-        found.append(warning(rule, diagnostic.message, span, source.name, source))
+        found.append(warning(rule, message, span, source.name, source))
     return tuple(found)
+
+
+def _declarations(kernel) -> dict[str, int]:
+    """The line declaring each name of the kernel: parameters, tiles, loop variables."""
+    from hopperc.ir import nodes as ir
+    from hopperc.ir.accesses import walk
+
+    lines = {p.name: p.span.line for p in (*kernel.tensors, *kernel.scalars)}
+    for stmt in walk(kernel.body):
+        name = stmt.name if isinstance(stmt, ir.TileDef) else \
+            stmt.var if isinstance(stmt, ir.ForLoop) else None
+        if name is not None:
+            lines.setdefault(name, stmt.span.line)
+    return lines
 
 
 def replayed_warnings(entry: CachedBuild, source: SourceFile) -> tuple[Problem, ...]:

@@ -19,7 +19,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hopperc.diagnostics import CompileError
+from hopperc.diagnostics import CompileError, read_input
 
 _KERNEL_KEYS = {"source", "name", "defines", "variant"}
 _VARIANT_KEYS = {"name", "defines"}
@@ -39,15 +39,11 @@ class LibraryKernel:
 
 
 def read_library(path: Path) -> list[LibraryKernel]:
+    text = read_input(path)
     try:
-        with path.open("rb") as handle:
-            table = tomllib.load(handle)
-    except FileNotFoundError:
-        raise LibraryError(None, "no such file", file=str(path)) from None
+        table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise LibraryError(None, f"not valid TOML: {exc}", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LibraryError(None, f"cannot read ({exc})", file=str(path)) from None
     unknown = set(table) - {"kernel"}
     if unknown:
         _fail(path, f"unknown top-level key {sorted(unknown)[0]!r} (a library has "

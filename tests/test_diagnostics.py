@@ -329,13 +329,13 @@ SEMANTIC = [
     case("persistent_grid_of_three_axes", COPY, [
         ("X: bf16[M, N], Y: bf16[M, N]", "X: bf16[M, N], Y: bf16[M, N], B: f32[Z]"),
         ("grid(m: M / BM, n: N / BN)", "grid(m: M / BM, n: N / BN, z: Z) persistent")],
-         "kernel copy", "a persistent kernel walks a grid of 1 or 2 axes, not 3"),
+         "persistent", "a persistent kernel walks a grid of 1 or 2 axes, not 3"),
     case("persistent_cluster", COPY, [
         ("grid(m: M / BM, n: N / BN)", "grid(m: M / BM, n: N / BN) cluster(1, 2) persistent")],
-         "kernel copy", "a persistent kernel's cluster spans the first grid axis: cluster(2), "
+         "persistent", "a persistent kernel's cluster spans the first grid axis: cluster(2), "
                         "not cluster(1, 2, 1)"),
     case("persistent_manual", MANUAL, [("threads 128 manual", "threads 128 persistent manual")],
-         "kernel mcopy", "a persistent kernel's tile loop is written by the compiler"),
+         "persistent", "a persistent kernel's tile loop is written by the compiler"),
     case("warpgroup_plane_offset", COPY, [
         ("threads 128", "threads 256"),
         ("    tma Y[tile.m, tile.n] <- buf\n", "    shared sc: bf16[4, BM, BN]\n    sc[1 + wg] = 1.0\n")],

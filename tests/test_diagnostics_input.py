@@ -5,9 +5,14 @@ Same method as test_diagnostics.py: break one thing in a valid kernel.
 """
 from __future__ import annotations
 
+import os
+import resource
+import subprocess
+import sys
+
 import pytest
 
-from hopperc import driver
+from hopperc import diagnostics, driver
 from hopperc.diagnostics import CompileError, SourceFile, format_diagnostic
 from test_diagnostics import COPY, EW, GEMM, MANUAL, ROLES, case, expect_error, mutate
 
@@ -184,3 +189,107 @@ def test_keyword_glued_to_a_name_gets_a_note(text, marker, keywords, nth, define
 def test_name_that_starts_like_a_keyword_is_a_name() -> None:
     text = mutate(GEMM, ("acc: f32", "format: f32"), ("acc +=", "format +="))
     driver.check(SourceFile("ok.hk", text))
+
+
+# ---------------------------------------------------------------- input files
+# Every command and the API read a file through diagnostics.read_input: what is not
+# source text is an input error (exit 1, no traceback, nothing written).
+def _input(tmp_path, kind: str) -> str:
+    path = tmp_path / f"{kind}.hk"
+    if kind == "nul":
+        path.write_bytes(COPY.replace("shared", "sha\0red", 1).encode())
+    elif kind == "not_utf8":
+        path.write_bytes(COPY.replace("shared", "sha\xe9red", 1).encode("latin-1"))
+    elif kind == "too_large":
+        path.write_bytes(COPY.encode() + b" " * diagnostics.MAX_INPUT_BYTES)
+    elif kind == "fifo":
+        os.mkfifo(path)  # no writer: reads as empty rather than blocking
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "device":
+        return "/dev/zero"
+    return str(path)
+
+
+BAD_INPUTS = {
+    "nul": ("a NUL byte: an input file is text", (4, 8)),
+    "not_utf8": ("not UTF-8 text (invalid continuation byte, byte 0xe9)", (4, 8)),
+    "too_large": ("is larger than 4 MiB; an input file is source text", None),
+    "device": ("is larger than 4 MiB", None),
+    "directory": ("is a directory, not a file", None),
+    "fifo": ("unexpected end of file", (1, 1)),
+}
+
+
+@pytest.mark.parametrize("kind", BAD_INPUTS)
+def test_input_that_is_not_source_text(tmp_path, kind: str) -> None:
+    path = _input(tmp_path, kind)
+    message, where = BAD_INPUTS[kind]
+    with pytest.raises(CompileError) as info:
+        driver.check(driver.read_source(path))
+    err = info.value
+    assert message in err.message and err.file == path
+    assert (err.span.line, err.span.col) == where if where else err.span is None
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"], ids=["crlf", "cr"])
+def test_line_ends_read_as_a_text_mode_read_makes_them(tmp_path, newline: str) -> None:
+    """A comment ends at a CR as at a LF: the next line is code."""
+    path = tmp_path / "lines.hk"
+    path.write_bytes(("# a comment\n" + COPY).replace("\n", newline).encode())
+    assert driver.read_source(path).text == "# a comment\n" + COPY
+    bad = tmp_path / "bad.hk"
+    bad.write_bytes(("# a comment\n" + COPY).replace("\n", newline).replace(
+        "shared", "sha\xe9red", 1).encode("latin-1"))
+    with pytest.raises(CompileError, match="not UTF-8") as info:
+        driver.read_source(bad)
+    assert (info.value.span.line, info.value.span.col) == (5, 8)
+
+
+def test_a_device_is_read_up_to_the_limit_and_no_further(monkeypatch) -> None:
+    read = []
+
+    def counted(fd: int, size: int) -> bytes:
+        data = real_read(fd, size)
+        read.append(len(data))
+        return data
+
+    real_read = os.read
+    monkeypatch.setattr(diagnostics, "MAX_INPUT_BYTES", 1000)
+    monkeypatch.setattr(diagnostics.os, "read", counted)
+    with pytest.raises(CompileError, match="is larger than"):
+        diagnostics.read_input("/dev/zero")
+    assert sum(read) == 1001
+
+
+def test_the_api_refuses_what_a_file_may_not_hold() -> None:
+    import hopperc
+
+    with pytest.raises(CompileError, match="a NUL byte") as info:
+        hopperc.compile(COPY.replace("shared", "sha\0red", 1))
+    assert (info.value.span.line, info.value.span.col) == (4, 8)
+    with pytest.raises(CompileError, match="is larger than 4 MiB"):
+        hopperc.compile(COPY + " " * diagnostics.MAX_INPUT_BYTES)
+
+
+def _memory_limit() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (2_000_000_000, 2_000_000_000))
+
+
+@pytest.mark.parametrize("command", ["build", "emit", "explain", "check", "sim"])
+def test_every_command_refuses_dev_zero_under_a_memory_limit(tmp_path, command: str) -> None:
+    out = tmp_path / "zero.cubin"
+    options = {"build": ["-o", str(out)], "emit": ["--ast"]}.get(command, [])
+    proc = subprocess.run([sys.executable, "-m", "hopperc", command, "/dev/zero", *options], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=120, preexec_fn=_memory_limit)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("/dev/zero: error: is larger than 4 MiB"), proc.stderr
+    assert "Traceback" not in proc.stderr and list(tmp_path.iterdir()) == []
+
+
+def test_a_library_file_is_read_like_a_kernel(hopperc_cli, tmp_path) -> None:
+    (tmp_path / "kernels.toml").write_bytes(b"[[kernel]]\nsource = 'a\0.hk'\n")
+    proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("kernels.toml:2:12: error: a NUL byte"), proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -92,7 +92,7 @@ LIMITS = [
          "40 x 128 (producer) + 256 x 256 (consumer)", "65536"),
     case("register_budget_on_some_roles", ROLES, [("warp regs 40", "warp")], "role producer",
          "role 'producer' has no register budget", "every role must"),
-    case("threads_with_roles", ROLES, [("N / BN)\n", "N / BN) threads 160\n")], "kernel ws",
+    case("threads_with_roles", ROLES, [("N / BN)\n", "N / BN) threads 160\n")], "threads 160",
          "'threads' is implied by the roles"),
     case("statement_outside_roles", ROLES, [("    role producer", "    acc: f32[BM, BN] = 0.0\n"
                                                                  "    role producer")],
@@ -114,9 +114,9 @@ LIMITS = [
     case("shared_memory_exceeded", COPY, [("128B\n", "128B\n    shared big: f32[256, 256]\n")],
          "kernel copy", f"shared memory needs {64 * 64 * 2 + 256 * 256 * 4} bytes",
          f"more than the {227 * 1024} bytes (227 KB)"),
-    case("block_size_not_multiple_of_32", COPY, [("threads 128", "threads 100")], "kernel copy",
+    case("block_size_not_multiple_of_32", COPY, [("threads 128", "threads 100")], "threads 100",
          "a block of 100 threads is not possible", "multiple of 32 up to 1024"),
-    case("block_size_too_large", COPY, [("threads 128", "threads 2048")], "kernel copy",
+    case("block_size_too_large", COPY, [("threads 128", "threads 2048")], "threads 2048",
          "a block of 2048 threads is not possible"),
     case("tile_does_not_split_over_threads", COPY,
          [("threads 128", "threads 96"), ("    tma Y", "    t: f32[2, 8] = 0.0\n    tma Y")],
@@ -124,7 +124,7 @@ LIMITS = [
     case("grid_too_many_axes", COPY, [("n: N / BN)", "n: N / BN, a: 1, b: 1)")], "b: 1",
          "a grid has at most 3 axes"),
     case("cluster_too_large", COPY, [("threads 128", "threads 128 cluster(4, 8)")],
-         "kernel copy", "a cluster has 1 to 3 dimensions of at most 16 blocks"),
+         "cluster(4, 8)", "a cluster has 1 to 3 dimensions of at most 16 blocks"),
 ]
 
 

@@ -82,7 +82,7 @@ def test_in_loop_release_is_predicated_on_a_later_iteration(sass):
     conditions = re.findall(r'and\.pred p, p, q; ".*?"r"\(static_cast<int>\((.*?)\)\) : "memory"',
                             code, re.DOTALL)
     assert conditions == ["(u_k > 0)", "(u_k > 0)"]
-    assert "const int u_k = 0;" in code
+    assert "[[maybe_unused]] const int u_k = 0;" in code
 
 
 def _code(*opcodes: str) -> list[sm.Instruction]:

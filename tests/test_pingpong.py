@@ -157,9 +157,9 @@ BIAS = (("C: bf16[M, N])", "bias: f32[N], C: bf16[M, N])"),
 
 PINGPONG_ERRORS = [
     ((("persistent pingpong", "pingpong"),),
-     "'pingpong' alternates the tiles a persistent block takes; add 'persistent'", 10),
+     "'pingpong' alternates the tiles a persistent block takes; add 'persistent'", 11),
     ((("role math: warpgroup x2 regs 232", "role math: warpgroup regs 232"),),
-     "'pingpong' needs exactly one role of two or more warpgroups", 10),
+     "'pingpong' needs exactly one role of two or more warpgroups", 11),
     # a bias loaded once per tile for the whole role: its reload waits for every reader
     (BIAS, "in a pingpong kernel each warpgroup works on its own tile, but this needs a "
            "barrier of the whole role ('sbias'", 19),

@@ -14,6 +14,8 @@ generated code uses two disjoint spaces, each closed by its prefix:
 """
 from __future__ import annotations
 
+import re
+
 USER_PREFIX = "u_"
 COMPILER_PREFIX = "hk_"
 GRID_STEM = "hk_tile_"
@@ -45,3 +47,42 @@ def tensor_map(label: str) -> str:
 def carried(name: str) -> str:
     """A register the passes carry (a phase bit, a stage index)."""
     return CARRIED_STEM + name
+
+
+_GENERATED = re.compile(rf"\b({re.escape(USER_PREFIX)}|{re.escape(COMPILER_PREFIX)})(\w+)")
+
+
+def in_source_words(text: str) -> tuple[str, tuple[str, ...], bool]:
+    """`text`, a message of NVRTC's about the generated code, with each source name
+    as the source spells it (`u_acc` -> `acc`, the prefix's inverse); the source
+    names it mentions, in order; and whether it names something only the compiler
+    made (an `hk_` name: code no edit of the source changes)."""
+    named: list[str] = []
+    generated = False
+
+    def back(match: re.Match) -> str:
+        nonlocal generated
+        if match[1] == COMPILER_PREFIX:
+            generated = True
+            return match[0]
+        named.append(match[2])
+        return match[2]
+
+    return _GENERATED.sub(back, text), tuple(named), generated
+
+
+_VARIABLE = re.compile(r'variable "(\w+)"')
+
+
+def source_warning(message: str, line: int, declared: dict[str, int]) -> tuple[str, int] | None:
+    """NVRTC's warning `message` at `line` of the .hk file as the user can act on it:
+    in source names, and a warning about a variable at the variable's declaration
+    (NVRTC puts "declared but never referenced" at the end of its scope). None for a
+    warning about what only the compiler made."""
+    text, named, generated = in_source_words(message)
+    if generated:
+        return None
+    variable = _VARIABLE.search(text)
+    if variable and variable[1] in named and variable[1] in declared:
+        line = declared[variable[1]]
+    return text, line

@@ -180,7 +180,8 @@ class _Context:
                 start_c, stop_c = scalar(start, role), scalar(stop, role)
                 lines.append(f"{pad}if ({start_c} < {stop_c}) {{")
                 lines.append(f"{pad}{INDENT}{{  // the first iteration: products overwrite")
-                lines.append(f"{pad}{INDENT * 2}const int {var} = {start_c};")
+                # The loop's copy: unused where the body never names the variable.
+                lines.append(f"{pad}{INDENT * 2}[[maybe_unused]] const int {var} = {start_c};")
                 self.first_iteration[first] = True
                 self._scoped(body, role, depth + 2, lines)
                 lines.append(f"{pad}{INDENT}}}")

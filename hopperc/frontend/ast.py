@@ -265,6 +265,14 @@ class GridDim:
 
 
 @dataclass(frozen=True)
+class Clause:
+    """A clause of the kernel header, by its keyword."""
+
+    keyword: str
+    span: Span
+
+
+@dataclass(frozen=True)
 class Kernel:
     name: str
     params: tuple[TensorParam | ScalarParam, ...]
@@ -278,6 +286,12 @@ class Kernel:
     persistent: bool = False  # each block loops over output tiles
     specialize: bool = False  # the compiler splits the body into producer and consumer roles
     pingpong: bool = False  # a role's warpgroups take the block's tiles in turn
+    clauses: tuple[Clause, ...] = ()  # where each header clause is written
+
+    def clause_span(self, keyword: str) -> Span:
+        """The header's `keyword` clause (`threads`, `cluster`, ...), or the kernel
+        where it has none: the place to report what is wrong with that clause."""
+        return next((c.span for c in self.clauses if c.keyword == keyword), self.span)
 
 
 def dump(node, indent: int = 0) -> str:

@@ -164,10 +164,20 @@ def check_register_file(roles: tuple[ir.RoleInfo, ...], span: Span) -> None:
                                  f"than the {REGISTER_FILE} of the register file")
 
 
-def check_shared_memory(total: int, span: Span) -> None:
+def check_shared_memory(total: int, span: Span,
+                        buffers: tuple[ir.SharedBuffer, ...] = ()) -> None:
+    """The block's shared memory fits; where not, a note names the buffers that take
+    the most (a buffer that reuses another's memory takes none of its own)."""
     if total > SHARED_MEMORY_LIMIT:
+        own = sorted((b for b in buffers if b.reuses is None),
+                     key=lambda b: -b.stage_bytes * b.stages)
+        largest = ", ".join(f"'{b.name}' (line {b.span.line}) {b.stage_bytes * b.stages} B"
+                            + (f" in {b.stages} stages" if b.stages > 1 else "")
+                            for b in own[:3])
+        notes = (f"the largest buffers: {largest}",) if own else ()
         raise ResourceLimitError(span, f"shared memory needs {total} bytes, more than the "
-                                 f"{SHARED_MEMORY_LIMIT} bytes (227 KB) a block can have")
+                                 f"{SHARED_MEMORY_LIMIT} bytes (227 KB) a block can have",
+                                 notes)
 
 
 def check_wgmma_role_start(role: ir.RoleInfo, span: Span) -> None:

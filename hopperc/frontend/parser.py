@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
@@ -27,6 +28,15 @@ _TOKEN_NAMES = {
     "SYNC_OP": "a sync primitive", "SYNC_BARE": "a sync primitive", "WG_COUNT": "a warpgroup count like x2",
     "MANUAL": "'manual'", "$END": "end of file",
 }
+
+
+@dataclass(frozen=True)
+class _Clause:
+    """One clause of the kernel header (`tile(...)`, `threads 128`, `persistent`)."""
+
+    keyword: str
+    value: object
+    span: Span
 
 
 @lru_cache(maxsize=1)
@@ -196,19 +206,23 @@ class _ToAst(Transformer):
         manual = any(isinstance(c, Token) and c.type == "MANUAL" for c in rest)
         body = rest[-1]
         params = tuple(c for c in rest if isinstance(c, (ast.TensorParam, ast.ScalarParam)))
-        consts, grid, cluster, threads = (), (), None, None
-        for clause in rest:
-            if isinstance(clause, tuple) and clause and clause[0] == "tile":
-                consts += clause[1]
-            elif isinstance(clause, tuple) and clause and clause[0] == "grid":
-                grid += clause[1]
-            elif isinstance(clause, tuple) and clause and clause[0] == "cluster":
-                cluster = clause[1]
-            elif isinstance(clause, tuple) and clause and clause[0] == "threads":
-                threads = clause[1]
-        persistent, specialize = ("persistent",) in rest, ("specialize",) in rest
-        return ast.Kernel(str(name), params, consts, grid, cluster, threads, manual, body,
-                          self._s(meta), persistent, specialize, ("pingpong",) in rest)
+        clauses: dict[str, _Clause] = {}
+        for clause in (c for c in rest if isinstance(c, _Clause)):
+            if clause.keyword in clauses:
+                raise CompileError(clause.span, f"the kernel header has a second "
+                                                f"'{clause.keyword}' clause (the first is at "
+                                                f"{clauses[clause.keyword].span}); give each "
+                                                "clause once")
+            clauses[clause.keyword] = clause
+
+        def value(keyword: str, default):
+            return clauses[keyword].value if keyword in clauses else default
+
+        return ast.Kernel(str(name), params, value("tile", ()), value("grid", ()),
+                          value("cluster", None), value("threads", None), manual, body,
+                          self._s(meta), "persistent" in clauses, "specialize" in clauses,
+                          "pingpong" in clauses,
+                          tuple(ast.Clause(c.keyword, c.span) for c in clauses.values()))
 
     def tensor_param(self, meta, children):
         name, dtype, *dims = children
@@ -225,28 +239,28 @@ class _ToAst(Transformer):
         return ast.ScalarParam(str(name), dtype, self._s(meta))
 
     def tile_clause(self, meta, children):
-        return ("tile", tuple(children))
+        return _Clause("tile", tuple(children), self._s(meta))
 
     def grid_clause(self, meta, children):
-        return ("grid", tuple(children))
+        return _Clause("grid", tuple(children), self._s(meta))
 
     def _int(self, tok: Token) -> int:
         return int_literal(str(tok), _tok_span(self.file, tok))
 
     def cluster_clause(self, meta, children):
-        return ("cluster", tuple(self._int(c) for c in children))
+        return _Clause("cluster", tuple(self._int(c) for c in children), self._s(meta))
 
     def threads_clause(self, meta, children):
-        return ("threads", self._int(children[0]))
+        return _Clause("threads", self._int(children[0]), self._s(meta))
 
     def persistent_clause(self, meta, children):
-        return ("persistent",)
+        return _Clause("persistent", True, self._s(meta))
 
     def specialize_clause(self, meta, children):
-        return ("specialize",)
+        return _Clause("specialize", True, self._s(meta))
 
     def pingpong_clause(self, meta, children):
-        return ("pingpong",)
+        return _Clause("pingpong", True, self._s(meta))
 
     def const_def(self, meta, children):
         return ast.ConstDef(str(children[0]), children[1], self._s(meta))

@@ -55,25 +55,29 @@ class _Analyzer(RegisterTiles):
         roles = header.roles(k)
         if roles:
             if k.threads is not None:
-                raise CompileError(k.span, "'threads' is implied by the roles; remove it")
+                raise CompileError(k.clause_span("threads"),
+                                   "'threads' is implied by the roles; remove it")
             self.threads = sum(r.threads for r in roles)
         elif k.threads is not None:
             self.threads = k.threads
         if self.threads % 32 or not 32 <= self.threads <= limits.MAX_THREADS:
-            raise CompileError(k.span, f"a block of {self.threads} threads is not possible: use "
-                                       f"a multiple of 32 up to {limits.MAX_THREADS}")
-        turning = persistent.turning_role(roles, k.persistent, k.span) if k.pingpong else None
+            raise CompileError(k.clause_span("threads"), f"a block of {self.threads} threads is "
+                                                         f"not possible: use a multiple of 32 up "
+                                                         f"to {limits.MAX_THREADS}")
+        turning = (persistent.turning_role(roles, k.persistent, k.clause_span("pingpong"))
+                   if k.pingpong else None)
         body = self._top_level(k.body, roles, turning)
         limits.check_tile_registers(body, roles, self.threads)
         if self.manual:
             body = ir.Block((ir.ManualRegion(body, k.body.span),))
         _, smem = shared_layout(tuple(self.buffers), sum(b.count for b in self.barriers))
-        limits.check_shared_memory(smem, k.span)
+        limits.check_shared_memory(smem, k.span, tuple(self.buffers))
         cluster = tuple(k.cluster or ()) + (1,) * (3 - len(k.cluster or ()))
         if len(cluster) != 3 or any(c < 1 for c in cluster) or cluster[0] * cluster[1] * cluster[2] > 16:
-            raise CompileError(k.span, "a cluster has 1 to 3 dimensions of at most 16 blocks")
+            raise CompileError(k.clause_span("cluster"),
+                               "a cluster has 1 to 3 dimensions of at most 16 blocks")
         if k.persistent:
-            persistent.check(grid, cluster, k.manual, k.span)
+            persistent.check(grid, cluster, k.manual, k.clause_span("persistent"))
             body = _per_tile(body, grid, cluster[0], k.span, turning)
         return ir.Kernel(k.name, tensors, scalars, consts, grid, cluster, self.threads,
                          roles, tuple(self.buffers), tuple(self.barriers), body, k.span,

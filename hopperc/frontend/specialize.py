@@ -24,23 +24,26 @@ PRODUCER_REGS = 40
 def specialize(kernel: ast.Kernel) -> ast.Kernel:
     stmts = kernel.body.stmts
     if kernel.manual:
-        raise CompileError(kernel.span, "a manual kernel writes its own roles; 'specialize' "
-                                        "writes them for an automatic one")
+        raise CompileError(kernel.clause_span("specialize"), "a manual kernel writes its own "
+                                                             "roles; 'specialize' writes them "
+                                                             "for an automatic one")
     role = next((s for s in stmts if isinstance(s, ast.Role)), None)
     if role is not None:
         raise CompileError(role.span, "'specialize' writes the kernel's roles; remove this "
                                       "role or the clause")
     threads = kernel.threads or DEFAULT_THREADS
     if threads % 128:
-        raise CompileError(kernel.span, f"'specialize' gives the consumer whole warpgroups; "
-                                        f"{threads} threads are not a multiple of 128")
+        raise CompileError(kernel.clause_span("specialize"), f"'specialize' gives the consumer "
+                                                             f"whole warpgroups; {threads} "
+                                                             "threads are not a multiple of 128")
     rings = {s.name for s in stmts if isinstance(s, ast.SharedDecl) and s.stages is not None}
     decls = tuple(s for s in stmts if isinstance(s, (ast.SharedDecl, ast.MBarrierDecl)))
     code = ast.Block(tuple(s for s in stmts if s not in decls), kernel.body.span)
     produced = _keep(code, lambda s: _loads_ring(s, rings))
     if not produced.stmts:
-        raise CompileError(kernel.span, "'specialize' moves loads into rings (buffers with "
-                                        "'stages') to a producer warp; this kernel has none")
+        raise CompileError(kernel.clause_span("specialize"), "'specialize' moves loads into "
+                                                             "rings (buffers with 'stages') to a "
+                                                             "producer warp; this kernel has none")
     consumed = _keep(code, lambda s: not _loads_ring(s, rings), structure=False)
     warpgroups = threads // 128
     regs = min(256, (REGISTER_FILE - PRODUCER_REGS * 128) // threads // 8 * 8)

@@ -183,7 +183,7 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
 
 def _is_vector_buffer(symbol) -> bool:
     """A 1-D shared buffer, which element-wise code reads broadcast like a vector."""
-    return isinstance(symbol, ir.SharedBuffer) and len(symbol.shape) == 1 and symbol.stages == 1
+    return isinstance(symbol, ir.SharedBuffer) and len(symbol.shape) == 1
 
 
 def _axis(first: ast.Expr, second: ast.Expr, span: Span) -> str:
@@ -211,7 +211,10 @@ def _elements(first: ast.Expr, second: ast.Expr, length: int, scope: Scope) -> t
 
 
 def _combine(op: str, operands: list[Typed], span: Span) -> Typed:
-    dtypes = {o.dtype for o in operands if o.dtype is not None}
+    # where's condition is a truth value, tested against 0 in its own dtype (a mask of
+    # i32 selects among f32 values); the values it selects share one dtype.
+    typed = operands[1:] if op in TERNARY_FUNCS else operands
+    dtypes = {o.dtype for o in typed if o.dtype is not None}
     if len(dtypes) > 1:
         a, b = sorted(d.text for d in dtypes)
         raise CompileError(span, f"dtype mismatch: {a} and {b} in '{op}'; convert one "
@@ -227,8 +230,10 @@ def _combine(op: str, operands: list[Typed], span: Span) -> Typed:
     for operand in operands:
         if operand.shape is not None and operand.shape[0] == "vector":
             shape = check_broadcast(operand.shape, shape, span)
-    return Typed(ir.Elementwise(op, tuple(o.expr for o in operands)),
-                 next(iter(dtypes), None), shape)
+    # A comparison is 1 or 0, exact in every dtype: like a literal, it takes the
+    # dtype of what it meets.
+    dtype = None if op in COMPARE_OPS else next(iter(dtypes), None)
+    return Typed(ir.Elementwise(op, tuple(o.expr for o in operands)), dtype, shape)
 
 
 def _row_reduce(func: str, args, scope: Scope, span: Span) -> Typed:

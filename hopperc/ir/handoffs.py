@@ -138,3 +138,21 @@ def _first_touch(block: ir.Block, buffer: str) -> int:
 
 def _issues_wgmma(stmt: ir.Stmt) -> bool:
     return isinstance(stmt, ir.Mma) or (isinstance(stmt, ir.TileDef) and stmt.init is None)
+
+
+def check_same_stages(kernel: ir.Kernel, buffers: tuple[str, ...] | list[str], how: str) -> int:
+    """The rings `buffers`, filled in one loop, share its stage index: one `stages`.
+    Where they differ, the error is at the declaration of a buffer that departs from
+    the count most of them have, naming one that has it."""
+    decls = [kernel.buffer(b) for b in buffers]
+    counts = [d.stages for d in decls]
+    common = max(counts, key=lambda n: (counts.count(n), -counts.index(n)))
+    odd = next((d for d in decls if d.stages != common), None)
+    if odd is not None:
+        usual = next(d for d in decls if d.stages == common)
+        raise CompileError(odd.span, f"'{odd.name}' has stages {odd.stages} but "
+                                     f"'{usual.name}' (line {usual.span.line}) has stages "
+                                     f"{common}, and both are {how} in the same loop; rings "
+                                     "of one loop share its stage index: give them the same "
+                                     "'stages'")
+    return common

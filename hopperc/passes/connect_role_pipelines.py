@@ -42,7 +42,8 @@ from dataclasses import dataclass, replace
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import Proxy, bodies, scalars_in
-from hopperc.ir.handoffs import Path, Use, block_at, controls, rings, sides, touches, uses
+from hopperc.ir.handoffs import (Path, Use, block_at, check_same_stages, controls, rings, sides,
+                                  touches, uses)
 from hopperc.ir.raster import turn_warpgroups
 from hopperc.ir.rewrite import at_stage, fresh_name, scalar_op
 
@@ -140,12 +141,7 @@ def _plan_handoff(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBl
                            f"{_describe(p_controls)} but role '{consumer.role.name}' reads it "
                            f"under {_describe(c_controls)}; stage i of a handed-over buffer "
                            "is filled and read in iteration i of loops with the same bounds")
-    stages = {kernel.buffer(b).stages for b in buffers}
-    if len(stages) > 1:
-        raise CompileError(kernel.buffer(buffers[1]).span,
-                           f"'{buffers[0]}' and '{buffers[1]}' are handed over in the same loop "
-                           "but have different 'stages'; give them the same number")
-    n_stages = stages.pop()
+    n_stages = check_same_stages(kernel, buffers, "handed over")
     base = fresh_name(f"{producer.role.name}_{consumer.role.name}", taken)
     producer_side = _side(base, producer.role.name, p_site, p_controls, n_stages, taken)
     consumer_side = _side(base, consumer.role.name, c_site, c_controls, n_stages, taken)

@@ -31,6 +31,7 @@ from dataclasses import replace
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import Proxy, leaf_accesses, leaves, walk
+from hopperc.ir.handoffs import check_same_stages
 from hopperc.ir.rewrite import at_stage, fresh_name, map_bodies, scalar_op
 
 
@@ -238,11 +239,7 @@ def _check(loop: ir.ForLoop, loads: list[ir.AsyncLoad], buffers: tuple[str, ...]
         raise CompileError(loads[0].span, f"a ring loaded and read by one role is pipelined "
                                           f"when one loop's body loads '{buffers[0]}' first and "
                                           "reads it after, at the top level of the body")
-    stages = {kernel.buffer(b).stages for b in buffers}
-    if len(stages) > 1:
-        raise CompileError(loads[1].span, f"'{buffers[0]}' and '{buffers[-1]}' are loaded in the "
-                                          "same loop but have different 'stages'; give them the "
-                                          "same number")
+    check_same_stages(kernel, buffers, "loaded")
     for stmt in (s for s in stmts if id(s) not in loaded):
         nested = any(isinstance(s, ir.AsyncLoad) and s.dst.buffer in buffers
                      for s in walk(ir.Block((stmt,))))

@@ -110,7 +110,8 @@ ERRORS = [
                                       "        }\n",
      "reads 'sa' in statements of its own, not inside a nested loop or condition", 19),
     ("shared sb: bf16[BN, BK] stages 3", "shared sb: bf16[BN, BK] stages 2",
-     "'sa' and 'sb' are loaded in the same loop but have different 'stages'", 18),
+     "'sb' has stages 2 but 'sa' (line 11) has stages 3, and both are loaded in the same "
+     "loop", 12),
     ("    acc: f32[64, BN] = 0\n", "    acc: f32[64, BN] = 0\n    tma sa <- A[tile.m, 0]\n",
      "'sa' has 3 stages, so it is filled one stage per iteration of a loop", 16),
     ("    sc[wg] = bf16(acc[:, 0 : 64])\n", "    sc[wg] = bf16(acc[:, 0 : 64] + f32(sa[wg]))\n",

@@ -3,6 +3,7 @@ the compiler's synchronization passes the simulator, and taking out the sync
 that guards the hazard is caught."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,23 @@ def test_element_wise_accesses_of_other_threads_race_without_their_barrier(name,
         broken = m.edit(kernel, m.remove(ir.NamedBarrier, lambda s: s is barrier))
         report = run(front_end, broken, seeds=4, search=100)
         assert any(f.category is Category.RACE for f in report.findings), report.findings
+
+
+def test_releasing_a_vector_ring_stage_before_its_broadcast_read_is_a_race():
+    """vector_ring reads its 1-D stage (ss[:, None]) after the product's wait: a
+    release ahead of that read lets the refill overwrite values still to be read."""
+    front_end, kernel = lowered("vector_ring.hk")
+
+    def early_release(stmt: ir.Stmt):
+        if not isinstance(stmt, ir.ForLoop):
+            return None
+        body = list(stmt.body.stmts)
+        at = next((i for i, s in enumerate(body) if isinstance(s, ir.StageRelease)), None)
+        if at is None:
+            return None
+        body[at - 1], body[at] = body[at], body[at - 1]
+        return [replace(stmt, body=ir.Block(tuple(body)))]
+
+    report = run(front_end, m.edit(kernel, early_release))
+    assert any(f.category is Category.RACE and "into 'ss stage" in f.message
+               for f in report.findings), report.findings

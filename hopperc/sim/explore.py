@@ -123,12 +123,16 @@ def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.n
     written) on the kernel's first store to that tensor."""
     for tensor, expect in want.items():
         dtype = kernel.tensor(tensor).dtype
-        # NaN where one side is NaN (registers nothing wrote): always wrong
-        both_nan = np.isnan(got[tensor]) & np.isnan(expect)
-        error = np.where(both_nan, 0.0, np.abs(got[tensor] - expect))
+        # NaN (or an infinity) where the reference has the same is equal (rsqrt of a
+        # negative number); NaN where it has a number (registers nothing wrote) is
+        # wrong, and so is anything but the same infinity where it has an infinity.
+        same = (got[tensor] == expect) | (np.isnan(got[tensor]) & np.isnan(expect))
+        with np.errstate(invalid="ignore"):
+            error = np.where(same, 0.0, np.abs(got[tensor] - expect))
         report.max_error[tensor] = max(report.max_error.get(tensor, 0.0), float(error.max(
             initial=0.0)))
-        bad = ~(error <= tolerance(dtype, expect))
+        with np.errstate(invalid="ignore"):
+            bad = ~(same | (np.isfinite(expect) & (error <= tolerance(dtype, expect))))
         if bad.any():
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             store = writers[tensor][where] or next(

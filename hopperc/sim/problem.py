@@ -13,6 +13,7 @@ from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.raster import TILE_LOOP, extent, run_extents
+from hopperc.runtime.launch_rules import GridShape, TensorShape, illegal_shape
 from hopperc.sim.values import round_to, scalar
 
 GRID_TILES = 2
@@ -110,10 +111,30 @@ def _divided_dims(expr: ir.ScalarExpr):
         yield expr.name, 1
 
 
+def check_launch(kernel: ir.Kernel, dims: dict[str, int]) -> None:
+    """Refuse a shape the runtime would refuse (`runtime.launch_rules`, the one
+    definition), with its message, at the tensor at fault or the grid."""
+    problem = illegal_shape(launch_tensors(kernel), [
+        GridShape(axis, g.dim, g.divisor) for axis, g in enumerate(kernel.grid)],
+        kernel.cluster, kernel.persistent, dims)
+    if problem:
+        span = next((t.span for t in kernel.tensors if t.name == problem.tensor),
+                    kernel.grid[0].span if kernel.grid and not problem.tensor else kernel.span)
+        raise CompileError(span, f"{problem.message}: the GPU cannot launch this shape; give "
+                                 "another with `hopperc sim --shape NAME=VALUE,...`")
+
+
+def launch_tensors(kernel: ir.Kernel) -> list[TensorShape]:
+    tma = {s.tensor for s in walk(kernel.body) if isinstance(s, (ir.AsyncLoad, ir.AsyncStore))
+           and s.engine is ir.Engine.TMA}
+    return [TensorShape(t.name, t.dtype.nbytes, t.dims, t.name in tma) for t in kernel.tensors]
+
+
 def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
                  max_blocks: int | None = None) -> Problem:
     """Random inputs for `dims`; with `max_blocks`, a grid larger than that is
     represented by a subset of its blocks (the reference runs the same ones)."""
+    check_launch(kernel, dims)
     rng = np.random.default_rng(seed)
     stored = {s.tensor for s in walk(kernel.body) if isinstance(s, ir.AsyncStore)}
     inputs = {}
@@ -145,11 +166,6 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
         return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid, tiles=blocks,
                        cluster=size)
     shape = list(kernel.cluster[:len(extents)])
-    for axis, (tiles, size) in enumerate(zip(extents, shape)):
-        if tiles % size:
-            raise CompileError(kernel.span, f"grid {'xyz'[axis]} extent {tiles} is not a "
-                                            f"multiple of the cluster's {size}: give a shape "
-                                            "whose tiles fill whole clusters")
     size = math.prod(kernel.cluster)
     # Whole clusters, each block with its rank (x fastest, as %cluster_ctarank).
     clusters = [e // c for e, c in zip(extents, shape)]

@@ -67,7 +67,10 @@ def bind(spec: LaunchSpec, args: Sequence[Any], kwargs: Mapping[str, Any],
     scalars = {s.name: _scalar(s.name, s.ctype, given[s.name]) for s in spec.scalars}
     # a persistent kernel takes one block per SM of the device it runs on
     sms = driver_api.device(device).sm_count if spec.persistent and device is not None else None
-    problem = illegal_shape(launch_tensors(spec), launch_grid(spec), spec.cluster,
+    # A tensor with strides of its own (a view of a wider matrix) is checked on
+    # them when its tensor map is encoded; a dense one here, by its shape.
+    dense = {name for name, t in tensors.items() if _dense(t)}
+    problem = illegal_shape(launch_tensors(spec, dense), launch_grid(spec), spec.cluster,
                             spec.persistent, dims)
     if problem:  # a tensor's problem names it; the grid's, the kernel
         raise ArgumentError(problem.message if problem.tensor else
@@ -75,9 +78,15 @@ def bind(spec: LaunchSpec, args: Sequence[Any], kwargs: Mapping[str, Any],
     return BoundCall(tensors, dims, scalars, spec.grid_dims(dims, sms))
 
 
-def launch_tensors(spec: LaunchSpec) -> list[TensorShape]:
-    mapped = {m.tensor for m in spec.tensor_maps}
+def launch_tensors(spec: LaunchSpec, dense: set[str]) -> list[TensorShape]:
+    """The kernel's tensors; those copied by TMA and laid out densely checked by shape."""
+    mapped = {m.tensor for m in spec.tensor_maps} & dense
     return [TensorShape(t.name, t.dtype.nbytes, t.dims, t.name in mapped) for t in spec.tensors]
+
+
+def _dense(tensor: DeviceTensor) -> bool:
+    return all(got == want for got, want, extent in zip(
+        tensor.strides, contiguous_strides(tensor.shape), tensor.shape) if extent > 1)
 
 
 def launch_grid(spec: LaunchSpec) -> list[GridShape]:

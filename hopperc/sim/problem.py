@@ -15,8 +15,8 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.raster import TILE_LOOP, extent, run_extents
 from hopperc.runtime.launch_rules import GridShape, TensorShape, illegal_shape
-from hopperc.sim.shapes import (  # noqa: F401 - default_dims, ring_depth re-exported
-    MAX_BLOCKS, default_dims, index_ranges, ring_depth)
+from hopperc.sim.shapes import (  # noqa: F401 - default_dims re-exported
+    MAX_BLOCKS, default_dims, index_ranges)
 from hopperc.sim.values import round_to, scalar
 
 PERSISTENT_BLOCKS = 2  # a persistent kernel's blocks, standing for the SMs

@@ -116,8 +116,8 @@ def _grid_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
     """Tiles along each grid axis: whole clusters, two of them where cheap."""
     tiles = [GRID_TILES + 1 if kernel.pingpong else GRID_TILES for _ in kernel.grid]
     tiles = [-(-t // c) * c for t, c in zip(tiles, kernel.cluster)]
-    size = math.prod(kernel.cluster)
-    if size > 1 and not kernel.persistent and math.prod(tiles) // size < 2 and \
+    per_cluster = math.prod(kernel.cluster)
+    if per_cluster > 1 and not kernel.persistent and math.prod(tiles) // per_cluster < 2 and \
             2 * math.prod(tiles) <= MAX_BLOCKS:
         axis = next(i for i, c in enumerate(kernel.cluster[:len(tiles)]) if c > 1)
         tiles[axis] *= 2
@@ -150,7 +150,7 @@ def _fit_loops(kernel: ir.Kernel, loops, uses: dict[str, _Use], dims: dict[str, 
     target = {id(loop): 2 * ring_depth(kernel) + 1 for loop, _ in loops}
     innermost = {id(loop) for loop, _ in loops} - {id(o) for _, outer in loops for o in outer}
     for _ in range(2 * len(loops) + 1):
-        for loop, outer in loops:
+        for loop, _ in loops:
             for dim in _loop_dims(loop):
                 _grow(dim, [(lp, ou) for lp, ou in loops if dim in _loop_dims(lp)],
                       target, uses, dims, kernel)
@@ -181,8 +181,8 @@ def _grow(dim: str, loops, target: dict[int, int], uses: dict[str, _Use],
     use = uses[dim]
     for tiles in range(max(use.tiles, 1), MAX_TRIPS + 1):
         dims[dim] = size(use, tiles)
-        if all((_trips(loop, outer, dims, kernel) or 0) >= target[id(loop)]
-               for loop, outer in loops):
+        trips = [(_trips(loop, outer, dims, kernel), target[id(loop)]) for loop, outer in loops]
+        if all(t is None or t >= want for t, want in trips):  # None: no shape fixes it
             return
 
 
@@ -221,7 +221,7 @@ def _divided_dims(expr: ir.ScalarExpr):
 def _groupings(kernel: ir.Kernel, names: set[str]) -> list[tuple[str, str]]:
     """(a, b) for every `a / b` (or `//`, `%`) of two dimensions anywhere."""
     found: dict[tuple[str, str], None] = {}
-    for op in scalar_ops(kernel.body):
+    for op in _scalar_ops(kernel.body):
         if op.op in ("/", "//", "%") and all(
                 isinstance(s, ir.Scalar) and s.kind is ir.ScalarKind.DIM and s.name in names
                 for s in (op.left, op.right)) and op.left.name != op.right.name:
@@ -229,17 +229,17 @@ def _groupings(kernel: ir.Kernel, names: set[str]) -> list[tuple[str, str]]:
     return list(found)
 
 
-def scalar_ops(node):
+def _scalar_ops(node):
     """Every ScalarOp inside `node` (any IR value), outermost first."""
     if isinstance(node, ir.ScalarOp):
         yield node
     if isinstance(node, (tuple, list)):
         for item in node:
-            yield from scalar_ops(item)
+            yield from _scalar_ops(item)
     elif dataclasses.is_dataclass(node) and not isinstance(node, type):
         for f in dataclasses.fields(node):
             if f.name != "span":
-                yield from scalar_ops(getattr(node, f.name))
+                yield from _scalar_ops(getattr(node, f.name))
 
 
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=", "min", "max")

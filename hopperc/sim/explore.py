@@ -71,12 +71,8 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
     report = Report(problem, budget=steps)
     budget = WorkBudget(steps)
     prog = replace(program(lowered), budget=budget)
-    try:
-        want = expected_outputs(front_end, problem)
-        report.reference = "numpy reference"
-    except ReferenceUnavailable as exc:
-        want, report.reference = None, f"no numpy reference ({exc})"
-    try:
+    try:  # the reference's loops count too: it runs every block's iterations
+        want = _reference(front_end, problem, budget, report)
         for seed in range(seeds):
             chooser = Chooser(MODES[seed % len(MODES)], seed)
             _one(prog, problem, budget.guard(chooser), f"seed {seed} ({chooser.describe()})",
@@ -86,6 +82,7 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
                 break
     except BudgetReached:
         report.stopped = "seeds"
+        report.reference = report.reference or "the work budget ran out in the reference"
     if not (first_finding and report.findings) and not report.stopped:
         try:
             _search(prog, problem, exhaustive_budget, report, first_finding, budget)
@@ -93,6 +90,16 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
             report.stopped = "search"
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _reference(front_end: ir.Kernel, problem: Problem, budget: WorkBudget, report: Report):
+    try:
+        want = expected_outputs(front_end, problem, budget)
+        report.reference = "numpy reference"
+        return want
+    except ReferenceUnavailable as exc:
+        report.reference = f"no numpy reference ({exc})"
+        return None
 
 
 def _search(prog: Program, problem: Problem, budget: int, report: Report,

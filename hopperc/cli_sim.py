@@ -11,13 +11,18 @@ from hopperc.cli_common import (EXIT_USER, Command, Diagnostics, Failure, define
                                 findings_option, guarded, parse_defines, parse_shape)
 from hopperc.problems import Problem
 
+# `check` / `sim` stopped at the step budget before its seeded schedules ran, with
+# no finding: nothing wrong was seen, but the kernel was not checked either.
+EXIT_INCOMPLETE = 3
+
+
 def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, search: int,
-              verbose: bool) -> None:
+              verbose: bool, steps: int = target.DEFAULT_STEPS) -> None:
     from hopperc import driver
     defs = parse_defines(defines)
     try:
-        report = guarded(lambda src: driver.simulate(src, defs, shapes, seeds, search), file,
-                          diagnostics)
+        report = guarded(lambda src: driver.simulate(src, defs, shapes, seeds, search, steps),
+                         file, diagnostics)
     except Failure as failure:
         sys.exit(failure.code)
     if diagnostics.form == "sarif":
@@ -27,7 +32,8 @@ def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, 
     elif diagnostics.form == "json":
         for finding in report.findings:
             click.echo(json.dumps(finding.record()))
-        click.echo(json.dumps({"kind": "summary", "ok": report.ok,
+        click.echo(json.dumps({"kind": "summary", "ok": report.ok and not report.incomplete,
+                               "complete": not report.incomplete,
                                "findings": len(report.findings),
                                "lines": _summary(report, verbose)}))
     else:
@@ -37,7 +43,7 @@ def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, 
                 line for line in lines[1:] if not line.startswith("    ")
                 and line != "  last events:"]))
         click.echo("\n".join(_summary(report, verbose)))
-    sys.exit(EXIT_USER if report.findings else 0)
+    sys.exit(EXIT_USER if report.findings else EXIT_INCOMPLETE if report.incomplete else 0)
 
 
 def _problem(finding) -> Problem:
@@ -57,6 +63,14 @@ def _summary(report, verbose: bool) -> list[str]:
               "not exhaustive)" if report.exhaustive else "no exhaustive search")
     lines = [f"shapes: {problem.describe()}",
              f"schedules: {report.schedules} seeded, {search}"]
+    if report.stopped:
+        left = ("the other seeded schedules and the exhaustive search did not run"
+                if report.incomplete else "the exhaustive search ended there")
+        lines.append(f"stopped: the work budget of {report.budget:,} steps (scheduler steps "
+                     "and loop iterations) ran out "
+                     f"after {report.schedules} whole seeded schedule"
+                     f"{'s' * (report.schedules != 1)}; {left}. Give smaller sizes with "
+                     "`hopperc sim --shape`, or a larger `hopperc sim --budget`")
     if report.max_error:
         errors = ", ".join(f"{t} max error {e:.3g}" for t, e in report.max_error.items())
         lines.append(f"result: {errors} against the {report.reference}")
@@ -65,6 +79,9 @@ def _summary(report, verbose: bool) -> list[str]:
     if report.findings:
         n = len(report.findings)
         lines.append(f"FAILED: {n} finding{'s' * (n != 1)} in {runs} ({report.seconds:.1f} s)")
+    elif report.incomplete:
+        lines.append(f"INCOMPLETE: no finding in {runs} ({report.seconds:.1f} s), but the "
+                     "kernel was not checked to the end")
     else:
         lines.append(f"ok: no deadlock, race, missing fence, barrier misuse or wrong result in "
                      f"{runs} ({report.seconds:.1f} s)")
@@ -72,8 +89,9 @@ def _summary(report, verbose: bool) -> list[str]:
 
 
 shape_option = click.option("--shape", callback=parse_shape, metavar="M=..,N=..",
-                             help="Dimension sizes (default: two tiles per grid axis, "
-                                  "2 x ring depth + 1 loop iterations).")
+                             help="Dimension sizes (default: whole clusters of two tiles per "
+                                  "grid axis, 2 x ring depth + 1 loop iterations, each with a "
+                                  "partial last tile).")
 
 
 @click.command(cls=Command)
@@ -84,12 +102,16 @@ shape_option = click.option("--shape", callback=parse_shape, metavar="M=..,N=.."
               show_default=True, help="Seeded random schedules to run.")
 @click.option("--search", type=click.IntRange(0, 10 ** 7), default=target.DEFAULT_SEARCH,
               show_default=True, help="Budget of the exhaustive search (runs).")
+@click.option("--budget", type=click.IntRange(1, 10 ** 10), default=target.DEFAULT_STEPS,
+              show_default=True, help="Steps (scheduler steps and loop iterations) of the "
+                                      "whole simulation; past them "
+                                      "it stops and says what it ran (exit 3 if no finding).")
 @click.option("-q", "--quiet", is_flag=True, help="No event trace under findings.")
 @findings_option
-def sim(file, defines, shape, seeds, search, quiet, diagnostics):
+def sim(file, defines, shape, seeds, search, budget, quiet, diagnostics):
     """Run FILE on a CPU model under many schedules: deadlocks, races, missing
     fences, barrier misuse and wrong results, with a trace of each."""
-    _simulate(file, defines, diagnostics, shape, seeds, search, verbose=not quiet)
+    _simulate(file, defines, diagnostics, shape, seeds, search, verbose=not quiet, steps=budget)
 
 
 @click.command(name="check", cls=Command)
@@ -97,6 +119,7 @@ def sim(file, defines, shape, seeds, search, quiet, diagnostics):
 @define_option
 @findings_option
 def check_command(file, defines, diagnostics):
-    """Simulate FILE with the default small shapes; exit 1 on any finding."""
+    """Simulate FILE with the default small shapes; exit 1 on any finding, 3 if
+    the work budget stopped it first."""
     _simulate(file, defines, diagnostics, {}, target.DEFAULT_SEEDS, target.DEFAULT_SEARCH,
               verbose=False)

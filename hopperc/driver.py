@@ -23,7 +23,7 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.verify import verify
 from hopperc.passes import PASS_NAMES, pipeline
 from hopperc.target import (DEFAULT_ARCH, DEFAULT_SEARCH, DEFAULT_SEEDS,  # noqa: F401
-                            SUPPORTED_ARCHS, UnsupportedArchError, check_arch)
+                            DEFAULT_STEPS, SUPPORTED_ARCHS, UnsupportedArchError, check_arch)
 
 if TYPE_CHECKING:
     from hopperc.sim.explore import Report
@@ -93,7 +93,7 @@ def generate(source: SourceFile, defines: dict[str, int] | None = None,
 
 def simulate(source: SourceFile, defines: dict[str, int] | None = None,
              shapes: dict[str, int] | None = None, seeds: int = DEFAULT_SEEDS,
-             search: int = DEFAULT_SEARCH) -> Report:
+             search: int = DEFAULT_SEARCH, steps: int = DEFAULT_STEPS) -> Report:
     """Lower the kernel and run it on the CPU model (`hopperc sim` / `check`)."""
     front_end = check(source, defines)
     lowered = lower(front_end)
@@ -104,7 +104,7 @@ def simulate(source: SourceFile, defines: dict[str, int] | None = None,
     check_size(lowered, dims)
     try:
         problem = make_problem(lowered, dims, max_blocks=MAX_BLOCKS)
-        return explore(lowered, front_end, problem, seeds, search)
+        return explore(lowered, front_end, problem, seeds, search, steps=steps)
     except MemoryError:
         raise CompileError(lowered.span, "the simulation ran out of host memory; give smaller "
                                          "sizes with `hopperc sim --shape NAME=VALUE,...`") \

@@ -13,6 +13,9 @@ DEFAULT_ARCH = "sm_90a"
 SUPPORTED_ARCHS = ("sm_90a",)
 DEFAULT_SEEDS = 16
 DEFAULT_SEARCH = 3000  # schedules of the exhaustive search before it stops
+# Steps of one `check` (scheduler steps: a warp running to its next
+# synchronization, an asynchronous operation completing; and loop iterations).
+DEFAULT_STEPS = 1_000_000
 
 
 class UnsupportedArchError(CompileError, ValueError):

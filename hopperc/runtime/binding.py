@@ -9,9 +9,8 @@ from typing import Any, Mapping, Sequence
 from hopperc.runtime import driver_api
 from hopperc.runtime.arrays import DeviceTensor, contiguous_strides, device_tensor
 from hopperc.runtime.errors import ArgumentError
+from hopperc.runtime.launch_rules import INT_MAX, GridShape, TensorShape, illegal_shape
 from hopperc.runtime.spec import LaunchSpec, TensorSpec
-
-INT_MAX = 2 ** 31 - 1  # dimensions and int scalars travel as 32-bit `int`
 
 
 @dataclass(frozen=True)
@@ -68,12 +67,30 @@ def bind(spec: LaunchSpec, args: Sequence[Any], kwargs: Mapping[str, Any],
     scalars = {s.name: _scalar(s.name, s.ctype, given[s.name]) for s in spec.scalars}
     # a persistent kernel takes one block per SM of the device it runs on
     sms = driver_api.device(device).sm_count if spec.persistent and device is not None else None
-    grid = spec.grid_dims(dims, sms)
-    for axis, (extent, cluster) in enumerate(zip(grid, spec.cluster)):
-        if extent % cluster:
-            raise ArgumentError(f"{spec.kernel}: grid {'xyz'[axis]} extent {extent} is not a "
-                                f"multiple of the cluster's {cluster}")
-    return BoundCall(tensors, dims, scalars, grid)
+    # A tensor with strides of its own (a view of a wider matrix) is checked on
+    # them when its tensor map is encoded; a dense one here, by its shape.
+    dense = {name for name, t in tensors.items() if _dense(t)}
+    problem = illegal_shape(launch_tensors(spec, dense), launch_grid(spec), spec.cluster,
+                            spec.persistent, dims)
+    if problem:  # a tensor's problem names it; the grid's, the kernel
+        raise ArgumentError(problem.message if problem.tensor else
+                            f"{spec.kernel}: {problem.message}")
+    return BoundCall(tensors, dims, scalars, spec.grid_dims(dims, sms))
+
+
+def launch_tensors(spec: LaunchSpec, dense: set[str]) -> list[TensorShape]:
+    """The kernel's tensors; those copied by TMA and laid out densely checked by shape."""
+    mapped = {m.tensor for m in spec.tensor_maps} & dense
+    return [TensorShape(t.name, t.dtype.nbytes, t.dims, t.name in mapped) for t in spec.tensors]
+
+
+def _dense(tensor: DeviceTensor) -> bool:
+    return all(got == want for got, want, extent in zip(
+        tensor.strides, contiguous_strides(tensor.shape), tensor.shape) if extent > 1)
+
+
+def launch_grid(spec: LaunchSpec) -> list[GridShape]:
+    return [GridShape(axis, g.dim, g.divisor) for axis, g in enumerate(spec.grid)]
 
 
 def _dim(name: str, value: Any) -> int:

@@ -4,8 +4,8 @@ metadata and the actual tensor, checked against the rules the driver enforces
 
 TMA orders dimensions innermost first; the innermost one must be contiguous
 (its stride is the element size and cannot be given), every other stride is
-in bytes, a multiple of 16 and below 2^40, and the base address is 16-byte
-aligned.
+in bytes, a multiple of 16 and below 2^40 (`launch_rules`, which `bind` checks
+for the shape first), and the base address is 16-byte aligned.
 """
 from __future__ import annotations
 
@@ -17,11 +17,9 @@ from cuda.bindings import driver
 from hopperc.runtime import driver_api
 from hopperc.runtime.arrays import DeviceTensor
 from hopperc.runtime.errors import ArgumentError
+from hopperc.runtime.launch_rules import TMA_ALIGNMENT, extent_problem, stride_problem
 from hopperc.runtime.spec import TensorMapSpec
 
-TMA_ALIGNMENT = 16
-MAX_STRIDE = 1 << 40
-MAX_DIM = 1 << 32
 TENSOR_MAP_BYTES = 128
 
 
@@ -57,18 +55,17 @@ def tensor_map_args(spec: TensorMapSpec, tensor: DeviceTensor) -> TensorMapArgs:
         raise ArgumentError(f"{name}: its address {tensor.address:#x} is not {TMA_ALIGNMENT}-byte "
                             "aligned, as TMA needs")
     for axis, extent in enumerate(tensor.shape):
-        if not 0 < extent <= MAX_DIM:
-            raise ArgumentError(f"{name}: dimension {axis} is {extent}; TMA takes 1 .. 2^32")
+        problem = extent_problem(name, axis, extent)
+        if problem:
+            raise ArgumentError(problem)
     strides = []
     for axis in range(rank - 2, -1, -1):
         stride = tensor.strides[axis] * size
-        if stride % TMA_ALIGNMENT or not 0 < stride < MAX_STRIDE:
-            inner = tensor.shape[axis + 1]
-            hint = (f"; for a contiguous tensor, pad dimension {axis + 1} (now {inner}) to a "
-                    f"multiple of {TMA_ALIGNMENT // size}"
-                    if tensor.strides[axis] == inner * tensor.strides[axis + 1] else "")
-            raise ArgumentError(f"{name}: the stride of dimension {axis} is {stride} bytes; TMA "
-                                f"needs a positive multiple of {TMA_ALIGNMENT} below 2^40{hint}")
+        inner = tensor.shape[axis + 1]
+        dense = tensor.strides[axis] == inner * tensor.strides[axis + 1]
+        problem = stride_problem(name, axis, stride, size, inner if dense else None)
+        if problem:
+            raise ArgumentError(problem)
         strides.append(stride)
     return TensorMapArgs(
         data_type=spec.data_type, rank=rank, global_address=tensor.address,

@@ -20,7 +20,12 @@ completing its bytes on the barrier) only through `fence.mbarrier_init` by the
 initializing thread after the init, ordered before the use; the initializing
 thread's own arrivals and waits follow it in program order.
 
-`bar.sync id, n` releases when n threads (whole warps) have arrived. One id
+`bar.sync id, n` releases when n threads (whole warps) have arrived; the
+generations belong to the id, whichever statements arrive. Warps that reach one
+statement together (the same occurrence of it, nothing ordering one after the
+other) but meet in two generations were split by a count too small for them;
+the same statement reached again once an earlier generation is ordered before
+it (another warpgroup's turn) is a generation of its own. One id
 used with two thread counts by code that may run concurrently is misuse,
 whether or not a schedule makes the two uses meet: every use is remembered
 and checked by happens-before against the uses with another count.
@@ -209,7 +214,8 @@ class NamedBarrier:
         self.label = label or f"bar.sync {ident}"
         self.meeting: Meeting | None = None
         self.generation = 0
-        self.met: dict[tuple, int] = {}  # (statement, occurrence) -> generation it met in
+        # (statement, occurrence) -> the generation it met in and that meeting
+        self.met: dict[tuple, tuple[int, Meeting]] = {}
         self.uses: dict[tuple[int, int], tuple[int, Span | None]] = {}  # latest per (actor, n)
 
     def arrive(self, warp: int, threads: int, occurrence: tuple, clock: Clock,
@@ -224,15 +230,16 @@ class NamedBarrier:
             raise fail(Category.BARRIER_MISUSE,
                        f"{self.label} is reached with {threads} threads here and "
                        f"{meeting.threads} elsewhere: a barrier's thread count must agree", span)
-        split = self.met.get(occurrence)
-        if split is not None and split != self.generation:
+        earlier = self.met.get(occurrence)
+        if earlier is not None and earlier[0] != self.generation and \
+                not _ordered_after(clock, earlier[1].clock):
             raise fail(Category.BARRIER_MISUSE,
                        f"{self.label}, {threads}: the warps reaching this statement "
                        f"together are split over two barrier generations, so {threads} is not "
                        "the number of threads that meet here", span)
         meeting.warps.append(warp)
         meeting.sites.add(occurrence)
-        self.met[occurrence] = self.generation
+        self.met[occurrence] = (self.generation, meeting)
         join(meeting.clock, clock)
         if 32 * len(meeting.warps) == threads:
             self.meeting = None
@@ -257,3 +264,8 @@ class NamedBarrier:
         return (f"{self.label}, {m.threads}: {32 * len(m.warps)} of {m.threads} threads "
                 f"arrived (warps {', '.join(map(str, sorted(m.warps)))})")
 
+
+
+def _ordered_after(clock: Clock, earlier: Clock) -> bool:
+    """Whether every arrival joined in `earlier` happens before `clock`."""
+    return all(clock.get(agent, 0) >= tick for agent, tick in earlier.items())

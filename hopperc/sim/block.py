@@ -39,6 +39,7 @@ class Program:
     carries_bytes: frozenset[str]  # mbarrier arrays that loads or expect_tx target
     scalars: dict = field(default_factory=dict, compare=False, repr=False)
     layout: dict = field(default_factory=dict, compare=False, repr=False)  # SharedSpace's
+    budget: "WorkBudget | None" = field(default=None, compare=False, repr=False)
 
     def scalar(self, expr: ir.ScalarExpr) -> ScalarCode:
         """Keyed by identity: hashing a frozen expression walks it, which is the
@@ -49,6 +50,31 @@ class Program:
             hit = self.scalars[id(expr)] = (expr, ScalarCode(
                 compile_scalar(expr), per_lane(expr), per_lane(expr, PER_THREAD)))
         return hit[1]
+
+
+class BudgetReached(Exception):
+    """The simulation used every step of its work budget."""
+
+
+class WorkBudget:
+    """Steps of one simulation, across all its schedules: a scheduler step (a warp
+    running to its next synchronization, an asynchronous operation completing)
+    or a loop iteration (a warp may run many before it synchronizes)."""
+
+    def __init__(self, steps: int):
+        self.steps, self.left = steps, steps
+
+    def charge(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise BudgetReached
+
+    def guard(self, chooser):
+        """`chooser`, charging a step per choice."""
+        def choose(candidates, block_index, block):
+            self.charge()
+            return chooser(candidates, block_index, block)
+        return choose
 
 
 @dataclass

@@ -5,6 +5,8 @@ Seeded schedules cycle through the strategies of `schedule.MODES`; then a
 depth-first search replays every order of the choices the first cluster (block 0,
 or the blocks of its cluster) makes at its synchronization points, up to a budget (complete when the tree is smaller).
 A schedule stops at its first finding; findings are merged across schedules.
+All of it shares a budget of steps (`block.WorkBudget`): past it, the seeded schedules stop
+(the report says how many ran) or the search ends, never minutes of silence.
 """
 from __future__ import annotations
 
@@ -15,12 +17,13 @@ import numpy as np
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
-from hopperc.sim.block import Program
+from hopperc.sim.block import BudgetReached, Program, WorkBudget
 from hopperc.sim.findings import Category, Finding, SimFailure
 from hopperc.sim.problem import Problem
 from hopperc.sim.reference import ReferenceUnavailable, expected_outputs
 from hopperc.sim.schedule import MODES, Chooser, Pruned, Replay, run_cluster
 from hopperc.sim.values import tolerance
+from hopperc.target import DEFAULT_STEPS
 
 
 @dataclass
@@ -33,6 +36,13 @@ class Report:
     reference: str = ""  # how the result was checked
     max_error: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    budget: int = 0  # steps allowed (`block.WorkBudget`)
+    stopped: str = ""  # "seeds" or "search": where the step budget ran out
+
+    @property
+    def incomplete(self) -> bool:
+        """The budget stopped the seeded schedules: what `check` claims was not run."""
+        return self.stopped == "seeds"
 
     @property
     def ok(self) -> bool:
@@ -51,32 +61,49 @@ def program(kernel: ir.Kernel) -> Program:
 
 
 def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: int,
-             exhaustive_budget: int, first_finding: bool = False) -> Report:
+             exhaustive_budget: int, first_finding: bool = False,
+             steps: int = DEFAULT_STEPS) -> Report:
     """Raises `warp.SimUnsupported` for code the simulator cannot model.
     `first_finding`: stop at the first finding instead of merging the findings of
-    every schedule (a yes/no answer, e.g. for mutation testing)."""
+    every schedule (a yes/no answer, e.g. for mutation testing). `steps`: the
+    work budget of the whole simulation (`block.WorkBudget`)."""
     start = time.perf_counter()
-    report = Report(problem)
-    prog = program(lowered)
-    try:
-        want = expected_outputs(front_end, problem)
-        report.reference = "numpy reference"
-    except ReferenceUnavailable as exc:
-        want, report.reference = None, f"no numpy reference ({exc})"
-    for seed in range(seeds):
-        chooser = Chooser(MODES[seed % len(MODES)], seed)
-        _one(prog, problem, chooser, f"seed {seed} ({chooser.describe()})", want, report)
-        report.schedules += 1
-        if first_finding and report.findings:
-            break
-    if not (first_finding and report.findings):
-        _search(prog, problem, exhaustive_budget, report, first_finding)
+    report = Report(problem, budget=steps)
+    budget = WorkBudget(steps)
+    prog = replace(program(lowered), budget=budget)
+    try:  # the reference's loops count too: it runs every block's iterations
+        want = _reference(front_end, problem, budget, report)
+        for seed in range(seeds):
+            chooser = Chooser(MODES[seed % len(MODES)], seed)
+            _one(prog, problem, budget.guard(chooser), f"seed {seed} ({chooser.describe()})",
+                 want, report)
+            report.schedules += 1
+            if first_finding and report.findings:
+                break
+    except BudgetReached:
+        report.stopped = "seeds"
+        report.reference = report.reference or "the work budget ran out in the reference"
+    if not (first_finding and report.findings) and not report.stopped:
+        try:
+            _search(prog, problem, exhaustive_budget, report, first_finding, budget)
+        except BudgetReached:
+            report.stopped = "search"
     report.seconds = time.perf_counter() - start
     return report
 
 
+def _reference(front_end: ir.Kernel, problem: Problem, budget: WorkBudget, report: Report):
+    try:
+        want = expected_outputs(front_end, problem, budget)
+        report.reference = "numpy reference"
+        return want
+    except ReferenceUnavailable as exc:
+        report.reference = f"no numpy reference ({exc})"
+        return None
+
+
 def _search(prog: Program, problem: Problem, budget: int, report: Report,
-            first_finding: bool = False) -> None:
+            first_finding: bool = False, steps: WorkBudget | None = None) -> None:
     """Depth-first search over the choices of block 0's cluster (the other blocks
     run the same code on other tiles), pruning states already explored. Data is
     compared on the seeded schedules, which run every block; the search runs
@@ -88,7 +115,7 @@ def _search(prog: Program, problem: Problem, budget: int, report: Report,
         prefix = stack.pop()
         replay = Replay(prefix, visited)
         try:
-            run_cluster(prog, envs, None, replay, 0)
+            run_cluster(prog, envs, None, steps.guard(replay) if steps else replay, 0)
         except Pruned:
             pass
         except SimFailure as failure:
@@ -123,12 +150,16 @@ def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.n
     written) on the kernel's first store to that tensor."""
     for tensor, expect in want.items():
         dtype = kernel.tensor(tensor).dtype
-        # NaN where one side is NaN (registers nothing wrote): always wrong
-        both_nan = np.isnan(got[tensor]) & np.isnan(expect)
-        error = np.where(both_nan, 0.0, np.abs(got[tensor] - expect))
+        # NaN (or an infinity) where the reference has the same is equal (rsqrt of a
+        # negative number); NaN where it has a number (registers nothing wrote) is
+        # wrong, and so is anything but the same infinity where it has an infinity.
+        same = (got[tensor] == expect) | (np.isnan(got[tensor]) & np.isnan(expect))
+        with np.errstate(invalid="ignore"):
+            error = np.where(same, 0.0, np.abs(got[tensor] - expect))
         report.max_error[tensor] = max(report.max_error.get(tensor, 0.0), float(error.max(
             initial=0.0)))
-        bad = ~(error <= tolerance(dtype, expect))
+        with np.errstate(invalid="ignore"):
+            bad = ~(same | (np.isfinite(expect) & (error <= tolerance(dtype, expect))))
         if bad.any():
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             store = writers[tensor][where] or next(

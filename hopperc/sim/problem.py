@@ -1,7 +1,8 @@
 """The problem a simulation runs: dimension sizes, scalar arguments, input
-tensors and the grid. Default sizes are small but exercise what matters: two
-tiles along each grid axis, and loops long enough that every stage of every
-ring is filled more than twice, so both parities and the wrap-around are used."""
+tensors and the grid. Default sizes (`shapes.py`) are small but exercise what
+matters: whole clusters, partial tiles, and loops long enough that every stage
+of every ring is filled more than twice, so both parities and the wrap-around
+are used."""
 from __future__ import annotations
 
 import math
@@ -13,10 +14,11 @@ from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.raster import TILE_LOOP, extent, run_extents
+from hopperc.runtime.launch_rules import GridShape, TensorShape, illegal_shape
+from hopperc.sim.shapes import (  # noqa: F401 - default_dims re-exported
+    MAX_BLOCKS, default_dims, index_ranges)
 from hopperc.sim.values import round_to, scalar
 
-GRID_TILES = 2
-MAX_BLOCKS = 8  # a larger grid is simulated on a representative subset of its blocks
 PERSISTENT_BLOCKS = 2  # a persistent kernel's blocks, standing for the SMs
 # Tensors live as f32 arrays: the inputs, a copy per schedule, the reference's
 # copy and its expected outputs. Past this, refuse instead of thrashing.
@@ -61,66 +63,40 @@ class Problem:
         return f"{dims or 'no dimensions'}, {run}"
 
 
-def default_dims(kernel: ir.Kernel) -> dict[str, int]:
-    """Each dimension as a multiple of the tile sizes that divide it: GRID_TILES
-    tiles for grid axes (one more in a pingpong kernel), 2 x ring depth + 1
-    iterations for loop bounds."""
-    names = [d for t in kernel.tensors for d in t.dims if isinstance(d, str)]
-    divisors: dict[str, list[int]] = {}
-    loop_dims: set[str] = set()
-    for axis in kernel.grid:
-        if axis.dim is not None:
-            divisors.setdefault(axis.dim, []).append(axis.divisor)
-    for stmt in walk(kernel.body):
-        if isinstance(stmt, ir.ForLoop) and not (kernel.persistent and stmt.var == TILE_LOOP):
-            for dim, divisor in _divided_dims(stmt.stop):
-                divisors.setdefault(dim, []).append(divisor)
-                loop_dims.add(dim)
-    depth = ring_depth(kernel)
-    dims = {}
-    for name in dict.fromkeys(names):
-        unit = math.lcm(*divisors.get(name, [1]))
-        # A pingpong block takes several tiles per warpgroup, one more in some blocks.
-        tiles = GRID_TILES + 1 if kernel.pingpong else GRID_TILES
-        dims[name] = unit * ((2 * depth + 1) if name in loop_dims else tiles)
-    return dims
+def check_launch(kernel: ir.Kernel, dims: dict[str, int]) -> None:
+    """Refuse a shape the runtime would refuse (`runtime.launch_rules`, the one
+    definition), with its message, at the tensor at fault or the grid."""
+    problem = illegal_shape(launch_tensors(kernel), [
+        GridShape(axis, g.dim, g.divisor) for axis, g in enumerate(kernel.grid)],
+        kernel.cluster, kernel.persistent, dims)
+    if problem:
+        span = next((t.span for t in kernel.tensors if t.name == problem.tensor),
+                    kernel.grid[0].span if kernel.grid and not problem.tensor else kernel.span)
+        raise CompileError(span, f"{problem.message}: the GPU cannot launch this shape; give "
+                                 "another with `hopperc sim --shape NAME=VALUE,...`")
 
 
-def ring_depth(kernel: ir.Kernel) -> int:
-    """The longest ring the kernel may cycle through, compiler-made or written by
-    hand: pipeline stages, mbarrier arrays, staged buffers and the planes of
-    rank-3 buffers. 2 x depth + 1 iterations fill each of its slots more than
-    twice, so both parities and the wrap-around run."""
-    depths = [p.stages for p in kernel.pipelines] + [b.count for b in kernel.barriers]
-    depths += [b.stages for b in kernel.buffers]
-    depths += [b.shape[0] for b in kernel.buffers if len(b.shape) == 3]
-    return max(depths + [1])
-
-
-def _divided_dims(expr: ir.ScalarExpr):
-    if isinstance(expr, ir.ScalarOp):
-        if expr.op in ("/", "//") and isinstance(expr.left, ir.Scalar) and \
-                expr.left.kind is ir.ScalarKind.DIM and isinstance(expr.right, ir.Scalar) and \
-                expr.right.kind is ir.ScalarKind.CONST:
-            yield expr.left.name, int(expr.right.value)
-        for side in (expr.left, expr.right):
-            if side is not None:
-                yield from _divided_dims(side)
-    elif isinstance(expr, ir.Scalar) and expr.kind is ir.ScalarKind.DIM:
-        yield expr.name, 1
+def launch_tensors(kernel: ir.Kernel) -> list[TensorShape]:
+    tma = {s.tensor for s in walk(kernel.body) if isinstance(s, (ir.AsyncLoad, ir.AsyncStore))
+           and s.engine is ir.Engine.TMA}
+    return [TensorShape(t.name, t.dtype.nbytes, t.dims, t.name in tma) for t in kernel.tensors]
 
 
 def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
                  max_blocks: int | None = None) -> Problem:
     """Random inputs for `dims`; with `max_blocks`, a grid larger than that is
     represented by a subset of its blocks (the reference runs the same ones)."""
+    check_launch(kernel, dims)
     rng = np.random.default_rng(seed)
     stored = {s.tensor for s in walk(kernel.body) if isinstance(s, ir.AsyncStore)}
     inputs = {}
+    indices = index_ranges(kernel, dims)
     for t in kernel.tensors:
         shape = tuple(dims[d] if isinstance(d, str) else d for d in t.dims)
         if t.name in stored:
             inputs[t.name] = np.zeros(shape, dtype=np.float32)
+        elif t.name in indices:  # valid indices or lengths, not -1 / 0 / 1
+            inputs[t.name] = rng.integers(0, max(indices[t.name], 1), shape).astype(np.float32)
         else:
             inputs[t.name] = round_to(t.dtype, rng.uniform(-1, 1, shape))
     scalars = {s.name: (float(round_to(s.dtype, rng.uniform(0.5, 2))) if s.dtype.is_float
@@ -145,11 +121,6 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
         return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid, tiles=blocks,
                        cluster=size)
     shape = list(kernel.cluster[:len(extents)])
-    for axis, (tiles, size) in enumerate(zip(extents, shape)):
-        if tiles % size:
-            raise CompileError(kernel.span, f"grid {'xyz'[axis]} extent {tiles} is not a "
-                                            f"multiple of the cluster's {size}: give a shape "
-                                            "whose tiles fill whole clusters")
     size = math.prod(kernel.cluster)
     # Whole clusters, each block with its rank (x fastest, as %cluster_ctarank).
     clusters = [e // c for e, c in zip(extents, shape)]

@@ -20,6 +20,7 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import issued_per_warpgroup, leaf_accesses, walk
 from hopperc.ir.layout import element_threads
 from hopperc.ir.raster import TILE_LOOP, turn_warpgroups
+from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
 from hopperc.sim.values import (PER_THREAD, elementwise, matrix_product, per_lane, read_box,
                                 row_partials, scalar, taken_tile, undefined, write_box)
@@ -30,16 +31,19 @@ class ReferenceUnavailable(Exception):
     """The kernel's meaning depends on which thread runs what (hand-written code)."""
 
 
-def reference(kernel: ir.Kernel, env: Mapping[str, int], tensors: dict[str, np.ndarray]) -> None:
-    """Run one block (`env` holds its tile coordinates) over `tensors` in place."""
-    _Block(kernel, env, tensors).run()
+def reference(kernel: ir.Kernel, env: Mapping[str, int], tensors: dict[str, np.ndarray],
+              budget: WorkBudget | None = None) -> None:
+    """Run one block (`env` holds its tile coordinates) over `tensors` in place,
+    charging each loop iteration to `budget`."""
+    _Block(kernel, env, tensors, budget).run()
 
 
-def expected_outputs(front_end: ir.Kernel, problem: Problem) -> dict[str, np.ndarray]:
+def expected_outputs(front_end: ir.Kernel, problem: Problem,
+                     budget: WorkBudget | None = None) -> dict[str, np.ndarray]:
     """What every block of the grid stores, from the problem's inputs."""
     tensors = problem.fresh_tensors()
     for block in problem.grid:
-        reference(front_end, problem.env(block), tensors)
+        reference(front_end, problem.env(block), tensors, budget)
     return {name: tensors[name] for name in problem.outputs}
 
 
@@ -95,7 +99,9 @@ def _shared_between_roles(kernel: ir.Kernel) -> set[str]:
 
 
 class _Block:
-    def __init__(self, kernel: ir.Kernel, env: Mapping[str, int], tensors):
+    def __init__(self, kernel: ir.Kernel, env: Mapping[str, int], tensors,
+                 budget: WorkBudget | None = None):
+        self.budget = budget
         self.kernel = kernel
         self.env = dict(env)
         self.tensors = tensors
@@ -136,6 +142,8 @@ class _Block:
             case ir.ForLoop(var=var, start=start, stop=stop, body=body, span=span):
                 self.loops.append(var)
                 for i in range(self.scalar(start, span=span), self.scalar(stop, span=span)):
+                    if self.budget is not None:
+                        self.budget.charge()
                     self.env[var] = i
                     self.block(body)
                 self.loops.pop()

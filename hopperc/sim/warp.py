@@ -150,7 +150,10 @@ class Warp(ElementCode, AsyncIssue):
                     yield from self.enter_role(role, body)
             case ir.ForLoop(var=var, start=start, stop=stop, body=body, span=span):
                 lo, hi = self.value(start, lanes, span), self.value(stop, lanes, span)
+                budget = self.block.program.budget
                 for i in range(lo, hi):
+                    if budget is not None:
+                        budget.charge()
                     self.env[var] = i
                     yield from self.block_(body, lanes)
             case ir.IfThen(cond=cond, then=then, orelse=orelse):

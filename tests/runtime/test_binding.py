@@ -99,3 +99,18 @@ def test_pointer_tensors_must_be_dense_and_aligned():
         check_pointer_tensor(DeviceTensor(0x1000, (8,), (2,), 4, None, 0, "t"), "S")
     with pytest.raises(ArgumentError, match="not aligned to its 4-byte elements"):
         check_pointer_tensor(DeviceTensor(0x1002, (8,), (1,), 4, None, 0, "t"), "S")
+
+
+def test_dense_tensor_with_rows_tma_refuses_is_refused_before_any_encoding():
+    a, b, c = bf16((200, 500), 0x10000), bf16((304, 500), 0x20000), bf16((200, 304), 0x30000)
+    with pytest.raises(ArgumentError, match="A: the stride of dimension 0 is 1000 bytes.*"
+                                            "multiple of 8, as K = 504"):
+        bind(sample_spec("gemm_bf16"), (a, b, c), {})
+
+
+def test_negative_padded_rows_of_a_view_are_left_to_their_actual_strides():
+    # K = 500 columns of rows 504 elements apart: TMA takes the 1008-byte stride.
+    a = bf16((200, 500), 0x10000, strides=(1008, 2))
+    b = bf16((304, 500), 0x20000, strides=(1008, 2))
+    call = bind(sample_spec("gemm_bf16"), (a, b, bf16((200, 304), 0x30000)), {})
+    assert call.dims == {"M": 200, "K": 500, "N": 304}

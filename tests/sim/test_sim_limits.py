@@ -30,9 +30,9 @@ def test_tensors_too_big_for_host_memory_are_refused_at_the_tensor(hopperc_cli, 
     proc = hopperc_cli("check", path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     first = proc.stderr.splitlines()[0]
-    assert first.startswith(f"{path}:4:12: error: simulating this kernel at M=128 needs about "
-                            "4.0 GiB"), first
-    assert "'X' alone has 134,217,728 elements" in first and "--shape" in first
+    assert first.startswith(f"{path}:4:12: error: simulating this kernel at M=97 needs about "
+                            "3.0 GiB"), first  # 64 rows and a partial tile of 33
+    assert "'X' alone has 101,711,872 elements" in first and "--shape" in first
 
 
 def test_running_out_of_memory_while_simulating_is_an_error_not_a_crash(monkeypatch):
@@ -48,7 +48,7 @@ def test_a_large_grid_is_simulated_on_a_representative_subset(hopperc_cli, tmp_p
                                  "tile(BM = 64, BN = 64)\n    grid(m: M / BM, n: N / BN, z: 512)")
     proc = hopperc_cli("sim", path, "-q", "--seeds", "2", "--search", "0")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "shapes: M=128 N=128, 2048 blocks, 8 simulated (the first, the last" in proc.stdout
+    assert "shapes: M=97 N=96, 2048 blocks, 8 simulated (the first, the last" in proc.stdout
     assert "Y max error 0 against the numpy reference" in proc.stdout
 
 

@@ -1,0 +1,122 @@
+"""The one definition of a legal launch shape: what the runtime refuses before
+it launches, the simulator refuses for `--shape` (and never picks by default),
+and docs/runtime.md describes. Plain Python on names and sizes (no CUDA, no
+compiler), so the runtime, the simulator and the command line all import it.
+
+For dimension values `dims` (the kernel's runtime sizes), a launch is legal when:
+- every dimension is an integer in 0 .. 2^31 - 1 (it travels as a 32-bit int);
+- every grid extent (`ceil(DIM / divisor)`, or a constant) is a multiple of the
+  cluster's extent along its axis (a persistent grid is whole clusters anyway);
+- for a tensor read or written by TMA, laid out densely row-major (the layout
+  the simulator and a `.contiguous()` tensor have): every extent is in
+  1 .. 2^32 and every stride but the innermost (the bytes from one index of an
+  axis to the next) is a positive multiple of 16 bytes below 2^40, as
+  cuTensorMapEncodeTiled requires. A row of 500 bf16 elements (1000 bytes) is
+  not; 504 is.
+A grid with no blocks launches nothing, and is not checked further.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+INT_MAX = 2 ** 31 - 1  # dimensions and int scalars travel as 32-bit `int`
+TMA_ALIGNMENT = 16  # bytes: a TMA global stride and base address
+MAX_STRIDE = 1 << 40
+MAX_EXTENT = 1 << 32
+
+
+@dataclass(frozen=True)
+class TensorShape:
+    name: str
+    itemsize: int  # bytes per element
+    dims: tuple[str | int, ...]  # a dimension's name, or a fixed extent
+    tma: bool  # the kernel copies it with TMA (through a tensor map)
+
+
+@dataclass(frozen=True)
+class GridShape:
+    axis: int  # 0, 1, 2: x, y, z
+    dim: str | None
+    divisor: int  # extent ceil(dim / divisor), or `divisor` blocks without a dimension
+
+
+@dataclass(frozen=True)
+class IllegalShape:
+    """Why a shape cannot launch; `tensor` names the tensor at fault, if one is."""
+
+    message: str
+    tensor: str | None = None
+
+
+def grid_extent(axis: GridShape, dims: dict[str, int]) -> int:
+    return axis.divisor if axis.dim is None else -(-dims[axis.dim] // axis.divisor)
+
+
+def illegal_shape(tensors: Iterable[TensorShape], grid: Sequence[GridShape],
+                  cluster: Sequence[int], persistent: bool,
+                  dims: dict[str, int]) -> IllegalShape | None:
+    """The first rule `dims` breaks (module docstring), or None."""
+    for name, value in dims.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT_MAX:
+            return IllegalShape(f"dimension {name} must be an integer in 0 .. {INT_MAX}, "
+                                f"got {value!r}")
+    extents = [grid_extent(axis, dims) for axis in grid]
+    if 0 in extents:
+        return None
+    if not persistent:
+        for axis, extent in zip(grid, extents):
+            size = cluster[axis.axis]
+            if extent % size:
+                given = "" if axis.dim is None else \
+                    f" ({axis.dim} = {dims[axis.dim]} makes {extent} tiles of {axis.divisor})"
+                return IllegalShape(f"grid {'xyz'[axis.axis]} extent {extent} is not a multiple "
+                                    f"of the cluster's {size}{given}")
+    for tensor in tensors:
+        if tensor.tma:
+            problem = _tma_problem(tensor, dims)
+            if problem:
+                return IllegalShape(problem, tensor.name)
+    return None
+
+
+def _tma_problem(tensor: TensorShape, dims: dict[str, int]) -> str | None:
+    shape = [dims[d] if isinstance(d, str) else d for d in tensor.dims]
+    for axis, extent in enumerate(shape):
+        problem = extent_problem(tensor.name, axis, extent)
+        if problem:
+            return problem
+    for axis in range(len(shape) - 2, -1, -1):
+        inner = math.prod(shape[axis + 1:])
+        problem = stride_problem(tensor.name, axis, inner * tensor.itemsize, tensor.itemsize,
+                                 shape[axis + 1], _name(tensor.dims[axis + 1]))
+        if problem:
+            return problem
+    return None
+
+
+def _name(dim: str | int) -> str | None:
+    return dim if isinstance(dim, str) else None
+
+
+def extent_problem(tensor: str, axis: int, extent: int) -> str | None:
+    if not 0 < extent <= MAX_EXTENT:
+        return f"{tensor}: dimension {axis} is {extent}; TMA takes 1 .. 2^32"
+    return None
+
+
+def stride_problem(tensor: str, axis: int, stride: int, itemsize: int,
+                   inner: int | None, inner_name: str | None = None) -> str | None:
+    """A TMA global stride of `stride` bytes for `axis`; `inner`: the extent of the
+    next axis when the tensor is dense there (the one to pad), else None."""
+    if stride % TMA_ALIGNMENT == 0 and 0 < stride < MAX_STRIDE:
+        return None
+    hint = ""
+    if inner is not None:
+        multiple = TMA_ALIGNMENT // math.gcd(TMA_ALIGNMENT, itemsize)
+        padded = -(-inner // multiple) * multiple
+        hint = (f"; for a contiguous tensor, pad dimension {axis + 1} (now {inner}) to a "
+                f"multiple of {multiple}, as {inner_name or 'its extent'} = {padded}")
+    return (f"{tensor}: the stride of dimension {axis} is {stride} bytes; TMA needs a positive "
+            f"multiple of {TMA_ALIGNMENT} below 2^40{hint}")

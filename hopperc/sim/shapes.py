@@ -1,0 +1,344 @@
+"""Default problem sizes, from what each dimension is used for in the lowered
+kernel, so that `check` runs every path of it on a small problem:
+
+- a grid axis gets two tiles (three in a pingpong kernel), a whole number of
+  clusters along it, and two clusters where that stays within the blocks the
+  simulator runs;
+- a loop bound gets 2 x ring depth + 1 iterations (every slot of the longest
+  ring filled more than twice: both parities and the wrap-around), found by
+  evaluating the loop's bounds, whatever expression they are;
+- nested loops multiply: past NEST_ITERATIONS iterations of a nest's innermost
+  body, the outer loops run fewer times (twice, then once), the innermost keeps
+  its ring's iterations;
+- every dimension ends in a partial tile (of its grid divisor, loop divisor, or
+  the TMA box along it), cut past the middle of the tile, while every TMA
+  stride stays a multiple of 16 bytes (`runtime.launch_rules`); a dimension a
+  bulk copy walks, or that divides another, stays whole;
+- a dimension divided by another (`H / HKV`, a group count) is at least twice
+  it, so each group has two members or more.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import bodies, walk
+from hopperc.ir.raster import TILE_LOOP
+from hopperc.runtime.launch_rules import TMA_ALIGNMENT
+from hopperc.sim.values import scalar
+
+GRID_TILES = 2
+MAX_BLOCKS = 8  # a larger grid is simulated on a representative subset of its blocks
+NEST_ITERATIONS = 128  # most default iterations of the innermost body of nested loops
+MAX_TRIPS = 64  # the most tiles a default loop dimension is searched over
+
+
+@dataclasses.dataclass
+class _Use:
+    units: set[int] = dataclasses.field(default_factory=set)  # grid and loop divisors
+    boxes: set[int] = dataclasses.field(default_factory=set)  # TMA box extents along it
+    granule: int = 1  # the size is a multiple of this (TMA strides, bulk slices)
+    whole: bool = False  # no partial tile
+    tiles: int = 0  # tiles along a grid axis (0: not one)
+    loops: bool = False  # in a loop's bounds
+
+    @property
+    def unit(self) -> int:
+        return math.lcm(*self.units) if self.units else max(self.boxes, default=1)
+
+
+def default_dims(kernel: ir.Kernel) -> dict[str, int]:
+    names = list(dict.fromkeys(d for t in kernel.tensors for d in t.dims if isinstance(d, str)))
+    uses = {name: _Use() for name in names}
+    _tensor_uses(kernel, uses)
+    _grid_uses(kernel, uses)
+    loops = _loops(kernel)
+    for loop, _ in loops:
+        for dim, divisor in _divided_dims(loop.stop):
+            if divisor > 1:  # `K / 64` counts tiles of 64; `K + 63` tiles of nothing
+                uses[dim].units.add(divisor)
+            uses[dim].loops = True
+    groups = _groupings(kernel, set(names))
+    for _, divisor in groups:
+        uses[divisor].whole = True
+    dims = {name: size(use, max(use.tiles, 1)) if use.tiles or use.loops or use.unit > 1
+            else GRID_TILES * use.granule for name, use in uses.items()}
+    _fit_loops(kernel, loops, uses, dims)
+    for group, divisor in groups:
+        if dims[group] < 2 * dims[divisor] or dims[group] % dims[divisor]:
+            dims[group] = dims[divisor] * max(2, -(-dims[group] // dims[divisor]))
+    return dims
+
+
+def size(use: _Use, tiles: int) -> int:
+    """`tiles` tiles of the dimension's unit, the last one partial: cut just past
+    its middle where a granule allows, else whole."""
+    unit, granule = use.unit, use.granule
+    base = unit * (tiles - 1)
+    cuts = [] if use.whole else [r for r in range(1, unit) if (base + r) % granule == 0]
+    if cuts:
+        return base + min(cuts, key=lambda r: (abs(r - (unit // 2 + 1)), -r))
+    return -(-unit * tiles // granule) * granule
+
+
+def ring_depth(kernel: ir.Kernel) -> int:
+    """The longest ring the kernel may cycle through, compiler-made or written by
+    hand: pipeline stages, mbarrier arrays, staged buffers and the planes of
+    rank-3 buffers. 2 x depth + 1 iterations fill each of its slots more than
+    twice, so both parities and the wrap-around run."""
+    depths = [p.stages for p in kernel.pipelines] + [b.count for b in kernel.barriers]
+    depths += [b.stages for b in kernel.buffers]
+    depths += [b.shape[0] for b in kernel.buffers if len(b.shape) == 3]
+    return max(depths + [1])
+
+
+def _tensor_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
+    """TMA strides (a multiple of 16 bytes), TMA boxes and bulk slices."""
+    for stmt in walk(kernel.body):
+        if not isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore)):
+            continue
+        tensor = kernel.tensor(stmt.tensor)
+        box = stmt.box[-len(tensor.dims):]
+        for dim, extent in zip(tensor.dims[len(tensor.dims) - len(box):], box):
+            if isinstance(dim, str):
+                uses[dim].boxes.add(extent)
+                if stmt.engine is ir.Engine.BULK:  # no clipping at the tensor's end
+                    uses[dim].granule = math.lcm(uses[dim].granule, extent)
+                    uses[dim].whole = True
+        inner = tensor.dims[-1]
+        if stmt.engine is ir.Engine.TMA and len(tensor.dims) > 1 and isinstance(inner, str):
+            multiple = TMA_ALIGNMENT // math.gcd(TMA_ALIGNMENT, tensor.dtype.nbytes)
+            uses[inner].granule = math.lcm(uses[inner].granule, multiple)
+
+
+def _grid_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
+    """Tiles along each grid axis: whole clusters, two of them where cheap."""
+    tiles = [GRID_TILES + 1 if kernel.pingpong else GRID_TILES for _ in kernel.grid]
+    tiles = [-(-t // c) * c for t, c in zip(tiles, kernel.cluster)]
+    per_cluster = math.prod(kernel.cluster)
+    if per_cluster > 1 and not kernel.persistent and math.prod(tiles) // per_cluster < 2 and \
+            2 * math.prod(tiles) <= MAX_BLOCKS:
+        axis = next(i for i, c in enumerate(kernel.cluster[:len(tiles)]) if c > 1)
+        tiles[axis] *= 2
+    for axis, count in zip(kernel.grid, tiles):
+        if axis.dim is not None:
+            use = uses[axis.dim]
+            use.units.add(axis.divisor)
+            use.tiles = max(use.tiles, count)
+
+
+def _loops(kernel: ir.Kernel) -> list[tuple[ir.ForLoop, tuple[ir.ForLoop, ...]]]:
+    """Every loop (not a persistent kernel's tile loop) with the loops around it."""
+    out: list[tuple[ir.ForLoop, tuple[ir.ForLoop, ...]]] = []
+
+    def visit(block: ir.Block, outer: tuple[ir.ForLoop, ...]) -> None:
+        for stmt in block.stmts:
+            inner = outer
+            if isinstance(stmt, ir.ForLoop) and not (kernel.persistent and stmt.var == TILE_LOOP):
+                out.append((stmt, outer))
+                inner = outer + (stmt,)
+            for body in bodies(stmt):
+                visit(body, inner)
+    visit(kernel.body, ())
+    return out
+
+
+def _fit_loops(kernel: ir.Kernel, loops, uses: dict[str, _Use], dims: dict[str, int]) -> None:
+    """Grow each loop dimension until its loops run their target iterations:
+    2 x ring depth + 1, less for outer loops of a nest past NEST_ITERATIONS."""
+    target = {id(loop): 2 * ring_depth(kernel) + 1 for loop, _ in loops}
+    innermost = {id(loop) for loop, _ in loops} - {id(o) for _, outer in loops for o in outer}
+    for _ in range(2 * len(loops) + 1):
+        for loop, _ in loops:
+            for dim in _loop_dims(loop):
+                _grow(dim, [(lp, ou) for lp, ou in loops if dim in _loop_dims(lp)],
+                      target, uses, dims, kernel)
+        over = [(loop, outer) for loop, outer in loops if id(loop) in innermost and math.prod(
+            max(_trips(o, ou, dims, kernel) or 1, 1) for o, ou in loops
+            if any(o is x for x in outer + (loop,))) > NEST_ITERATIONS]
+        if not over:
+            return
+        loop, outer = over[0]
+        lowered = False
+        for cap in (2, 1):  # the outermost loop with a dimension in its bounds first
+            for o in outer:
+                if target[id(o)] > cap and _loop_dims(o):
+                    target[id(o)] = cap
+                    for dim in _loop_dims(o):
+                        use = uses[dim]
+                        dims[dim] = size(use, max(use.tiles, 1))
+                    lowered = True
+                    break
+            if lowered:
+                break
+        if not lowered:
+            return
+
+
+def _grow(dim: str, loops, target: dict[int, int], uses: dict[str, _Use],
+          dims: dict[str, int], kernel: ir.Kernel) -> None:
+    use = uses[dim]
+    for tiles in range(max(use.tiles, 1), MAX_TRIPS + 1):
+        dims[dim] = size(use, tiles)
+        trips = [(_trips(loop, outer, dims, kernel), target[id(loop)]) for loop, outer in loops]
+        if all(t is None or t >= want for t, want in trips):  # None: no shape fixes it
+            return
+
+
+def _trips(loop: ir.ForLoop, outer, dims: dict[str, int], kernel: ir.Kernel) -> int | None:
+    """The loop's iterations in block 0 at the outer loops' first iteration; None
+    where its bounds depend on what the default shape cannot fix."""
+    env: dict[str, int] = {**dims, **{s.name: 1 for s in kernel.scalars}}
+    env.update({f"tile.{axis.name}": 0 for axis in kernel.grid})
+    env.update({f"@{b}": 0 for b in ("warp", "lane", "thread", "wg", "block", "blocks")})
+    env["@blocks"] = 1
+    try:
+        for o in outer:
+            env[o.var] = scalar(o.start, env)
+        return scalar(loop.stop, env) - scalar(loop.start, env)
+    except (KeyError, ZeroDivisionError):
+        return None
+
+
+def _loop_dims(loop: ir.ForLoop) -> list[str]:
+    return list(dict.fromkeys(d for e in (loop.start, loop.stop) for d, _ in _divided_dims(e)))
+
+
+def _divided_dims(expr: ir.ScalarExpr):
+    if isinstance(expr, ir.ScalarOp):
+        if expr.op in ("/", "//") and isinstance(expr.left, ir.Scalar) and \
+                expr.left.kind is ir.ScalarKind.DIM and isinstance(expr.right, ir.Scalar) and \
+                expr.right.kind is ir.ScalarKind.CONST:
+            yield expr.left.name, int(expr.right.value)
+        for side in (expr.left, expr.right):
+            if side is not None:
+                yield from _divided_dims(side)
+    elif isinstance(expr, ir.Scalar) and expr.kind is ir.ScalarKind.DIM:
+        yield expr.name, 1
+
+
+def _groupings(kernel: ir.Kernel, names: set[str]) -> list[tuple[str, str]]:
+    """(a, b) for every `a / b` (or `//`, `%`) of two dimensions anywhere."""
+    found: dict[tuple[str, str], None] = {}
+    for op in _scalar_ops(kernel.body):
+        if op.op in ("/", "//", "%") and all(
+                isinstance(s, ir.Scalar) and s.kind is ir.ScalarKind.DIM and s.name in names
+                for s in (op.left, op.right)) and op.left.name != op.right.name:
+            found[(op.left.name, op.right.name)] = None
+    return list(found)
+
+
+def _scalar_ops(node):
+    """Every ScalarOp inside `node` (any IR value), outermost first."""
+    if isinstance(node, ir.ScalarOp):
+        yield node
+    if isinstance(node, (tuple, list)):
+        for item in node:
+            yield from _scalar_ops(item)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for f in dataclasses.fields(node):
+            if f.name != "span":
+                yield from _scalar_ops(getattr(node, f.name))
+
+
+COMPARISONS = ("<", "<=", ">", ">=", "==", "!=", "min", "max")
+
+
+def index_ranges(kernel: ir.Kernel, dims: dict[str, int]) -> dict[str, int]:
+    """For each i32 tensor, the values its elements take as default inputs,
+    0 .. range - 1: what they are compared with (a length or an index against a
+    column, a loop or tile coordinate: the dimension behind it), else the
+    largest of its own dimensions."""
+    tensors = {t.name for t in kernel.tensors if t.dtype is ir.DType.I32}
+    if not tensors:
+        return {}
+    values = [(s, v) for s in walk(kernel.body) for v in _values(s)]
+    loads = {(s.dst.buffer, s.tensor) for s in walk(kernel.body)
+             if isinstance(s, ir.AsyncLoad)}
+    grid = {axis.name: axis.dim for axis in kernel.grid}
+    loop_dims = {loop.var: _loop_dims(loop) for loop, _ in _loops(kernel)}
+    ranges = {}
+    for tensor in tensors:
+        held = {buffer for buffer, source in loads if source == tensor}
+        for _ in range(len(values) + 1):  # tiles computed from it, to a fixed point
+            grown = held | {name for stmt, value in values if _reads(value, tensor, held)
+                            for name in _written(stmt)}
+            if grown == held:
+                break
+            held = grown
+        against: list[str] = []
+        for _, value in values:
+            for op in _elementwise(value):
+                if op.op in COMPARISONS and any(_reads(a, tensor, held) for a in op.args):
+                    for arg in op.args:
+                        if not _reads(arg, tensor, held):
+                            against += _dims_behind(arg, grid, loop_dims)
+        own = [dims[d] if isinstance(d, str) else d for d in kernel.tensor(tensor).dims]
+        ranges[tensor] = max([dims[d] for d in against if d in dims] or own)
+    return ranges
+
+
+def _values(stmt: ir.Stmt):
+    match stmt:
+        case ir.TileDef(init=init) if init is not None:
+            yield init
+        case ir.TileAssign(value=value) | ir.SharedStore(value=value):
+            yield value
+
+
+def _written(stmt: ir.Stmt) -> list[str]:
+    match stmt:
+        case ir.TileDef(name=name) | ir.TileAssign(name=name):
+            return [name]
+        case ir.SharedStore(dst=dst):
+            return [dst.buffer]
+    return []
+
+
+def _tile_nodes(expr):
+    yield expr
+    match expr:
+        case ir.Elementwise(args=args):
+            for arg in args:
+                yield from _tile_nodes(arg)
+        case ir.Convert(operand=operand):
+            yield from _tile_nodes(operand)
+
+
+def _elementwise(expr):
+    return [node for node in _tile_nodes(expr) if isinstance(node, ir.Elementwise)]
+
+
+def _reads(expr, tensor: str, held: set[str]) -> bool:
+    for node in _tile_nodes(expr):
+        match node:
+            case ir.GlobalVector(tensor=name) if name == tensor:
+                return True
+            case ir.SharedRead(view=view) if view.buffer in held:
+                return True
+            case ir.TileRef(name=name) | ir.RowValues(name=name) | ir.RowReduce(name=name) \
+                    if name in held:
+                return True
+    return False
+
+
+def _dims_behind(expr, grid: dict[str, str | None], loop_dims: dict[str, list[str]]):
+    for node in _tile_nodes(expr):
+        if isinstance(node, ir.ScalarValue):
+            for s in _scalars(node.expr):
+                if s.kind is ir.ScalarKind.DIM:
+                    yield s.name
+                elif s.kind is ir.ScalarKind.TILE and grid.get(s.name):
+                    yield grid[s.name]
+                elif s.kind is ir.ScalarKind.LOOP:
+                    yield from loop_dims.get(s.name, ())
+
+
+def _scalars(expr: ir.ScalarExpr):
+    if isinstance(expr, ir.Scalar):
+        yield expr
+    else:
+        for side in (expr.left, expr.right):
+            if side is not None:
+                yield from _scalars(side)

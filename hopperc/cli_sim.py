@@ -7,16 +7,17 @@ import sys
 import click
 
 from hopperc import target
+from hopperc.cli_build import default_jobs
 from hopperc.cli_common import (EXIT_USER, Command, Diagnostics, Failure, define_option,
                                 findings_option, guarded, parse_defines, parse_shape)
 from hopperc.problems import Problem
 
 def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, search: int,
-              verbose: bool) -> None:
+              verbose: bool, jobs: int) -> None:
     from hopperc import driver
     defs = parse_defines(defines)
     try:
-        report = guarded(lambda src: driver.simulate(src, defs, shapes, seeds, search), file,
+        report = guarded(lambda src: driver.simulate(src, defs, shapes, seeds, search, jobs), file,
                           diagnostics)
     except Failure as failure:
         sys.exit(failure.code)
@@ -71,6 +72,10 @@ def _summary(report, verbose: bool) -> list[str]:
     return lines
 
 
+jobs_option = click.option("-j", "--jobs", type=click.IntRange(1), default=default_jobs,
+                           show_default="the cores",
+                           help="Worker processes: the search and the seeded schedules run "
+                                "at once (the report is the same for any number).")
 shape_option = click.option("--shape", callback=parse_shape, metavar="M=..,N=..",
                              help="Dimension sizes (default: two tiles per grid axis, "
                                   "2 x ring depth + 1 loop iterations).")
@@ -85,18 +90,20 @@ shape_option = click.option("--shape", callback=parse_shape, metavar="M=..,N=.."
 @click.option("--search", type=click.IntRange(0, 10 ** 7), default=target.DEFAULT_SEARCH,
               show_default=True, help="Budget of the exhaustive search (runs).")
 @click.option("-q", "--quiet", is_flag=True, help="No event trace under findings.")
+@jobs_option
 @findings_option
-def sim(file, defines, shape, seeds, search, quiet, diagnostics):
+def sim(file, defines, shape, seeds, search, quiet, jobs, diagnostics):
     """Run FILE on a CPU model under many schedules: deadlocks, races, missing
     fences, barrier misuse and wrong results, with a trace of each."""
-    _simulate(file, defines, diagnostics, shape, seeds, search, verbose=not quiet)
+    _simulate(file, defines, diagnostics, shape, seeds, search, verbose=not quiet, jobs=jobs)
 
 
 @click.command(name="check", cls=Command)
 @click.argument("file", type=click.Path(dir_okay=False))
 @define_option
+@jobs_option
 @findings_option
-def check_command(file, defines, diagnostics):
+def check_command(file, defines, jobs, diagnostics):
     """Simulate FILE with the default small shapes; exit 1 on any finding."""
     _simulate(file, defines, diagnostics, {}, target.DEFAULT_SEEDS, target.DEFAULT_SEARCH,
-              verbose=False)
+              verbose=False, jobs=jobs)

@@ -93,8 +93,9 @@ def generate(source: SourceFile, defines: dict[str, int] | None = None,
 
 def simulate(source: SourceFile, defines: dict[str, int] | None = None,
              shapes: dict[str, int] | None = None, seeds: int = DEFAULT_SEEDS,
-             search: int = DEFAULT_SEARCH) -> Report:
-    """Lower the kernel and run it on the CPU model (`hopperc sim` / `check`)."""
+             search: int = DEFAULT_SEARCH, jobs: int = 1) -> Report:
+    """Lower the kernel and run it on the CPU model (`hopperc sim` / `check`),
+    in `jobs` worker processes (1: in this one)."""
     front_end = check(source, defines)
     lowered = lower(front_end)
     dims = problem_dims(lowered, shapes, source.name)
@@ -104,7 +105,7 @@ def simulate(source: SourceFile, defines: dict[str, int] | None = None,
     check_size(lowered, dims)
     try:
         problem = make_problem(lowered, dims, max_blocks=MAX_BLOCKS)
-        return explore(lowered, front_end, problem, seeds, search)
+        return explore(lowered, front_end, problem, seeds, search, jobs=jobs)
     except MemoryError:
         raise CompileError(lowered.span, "the simulation ran out of host memory; give smaller "
                                          "sizes with `hopperc sim --shape NAME=VALUE,...`") \

@@ -8,6 +8,7 @@ A schedule stops at its first finding; findings are merged across schedules.
 """
 from __future__ import annotations
 
+import multiprocessing
 import time
 from dataclasses import dataclass, field, replace
 
@@ -51,10 +52,12 @@ def program(kernel: ir.Kernel) -> Program:
 
 
 def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: int,
-             exhaustive_budget: int, first_finding: bool = False) -> Report:
+             exhaustive_budget: int, first_finding: bool = False, jobs: int = 1) -> Report:
     """Raises `warp.SimUnsupported` for code the simulator cannot model.
     `first_finding`: stop at the first finding instead of merging the findings of
-    every schedule (a yes/no answer, e.g. for mutation testing)."""
+    every schedule (a yes/no answer, e.g. for mutation testing). `jobs` > 1: the
+    seeded schedules and the search run in that many worker processes; the
+    report is the same, merged in the order one process makes it."""
     start = time.perf_counter()
     report = Report(problem)
     prog = program(lowered)
@@ -63,9 +66,12 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
         report.reference = "numpy reference"
     except ReferenceUnavailable as exc:
         want, report.reference = None, f"no numpy reference ({exc})"
+    if jobs > 1 and not first_finding and _forks():
+        _in_workers(prog, problem, seeds, exhaustive_budget, want, report, jobs)
+        report.seconds = time.perf_counter() - start
+        return report
     for seed in range(seeds):
-        chooser = Chooser(MODES[seed % len(MODES)], seed)
-        _one(prog, problem, chooser, f"seed {seed} ({chooser.describe()})", want, report)
+        _merge(report, _seeded(prog, problem, seed, want))
         report.schedules += 1
         if first_finding and report.findings:
             break
@@ -73,6 +79,65 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
         _search(prog, problem, exhaustive_budget, report, first_finding)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _seeded(prog: Program, problem: Problem, seed: int, want) -> Report:
+    """Seeded schedule `seed`: its findings and maximum errors."""
+    chooser = Chooser(MODES[seed % len(MODES)], seed)
+    one = Report(problem)
+    _one(prog, problem, chooser, f"seed {seed} ({chooser.describe()})", want, one)
+    return one
+
+
+def _merge(report: Report, part: Report) -> None:
+    for finding in part.findings:
+        report.add(finding)
+    for tensor, error in part.max_error.items():
+        report.max_error[tensor] = max(report.max_error.get(tensor, 0.0), error)
+
+
+def _forks() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+_TASK: tuple = ()  # what forked workers run: set before the pool forks them
+
+
+def _task(index: int):
+    """Task 0 is the search, task i > 0 seeded schedule i - 1. An exception
+    (code the simulator cannot model) comes back as a value, raised in order."""
+    prog, problem, budget, want = _TASK
+    try:
+        if index == 0:
+            part = Report(problem)
+            _search(prog, problem, budget, part)
+            return part
+        return _seeded(prog, problem, index - 1, want)
+    except Exception as exc:  # noqa: BLE001 - re-raised by the parent, in schedule order
+        return exc
+
+
+def _in_workers(prog: Program, problem: Problem, seeds: int, budget: int, want,
+                report: Report, jobs: int) -> None:
+    """The search (the longest task, started first) and each seeded schedule as
+    tasks of a pool of forked workers; results merged in the sequential order."""
+    global _TASK
+    _TASK = (prog, problem, budget, want)
+    try:
+        with multiprocessing.get_context("fork").Pool(min(jobs, seeds + 1)) as pool:
+            results = pool.map(_task, range(seeds + 1), chunksize=1)
+    finally:
+        _TASK = ()
+    for part in results[1:] + results[:1]:
+        if isinstance(part, Exception):
+            raise part
+    for part in results[1:]:
+        _merge(report, part)
+        report.schedules += 1
+    search = results[0]
+    for finding in search.findings:
+        report.add(finding)
+    report.exhaustive, report.exhaustive_complete = search.exhaustive, search.exhaustive_complete
 
 
 def _search(prog: Program, problem: Problem, budget: int, report: Report,

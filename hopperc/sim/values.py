@@ -59,7 +59,10 @@ def matrix_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     (a warpgroup's 64 rows) round to the same f32 unless the exact sum lies within that difference of
     an f32 rounding boundary.
     """
-    return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    # Contiguous operands: numpy's matmul of a transposed view (a `b^T` operand)
+    # can miss BLAS and take 100 times longer.
+    return (np.ascontiguousarray(a, dtype=np.float64) @
+            np.ascontiguousarray(b, dtype=np.float64)).astype(np.float32)
 
 
 # ---------------------------------------------------------------- scalars

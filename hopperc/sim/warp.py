@@ -34,6 +34,10 @@ class SimUnsupported(ToolchainError):
 
     def __init__(self, message: str):
         super().__init__(f"the simulator cannot model this kernel: {message}")
+        self.detail = message
+
+    def __reduce__(self):  # raised in a worker process, rebuilt as it was
+        return SimUnsupported, (self.detail,)
 
 
 class Warp(ElementCode, AsyncIssue):
@@ -61,15 +65,10 @@ class Warp(ElementCode, AsyncIssue):
         self.waiting_span = None
         self.done = False
         self.steps = 0
-
-    @property
-    def name(self) -> str:
-        return f"{self.who} ({self.role.name})" if self.role else self.who
-
-    @property
-    def who(self) -> str:
-        """The warp, in messages (with its block's rank, in a cluster)."""
-        return f"{self.block.label}warp {self.index}"
+        # In messages: the warp (with its block's rank, in a cluster; the block's
+        # cluster is complete when its warps are made), and with its role.
+        self.who = f"{block.label}warp {index}"
+        self.name = self.who
 
     def all_queues(self) -> list[InOrderQueue]:
         return [self.wgmma, *self.stores.values()]
@@ -202,6 +201,7 @@ class Warp(ElementCode, AsyncIssue):
 
     def enter_role(self, role: ir.RoleInfo, body: ir.Block) -> Iterator:
         self.role, self.local = role, self.index - role.first_warp
+        self.name = f"{self.who} ({role.name})"
         self.running_threads = role.active_warps * 32
         self.env.update({"@warp": self.local, "@wg": self.local // 4})
         head = [s for s in body.stmts if isinstance(s, ir.SetMaxRegisters)]
@@ -272,9 +272,36 @@ class Warp(ElementCode, AsyncIssue):
                         self.run_product()
                     join(self.clock, op.clock)
                 block.event(self.name, span, f"wgmma.wait_group {keep}")
+            case ir.MBarrierArrive(barrier=ref) if len(lanes) > 1:
+                self.arrive_lanes(stmt, ref, lanes)
+            case ir.StageRelease(barrier=ref, blocks=blocks) if blocks <= 1 and len(lanes) > 1:
+                self.arrive_lanes(stmt, ref, lanes)
             case _:
                 for lane in lanes:
                     self.per_lane(stmt, lane)
+
+    def arrive_lanes(self, stmt: ir.Stmt, ref: ir.BarrierRef, lanes: tuple[int, ...]) -> None:
+        """Each lane's arrival in turn, as `per_lane` makes them (an element-wise
+        reader's release is one arrival per thread), with the barrier found once
+        where its index is the same for every lane."""
+        span = stmt.span
+        if self.block.program.scalar(ref.index).per_lane:
+            for lane in lanes:
+                self.per_lane(stmt, lane)
+            return
+        barrier = self.barrier(ref, lanes, span)
+        block, clock, agent, who = self.block, self.clock, self.agent, self.who
+        text = f"arrives on {barrier.name}"
+        joined = None  # the phase's clock that this warp's clock is joined into
+        for lane in lanes:
+            barrier.usable("mbarrier.arrive", clock, span, (agent, lane))
+            block.event(self.name, span, text)
+            # Between lanes only the warp's own tick moves: once its clock is in
+            # the phase's, joining the tick alone gives the same clock.
+            same = barrier.collecting is joined
+            joined = barrier.collecting
+            barrier.arrive((who, lane), {agent: clock[agent]} if same else clock, span)
+            clock[agent] += 1
 
     def per_lane(self, stmt: ir.Stmt, lane: int) -> None:
         block, span, lanes = self.block, stmt.span, (lane,)

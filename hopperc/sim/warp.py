@@ -17,7 +17,7 @@ import numpy as np
 from hopperc.diagnostics import ToolchainError
 from hopperc.ir import nodes as ir
 from hopperc.sim.barriers import NamedBarrier
-from hopperc.sim.block import Block, InOrderQueue
+from hopperc.sim.block import Block, InOrderQueue, trace_line
 from hopperc.sim.elements import ElementCode
 from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.issue import AsyncIssue
@@ -27,6 +27,11 @@ from hopperc.sim.views import Place
 
 ALL_LANES = tuple(range(32))
 PREEMPT = None  # yielded: the scheduler may run something else here
+# Statements a warp runs without yielding (control flow, element-wise code,
+# counters); every other one is a synchronization or asynchronous operation.
+_RUN_AT_ONCE = frozenset({ir.RoleBlock, ir.ForLoop, ir.IfThen, ir.OneThread, ir.ElectLane,
+                          ir.ManualRegion, ir.TileDef, ir.TileAssign, ir.SharedStore,
+                          ir.RowPartials, ir.TakeTile, ir.PhaseFlip, ir.StageAdvance})
 
 
 class SimUnsupported(ToolchainError):
@@ -65,6 +70,8 @@ class Warp(ElementCode, AsyncIssue):
         self.waiting_span = None
         self.done = False
         self.steps = 0
+        self.as_candidate = ("warp", self)  # what the scheduler offers the choosers
+        self.product_candidate = ("product", self)
         # In messages: the warp (with its block's rank, in a cluster; the block's
         # cluster is complete when its warps are made), and with its role.
         self.who = f"{block.label}warp {index}"
@@ -143,6 +150,10 @@ class Warp(ElementCode, AsyncIssue):
             yield from self.stmt(stmt, lanes)
 
     def stmt(self, stmt: ir.Stmt, lanes: tuple[int, ...]) -> Iterator:
+        if type(stmt) not in _RUN_AT_ONCE:  # most statements: one set lookup, not 13 cases
+            yield PREEMPT
+            yield from self.sync(stmt, lanes)
+            return
         match stmt:
             case ir.RoleBlock(role=role, body=body):
                 if role.first_warp <= self.index < role.first_warp + role.warps:
@@ -195,9 +206,6 @@ class Warp(ElementCode, AsyncIssue):
                 to = self.env[stage] + (1 if by is None else self.value(by, lanes, span))
                 self.env[phase] ^= (to // stages) & 1
                 self.env[stage] = to % stages
-            case _:
-                yield PREEMPT
-                yield from self.sync(stmt, lanes)
 
     def enter_role(self, role: ir.RoleInfo, body: ir.Block) -> Iterator:
         self.role, self.local = role, self.index - role.first_warp
@@ -291,11 +299,11 @@ class Warp(ElementCode, AsyncIssue):
             return
         barrier = self.barrier(ref, lanes, span)
         block, clock, agent, who = self.block, self.clock, self.agent, self.who
-        text = f"arrives on {barrier.name}"
+        event = trace_line(self.name, span, f"arrives on {barrier.name}")
         joined = None  # the phase's clock that this warp's clock is joined into
         for lane in lanes:
             barrier.usable("mbarrier.arrive", clock, span, (agent, lane))
-            block.event(self.name, span, text)
+            block.trace.append(event)
             # Between lanes only the warp's own tick moves: once its clock is in
             # the phase's, joining the tick alone gives the same clock.
             same = barrier.collecting is joined

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -14,6 +15,11 @@ from hopperc.problems import Problem
 
 def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, search: int,
               verbose: bool, jobs: int) -> None:
+    # The simulator's products are small (at most 64 x 256 per warpgroup) and
+    # run in `jobs` processes: BLAS threads would only contend with them, and on
+    # a busy machine their spin-waits made a product up to 100 times slower.
+    # Set before numpy loads (it loads with the simulator), in this process only.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from hopperc import driver
     defs = parse_defines(defines)
     try:

@@ -100,6 +100,8 @@ def simulate(source: SourceFile, defines: dict[str, int] | None = None,
     lowered = lower(front_end)
     dims = problem_dims(lowered, shapes, source.name)
     # The simulator (and numpy) load only here: `build` and `emit` never simulate.
+    from concurrent.futures.process import BrokenProcessPool
+
     from hopperc.sim.explore import simulate as explore
     from hopperc.sim.problem import MAX_BLOCKS, check_size, make_problem
     check_size(lowered, dims)
@@ -110,6 +112,10 @@ def simulate(source: SourceFile, defines: dict[str, int] | None = None,
         raise CompileError(lowered.span, "the simulation ran out of host memory; give smaller "
                                          "sizes with `hopperc sim --shape NAME=VALUE,...`") \
             from None
+    except BrokenProcessPool:
+        raise CompileError(lowered.span, "a worker process of the simulation was killed (out "
+                                         "of host memory?); give smaller sizes with `hopperc "
+                                         "sim --shape NAME=VALUE,...`, or -j 1") from None
 
 
 def problem_dims(kernel: ir.Kernel, shapes: dict[str, int] | None, file: str) -> dict[str, int]:

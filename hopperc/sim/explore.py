@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -124,8 +125,11 @@ def _in_workers(prog: Program, problem: Problem, seeds: int, budget: int, want,
     global _TASK
     _TASK = (prog, problem, budget, want)
     try:
-        with multiprocessing.get_context("fork").Pool(min(jobs, seeds + 1)) as pool:
-            results = pool.map(_task, range(seeds + 1), chunksize=1)
+        # An executor, not a Pool: a worker killed (out of memory) raises
+        # BrokenProcessPool here instead of leaving the map waiting forever.
+        with ProcessPoolExecutor(min(jobs, seeds + 1),
+                                 mp_context=multiprocessing.get_context("fork")) as pool:
+            results = list(pool.map(_task, range(seeds + 1)))
     finally:
         _TASK = ()
     for part in results[1:] + results[:1]:

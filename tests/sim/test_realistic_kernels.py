@@ -3,6 +3,7 @@ FP8 GEMM, a long-row softmax, rotary embedding, written as a user would) build a
 pass `check`; the simulator's worker processes report what one process does."""
 from __future__ import annotations
 
+import os
 import pickle
 from pathlib import Path
 
@@ -59,3 +60,18 @@ def test_code_the_simulator_cannot_model_reads_the_same_from_a_worker():
     error = SimUnsupported("k.hk:3:5: a load without an mbarrier")
     again = pickle.loads(pickle.dumps(error))
     assert type(again) is SimUnsupported and str(again) == str(error)
+
+
+def _killed(index: int):
+    os._exit(9)
+
+
+def test_a_killed_worker_is_an_error_not_a_hang(monkeypatch):
+    """A worker the OOM killer ends: a clear error, never a wait forever."""
+    from hopperc.diagnostics import CompileError
+    from hopperc.sim import explore
+
+    monkeypatch.setattr(explore, "_task", _killed)
+    source = driver.read_source(Path(__file__).parents[2] / "samples" / "tma_copy.hk")
+    with pytest.raises(CompileError, match="worker process of the simulation was killed"):
+        driver.simulate(source, seeds=2, search=10, jobs=2)

@@ -1,6 +1,6 @@
 """Record everything `hopperc check` reports, to compare two trees.
 
-    python bench/check_outputs.py OUT.json [--mutants] [KERNEL ...]
+    python bench/check_outputs.py OUT.json [--mutants | --only-mutants] [KERNEL ...]
 
 Run from the root of the tree to record (`python -m`-style: the `hopperc` of
 the working directory is imported). Default kernels: the samples, tests/sim
@@ -66,9 +66,10 @@ def mutants(path: Path) -> list:
 def main() -> None:
     args = sys.argv[1:]
     out = Path(args.pop(0))
-    with_mutants = "--mutants" in args
-    args = [a for a in args if a != "--mutants"]
-    paths = [Path(a).resolve() for a in args] or DEFAULT
+    with_mutants = "--mutants" in args or "--only-mutants" in args
+    paths = [Path(a).resolve() for a in args if not a.startswith("--")] or DEFAULT
+    if "--only-mutants" in args:
+        paths = []
     record = {}
     for path in paths:
         name = str(path.relative_to(HERE)) if path.is_relative_to(HERE) else str(path)

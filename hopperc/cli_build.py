@@ -10,7 +10,6 @@ loads neither the parser, the passes, the templates nor NVRTC.
 """
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from pathlib import Path
@@ -20,8 +19,8 @@ import click
 from hopperc.cache import BuildCache, CacheError, CachedBuild, build_key
 from hopperc.cli_build_plan import (BuildJob, parse_prefix_maps, plan, recorded_name,
                                     refuse_clobbering)
-from hopperc.cli_common import (Command, Diagnostics, arch_option, define_option, diag_option,
-                                parse_defines)
+from hopperc.cli_common import (Command, Diagnostics, arch_option, default_jobs, define_option,
+                                diag_option, parse_defines)
 from hopperc.diagnostics import CompileError, SourceFile, read_source
 from hopperc.problems import EXIT_USER, Problem, describe, warning
 
@@ -45,11 +44,6 @@ class Interrupted(BaseException):
 
     def __init__(self, signum: int):
         self.signum = signum
-
-
-def default_jobs() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
 
 
 @click.command(cls=Command)

@@ -11,6 +11,7 @@ compiler loads when a command needs it.
 from __future__ import annotations
 
 import json
+import os
 from contextlib import contextmanager
 
 import click
@@ -155,3 +156,9 @@ findings_option = click.option(
     callback=_diagnostics, help="text; json: errors on stderr and each finding, then a "
                                 "summary, as JSON lines on stdout; sarif: errors and findings "
                                 "as one SARIF 2.1.0 log on stdout.")
+
+
+def default_jobs() -> int:
+    """The cores this process may run on (`-j`'s default)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
 
 from hopperc import target
-from hopperc.cli_common import (EXIT_USER, Command, Diagnostics, Failure, define_option,
-                                findings_option, guarded, parse_defines, parse_shape)
+from hopperc.cli_common import (EXIT_USER, Command, Diagnostics, Failure, default_jobs,
+                                define_option, findings_option, guarded, parse_defines,
+                                parse_shape)
 from hopperc.problems import Problem
 
 # `check` / `sim` stopped at the step budget before its seeded schedules ran, with
@@ -17,12 +19,17 @@ EXIT_INCOMPLETE = 3
 
 
 def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, search: int,
-              verbose: bool, steps: int = target.DEFAULT_STEPS) -> None:
+              verbose: bool, jobs: int, steps: int = target.DEFAULT_STEPS) -> None:
+    # The simulator's products are small (at most 64 x 256 per warpgroup) and
+    # run in `jobs` processes: BLAS threads would only contend with them, and on
+    # a busy machine their spin-waits made a product up to 100 times slower.
+    # Set before numpy loads (it loads with the simulator), in this process only.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from hopperc import driver
     defs = parse_defines(defines)
     try:
-        report = guarded(lambda src: driver.simulate(src, defs, shapes, seeds, search, steps),
-                         file, diagnostics)
+        report = guarded(lambda src: driver.simulate(src, defs, shapes, seeds, search, steps,
+                                                     jobs), file, diagnostics)
     except Failure as failure:
         sys.exit(failure.code)
     if diagnostics.form == "sarif":
@@ -88,6 +95,10 @@ def _summary(report, verbose: bool) -> list[str]:
     return lines
 
 
+jobs_option = click.option("-j", "--jobs", type=click.IntRange(1), default=default_jobs,
+                           show_default="the cores",
+                           help="Worker processes: the search and the seeded schedules run "
+                                "at once (the report is the same for any number).")
 shape_option = click.option("--shape", callback=parse_shape, metavar="M=..,N=..",
                              help="Dimension sizes (default: whole clusters of two tiles per "
                                   "grid axis, 2 x ring depth + 1 loop iterations, each with a "
@@ -107,19 +118,22 @@ shape_option = click.option("--shape", callback=parse_shape, metavar="M=..,N=.."
                                       "whole simulation; past them "
                                       "it stops and says what it ran (exit 3 if no finding).")
 @click.option("-q", "--quiet", is_flag=True, help="No event trace under findings.")
+@jobs_option
 @findings_option
-def sim(file, defines, shape, seeds, search, budget, quiet, diagnostics):
+def sim(file, defines, shape, seeds, search, budget, quiet, jobs, diagnostics):
     """Run FILE on a CPU model under many schedules: deadlocks, races, missing
     fences, barrier misuse and wrong results, with a trace of each."""
-    _simulate(file, defines, diagnostics, shape, seeds, search, verbose=not quiet, steps=budget)
+    _simulate(file, defines, diagnostics, shape, seeds, search, verbose=not quiet, jobs=jobs,
+              steps=budget)
 
 
 @click.command(name="check", cls=Command)
 @click.argument("file", type=click.Path(dir_okay=False))
 @define_option
+@jobs_option
 @findings_option
-def check_command(file, defines, diagnostics):
+def check_command(file, defines, jobs, diagnostics):
     """Simulate FILE with the default small shapes; exit 1 on any finding, 3 if
     the work budget stopped it first."""
     _simulate(file, defines, diagnostics, {}, target.DEFAULT_SEEDS, target.DEFAULT_SEARCH,
-              verbose=False)
+              verbose=False, jobs=jobs)

@@ -93,22 +93,30 @@ def generate(source: SourceFile, defines: dict[str, int] | None = None,
 
 def simulate(source: SourceFile, defines: dict[str, int] | None = None,
              shapes: dict[str, int] | None = None, seeds: int = DEFAULT_SEEDS,
-             search: int = DEFAULT_SEARCH, steps: int = DEFAULT_STEPS) -> Report:
-    """Lower the kernel and run it on the CPU model (`hopperc sim` / `check`)."""
+             search: int = DEFAULT_SEARCH, steps: int = DEFAULT_STEPS,
+             jobs: int = 1) -> Report:
+    """Lower the kernel and run it on the CPU model (`hopperc sim` / `check`),
+    in `jobs` worker processes (1: in this one)."""
     front_end = check(source, defines)
     lowered = lower(front_end)
     dims = problem_dims(lowered, shapes, source.name)
     # The simulator (and numpy) load only here: `build` and `emit` never simulate.
+    from concurrent.futures.process import BrokenProcessPool
+
     from hopperc.sim.explore import simulate as explore
     from hopperc.sim.problem import MAX_BLOCKS, check_size, make_problem
     check_size(lowered, dims)
     try:
         problem = make_problem(lowered, dims, max_blocks=MAX_BLOCKS)
-        return explore(lowered, front_end, problem, seeds, search, steps=steps)
+        return explore(lowered, front_end, problem, seeds, search, steps=steps, jobs=jobs)
     except MemoryError:
         raise CompileError(lowered.span, "the simulation ran out of host memory; give smaller "
                                          "sizes with `hopperc sim --shape NAME=VALUE,...`") \
             from None
+    except BrokenProcessPool:
+        raise CompileError(lowered.span, "a worker process of the simulation was killed (out "
+                                         "of host memory?); give smaller sizes with `hopperc "
+                                         "sim --shape NAME=VALUE,...`, or -j 1") from None
 
 
 def problem_dims(kernel: ir.Kernel, shapes: dict[str, int] | None, file: str) -> dict[str, int]:

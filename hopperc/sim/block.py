@@ -18,6 +18,15 @@ from hopperc.sim.values import PER_THREAD, compile_scalar, per_lane, read_box, w
 from hopperc.sim.views import Place, SharedSpace
 
 TRACE_LENGTH = 14
+_WHERE: dict[Span | None, str] = {}  # how a trace names each statement's line
+
+
+def trace_line(who: str, span: Span | None, text: str) -> str:
+    """An event as the trace of a finding shows it."""
+    where = _WHERE.get(span)
+    if where is None:
+        where = _WHERE[span] = f" {span.file.rsplit('/', 1)[-1]}:{span.line}" if span else ""
+    return f"{who}{where}: {text}"
 
 
 @dataclass(frozen=True)
@@ -182,8 +191,7 @@ class Block:
         self.warps: list = []
 
     def event(self, who: str, span: Span | None, text: str) -> None:
-        where = f" {span.file.rsplit('/', 1)[-1]}:{span.line}" if span else ""
-        self.trace.append(f"{who}{where}: {text}")
+        self.trace.append(trace_line(who, span, text))
 
     def mbarrier(self, array: str, index: int, span: Span | None) -> MBarrier:
         barrier = self.mbarriers.get((array, index))

@@ -3,14 +3,19 @@ it stores with the numpy reference.
 
 Seeded schedules cycle through the strategies of `schedule.MODES`; then a
 depth-first search replays every order of the choices the first cluster (block 0,
-or the blocks of its cluster) makes at its synchronization points, up to a budget (complete when the tree is smaller).
-A schedule stops at its first finding; findings are merged across schedules.
-All of it shares a budget of steps (`block.WorkBudget`): past it, the seeded schedules stop
-(the report says how many ran) or the search ends, never minutes of silence.
+or the blocks of its cluster) makes at its synchronization points, up to a budget
+(complete when the tree is smaller). A schedule stops at its first finding;
+findings are merged across schedules. The reference and the seeded schedules share
+a budget of steps (`block.WorkBudget`), and the search has as many again: past it,
+the seeded schedules stop (the report says how many ran) or the search ends, never
+minutes of silence. Each schedule's steps are fixed by its seed, so the report is
+the same whether the schedules run in this process or in workers.
 """
 from __future__ import annotations
 
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -62,32 +67,50 @@ def program(kernel: ir.Kernel) -> Program:
 
 def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: int,
              exhaustive_budget: int, first_finding: bool = False,
-             steps: int = DEFAULT_STEPS) -> Report:
+             steps: int = DEFAULT_STEPS, jobs: int = 1) -> Report:
     """Raises `warp.SimUnsupported` for code the simulator cannot model.
     `first_finding`: stop at the first finding instead of merging the findings of
     every schedule (a yes/no answer, e.g. for mutation testing). `steps`: the
-    work budget of the whole simulation (`block.WorkBudget`)."""
+    work budget (`block.WorkBudget`) of the reference and the seeded schedules
+    together, and again of the search. `jobs` > 1: the seeded schedules and the
+    search run in that many worker processes; the report is the same, merged in
+    the order one process makes it."""
     start = time.perf_counter()
     report = Report(problem, budget=steps)
-    budget = WorkBudget(steps)
-    prog = replace(program(lowered), budget=budget)
+    prog = program(lowered)
+    reference_budget = WorkBudget(steps)
     try:  # the reference's loops count too: it runs every block's iterations
-        want = _reference(front_end, problem, budget, report)
-        for seed in range(seeds):
-            chooser = Chooser(MODES[seed % len(MODES)], seed)
-            _one(prog, problem, budget.guard(chooser), f"seed {seed} ({chooser.describe()})",
-                 want, report)
-            report.schedules += 1
-            if first_finding and report.findings:
-                break
+        want = _reference(front_end, problem, reference_budget, report)
     except BudgetReached:
         report.stopped = "seeds"
-        report.reference = report.reference or "the work budget ran out in the reference"
-    if not (first_finding and report.findings) and not report.stopped:
-        try:
-            _search(prog, problem, exhaustive_budget, report, first_finding, budget)
-        except BudgetReached:
-            report.stopped = "search"
+        report.reference = "the work budget ran out in the reference"
+        report.seconds = time.perf_counter() - start
+        return report
+    left = reference_budget.left
+    search = None
+    if jobs > 1 and not first_finding and _forks():
+        seeded, search = _in_workers(prog, problem, seeds, exhaustive_budget, want, left,
+                                     steps, jobs)
+    else:
+        seeded = (_seeded(prog, problem, seed, want, left) for seed in range(seeds))
+    for part, used in seeded:
+        # Each schedule's steps are fixed by its seed: one that needs more than the
+        # budget has left stops the seeded schedules wherever it was run.
+        if part is None or used > left:
+            report.stopped = "seeds"
+            break
+        left -= used
+        _merge(report, part)
+        report.schedules += 1
+        if first_finding and report.findings:
+            break
+    if not report.stopped and not (first_finding and report.findings):
+        search = search or _searched(prog, problem, exhaustive_budget, steps, first_finding)
+        for finding in search.findings:
+            report.add(finding)
+        report.exhaustive, report.exhaustive_complete = search.exhaustive, \
+            search.exhaustive_complete
+        report.stopped = search.stopped
     report.seconds = time.perf_counter() - start
     return report
 
@@ -100,6 +123,79 @@ def _reference(front_end: ir.Kernel, problem: Problem, budget: WorkBudget, repor
     except ReferenceUnavailable as exc:
         report.reference = f"no numpy reference ({exc})"
         return None
+
+
+def _seeded(prog: Program, problem: Problem, seed: int, want, steps: int
+            ) -> tuple[Report | None, int]:
+    """Seeded schedule `seed` within `steps`: its findings and maximum errors, and
+    the steps it took (None where it needed more)."""
+    budget = WorkBudget(steps)
+    chooser = Chooser(MODES[seed % len(MODES)], seed)
+    one = Report(problem)
+    try:
+        _one(replace(prog, budget=budget), problem, budget.guard(chooser),
+             f"seed {seed} ({chooser.describe()})", want, one)
+    except BudgetReached:
+        return None, steps
+    return one, steps - budget.left
+
+
+def _searched(prog: Program, problem: Problem, runs: int, steps: int,
+              first_finding: bool = False) -> Report:
+    """The exhaustive search within `runs` runs and `steps` steps."""
+    part = Report(problem)
+    budget = WorkBudget(steps)
+    try:
+        _search(replace(prog, budget=budget), problem, runs, part, first_finding, budget)
+    except BudgetReached:
+        part.stopped = "search"
+    return part
+
+
+def _merge(report: Report, part: Report) -> None:
+    for finding in part.findings:
+        report.add(finding)
+    for tensor, error in part.max_error.items():
+        report.max_error[tensor] = max(report.max_error.get(tensor, 0.0), error)
+
+
+def _forks() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+_TASK: tuple = ()  # what forked workers run: set before the pool forks them
+
+
+def _task(index: int):
+    """Task 0 is the search, task i > 0 seeded schedule i - 1. An exception
+    (code the simulator cannot model) comes back as a value, raised in order."""
+    prog, problem, runs, want, left, steps = _TASK
+    try:
+        if index == 0:
+            return _searched(prog, problem, runs, steps)
+        return _seeded(prog, problem, index - 1, want, left)
+    except Exception as exc:  # noqa: BLE001 - re-raised by the parent, in schedule order
+        return exc
+
+
+def _in_workers(prog: Program, problem: Problem, seeds: int, runs: int, want, left: int,
+                steps: int, jobs: int) -> tuple[list[tuple[Report | None, int]], Report]:
+    """The search (the longest task, started first) and each seeded schedule as
+    tasks of a pool of forked workers: the seeded results in order, and the search's."""
+    global _TASK
+    _TASK = (prog, problem, runs, want, left, steps)
+    try:
+        # An executor, not a Pool: a worker killed (out of memory) raises
+        # BrokenProcessPool here instead of leaving the map waiting forever.
+        with ProcessPoolExecutor(min(jobs, seeds + 1),
+                                 mp_context=multiprocessing.get_context("fork")) as pool:
+            results = list(pool.map(_task, range(seeds + 1)))
+    finally:
+        _TASK = ()
+    for part in results[1:] + results[:1]:
+        if isinstance(part, Exception):
+            raise part
+    return results[1:], results[0]
 
 
 def _search(prog: Program, problem: Problem, budget: int, report: Report,

@@ -104,11 +104,11 @@ class ShadowMemory:
     def read(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site) -> None:
         """`chunks`: distinct chunk indices (as `SharedSpace.region` gives them)."""
         writers = self.w_agent[chunks]
-        if (writers < 0).any():
+        if writers.size and writers.min() < 0:
             raise fail(Category.RACE, f"{site} reads shared memory that no completed write has "
                                       "filled: its producing write is not ordered before it",
                        site.span)
-        for writer, tick, earlier in self._last_writes(agent, chunks):
+        for writer, tick, earlier in self._last_writes(agent, chunks, writers):
             if clock.get(writer, 0) < tick:
                 raise fail(Category.RACE, f"{site} is not ordered after {earlier}, which "
                                           "wrote that memory", site.span, earlier.span)
@@ -149,10 +149,12 @@ class ShadowMemory:
         for ticks_of, _ in self.reads.values():
             ticks_of[chunks] = 0
 
-    def _last_writes(self, agent: int, chunks: np.ndarray):
+    def _last_writes(self, agent: int, chunks: np.ndarray, writers: np.ndarray | None = None):
         """(writer, its latest clock, the site of that write) for each other actor
-        that last wrote some of `chunks`."""
-        writers, ticks = self.w_agent[chunks], self.w_clock[chunks]
+        that last wrote some of `chunks` (`writers`: their last writers, if known)."""
+        if writers is None:
+            writers = self.w_agent[chunks]
+        ticks = self.w_clock[chunks]
         distinct = _distinct(writers)
         if len(distinct) == 1:  # most regions: one writer, no mask to build
             writer = distinct[0]

@@ -125,7 +125,7 @@ def run_cluster(program: Program, envs: list[dict[str, int]], tensors, chooser,
     runs = {w: w.run() for w in warps}
     try:
         while True:
-            candidates = _candidates(blocks)
+            candidates = _candidates(blocks, warps)
             if not candidates:
                 if all(w.done for w in warps):
                     return
@@ -155,22 +155,24 @@ def run_cluster(program: Program, envs: list[dict[str, int]], tensors, chooser,
             run.close()
 
 
-def _candidates(blocks: list[Block]) -> list[tuple[str, object]]:
+def _candidates(blocks: list[Block], warps: list[Warp]) -> list[tuple[str, object]]:
     """Runnable warps, then loads, then each warp's pending wgmma and stores (the
     order the choosers index into). Rebuilt at every step with plain loops: any
-    event may release a waiter, and a blocked warp's test is a cheap comparison."""
+    event may release a waiter, and a blocked warp's test is a cheap comparison.
+    `warps`: every warp of `blocks`, in order."""
     out: list[tuple[str, object]] = []
     queued: list[tuple[str, object]] = []
-    for block in blocks:
-        for w in block.warps:
-            if not w.done and (w.ready is None or w.ready()):
-                out.append(("warp", w))
-            if w.wgmma.pending:
-                queued.append(("product", w))
-            if w.stores:
-                for q in w.stores.values():
-                    if q.pending:
-                        queued.append(("store", (block, q)))
+    for w in warps:
+        if not w.done:
+            ready = w.ready
+            if ready is None or ready():
+                out.append(w.as_candidate)
+        if w.wgmma.pending:
+            queued.append(w.product_candidate)
+        if w.stores:
+            for q in w.stores.values():
+                if q.pending:
+                    queued.append(("store", (w.block, q)))
     for block in blocks:
         for load in block.loads:
             out.append(("load", (block, load)))

@@ -59,7 +59,10 @@ def matrix_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     (a warpgroup's 64 rows) round to the same f32 unless the exact sum lies within that difference of
     an f32 rounding boundary.
     """
-    return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    # Contiguous operands: numpy's matmul of a transposed view (a `b^T` operand)
+    # can miss BLAS and take 100 times longer.
+    return (np.ascontiguousarray(a, dtype=np.float64) @
+            np.ascontiguousarray(b, dtype=np.float64)).astype(np.float32)
 
 
 # ---------------------------------------------------------------- scalars
@@ -127,19 +130,42 @@ Leaf = Callable[[ir.TileExpr], "np.ndarray | float"]
 
 def tile_value(expr: ir.TileExpr, leaf: Leaf) -> np.ndarray:
     """An element-wise expression in f32; `leaf` supplies operands (tiles, shared
-    reads, vectors, literals, scalars) as arrays that broadcast to the tile."""
+    reads, vectors, literals, scalars) as arrays that broadcast to the tile,
+    asked for in the order of the expression (depth first, left to right)."""
+    hit = _COMPILED.get(id(expr))
+    if hit is None or hit[0] is not expr:
+        hit = _COMPILED[id(expr)] = (expr, _compile(expr))
     with np.errstate(all="ignore"):
-        return np.asarray(_value(expr, leaf), dtype=np.float32)
+        return np.asarray(hit[1](leaf), dtype=np.float32)
 
 
-def _value(expr: ir.TileExpr, leaf: Leaf):
+# Each expression compiled once into closures (it was walked at every step),
+# keyed by identity as `block.Program.scalar` is: the entry keeps it alive.
+_COMPILED: dict[int, tuple[ir.TileExpr, Callable[[Leaf], object]]] = {}
+
+
+def _compile(expr: ir.TileExpr) -> Callable[[Leaf], object]:
     match expr:
         case ir.Convert(dtype=dtype, operand=operand):
-            return round_to(dtype, _value(operand, leaf))
+            inner = _compile(operand)
+            return lambda leaf: round_to(dtype, inner(leaf))
         case ir.Elementwise(op=op, args=args):
-            vals = [np.float32(v) if np.isscalar(v) else v for v in (_value(a, leaf) for a in args)]
-            return _ELEMENTWISE[op](*vals)
-    return leaf(expr)
+            apply, parts = _ELEMENTWISE[op], [_compile(a) for a in args]
+            if len(parts) == 1:
+                only, = parts
+                return lambda leaf: apply(_f32(only(leaf)))
+            if len(parts) == 2:
+                left, right = parts
+                return lambda leaf: apply(_f32(left(leaf)), _f32(right(leaf)))
+            return lambda leaf: apply(*[_f32(part(leaf)) for part in parts])
+    return lambda leaf: leaf(expr)
+
+
+def _f32(value):
+    """Operands as numpy computes with them: a scalar as an f32."""
+    if type(value) is np.ndarray:
+        return value
+    return np.float32(value) if np.isscalar(value) else value
 
 
 _ELEMENTWISE = {
@@ -220,20 +246,35 @@ def operands(expr: ir.TileExpr, tile: Callable[[str], object],
              integer: Callable[[ir.ScalarExpr], int]) -> None:
     """Call `tile`, `shared` and `integer` on the operands of `expr` in the order
     `elementwise` reads them, computing nothing: what a run without data checks."""
+    hit = _OPERANDS.get(id(expr))
+    if hit is None or hit[0] is not expr:
+        found: list[tuple[int, object]] = []
+        _operands(expr, found)
+        hit = _OPERANDS[id(expr)] = (expr, tuple(found))
+    calls = (tile, shared, integer)
+    for which, operand in hit[1]:
+        calls[which](operand)
+
+
+_OPERANDS: dict[int, tuple[ir.TileExpr, tuple]] = {}  # as _COMPILED: the operands in order
+
+
+def _operands(expr: ir.TileExpr, found: list[tuple[int, object]]) -> None:
+    """(0: a tile's name, 1: a shared read, 2: a scalar) of each operand, in order."""
     match expr:
         case ir.Convert(operand=operand):
-            operands(operand, tile, shared, integer)
+            _operands(operand, found)
         case ir.Elementwise(args=args):
             for arg in args:
-                operands(arg, tile, shared, integer)
+                _operands(arg, found)
         case ir.RowReduce(partials=ir.BufferView() as partials):
-            shared(ir.SharedRead(partials, "rows"))
+            found.append((1, ir.SharedRead(partials, "rows")))
         case ir.TileRef(name=name) | ir.RowReduce(name=name) | ir.RowValues(name=name):
-            tile(name)
+            found.append((0, name))
         case ir.SharedRead():
-            shared(expr)
+            found.append((1, expr))
         case ir.GlobalVector(start=start) | ir.ScalarValue(expr=start):
-            integer(start)
+            found.append((2, start))
         case ir.Literal() | ir.ElementIndex():
             pass
         case _:

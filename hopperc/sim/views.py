@@ -155,6 +155,7 @@ def owned_elements(shape: tuple[int, ...], threads: int, warp: int,
     return owned
 
 
+@lru_cache(maxsize=4096)
 def owned_rows(length: int, threads: int, warp: int, lanes: tuple[int, ...]) -> np.ndarray:
     """Which values of a register row vector (ir.Layout.ROWS) the running `lanes`
     of role warp `warp` hold: rows 16w .. 16w + 15, row r in the lanes of quad r % 8."""

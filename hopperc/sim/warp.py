@@ -17,7 +17,7 @@ import numpy as np
 from hopperc.diagnostics import ToolchainError
 from hopperc.ir import nodes as ir
 from hopperc.sim.barriers import NamedBarrier
-from hopperc.sim.block import Block, InOrderQueue
+from hopperc.sim.block import Block, InOrderQueue, trace_line
 from hopperc.sim.elements import ElementCode
 from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.issue import AsyncIssue
@@ -27,6 +27,11 @@ from hopperc.sim.views import Place
 
 ALL_LANES = tuple(range(32))
 PREEMPT = None  # yielded: the scheduler may run something else here
+# Statements a warp runs without yielding (control flow, element-wise code,
+# counters); every other one is a synchronization or asynchronous operation.
+_RUN_AT_ONCE = frozenset({ir.RoleBlock, ir.ForLoop, ir.IfThen, ir.OneThread, ir.ElectLane,
+                          ir.ManualRegion, ir.TileDef, ir.TileAssign, ir.SharedStore,
+                          ir.RowPartials, ir.TakeTile, ir.PhaseFlip, ir.StageAdvance})
 
 
 class SimUnsupported(ToolchainError):
@@ -34,6 +39,10 @@ class SimUnsupported(ToolchainError):
 
     def __init__(self, message: str):
         super().__init__(f"the simulator cannot model this kernel: {message}")
+        self.detail = message
+
+    def __reduce__(self):  # raised in a worker process, rebuilt as it was
+        return SimUnsupported, (self.detail,)
 
 
 class Warp(ElementCode, AsyncIssue):
@@ -61,15 +70,12 @@ class Warp(ElementCode, AsyncIssue):
         self.waiting_span = None
         self.done = False
         self.steps = 0
-
-    @property
-    def name(self) -> str:
-        return f"{self.who} ({self.role.name})" if self.role else self.who
-
-    @property
-    def who(self) -> str:
-        """The warp, in messages (with its block's rank, in a cluster)."""
-        return f"{self.block.label}warp {self.index}"
+        self.as_candidate = ("warp", self)  # what the scheduler offers the choosers
+        self.product_candidate = ("product", self)
+        # In messages: the warp (with its block's rank, in a cluster; the block's
+        # cluster is complete when its warps are made), and with its role.
+        self.who = f"{block.label}warp {index}"
+        self.name = self.who
 
     def all_queues(self) -> list[InOrderQueue]:
         return [self.wgmma, *self.stores.values()]
@@ -144,6 +150,10 @@ class Warp(ElementCode, AsyncIssue):
             yield from self.stmt(stmt, lanes)
 
     def stmt(self, stmt: ir.Stmt, lanes: tuple[int, ...]) -> Iterator:
+        if type(stmt) not in _RUN_AT_ONCE:  # most statements: one set lookup, not 13 cases
+            yield PREEMPT
+            yield from self.sync(stmt, lanes)
+            return
         match stmt:
             case ir.RoleBlock(role=role, body=body):
                 if role.first_warp <= self.index < role.first_warp + role.warps:
@@ -199,12 +209,10 @@ class Warp(ElementCode, AsyncIssue):
                 to = self.env[stage] + (1 if by is None else self.value(by, lanes, span))
                 self.env[phase] ^= (to // stages) & 1
                 self.env[stage] = to % stages
-            case _:
-                yield PREEMPT
-                yield from self.sync(stmt, lanes)
 
     def enter_role(self, role: ir.RoleInfo, body: ir.Block) -> Iterator:
         self.role, self.local = role, self.index - role.first_warp
+        self.name = f"{self.who} ({role.name})"
         self.running_threads = role.active_warps * 32
         self.env.update({"@warp": self.local, "@wg": self.local // 4})
         head = [s for s in body.stmts if isinstance(s, ir.SetMaxRegisters)]
@@ -275,9 +283,36 @@ class Warp(ElementCode, AsyncIssue):
                         self.run_product()
                     join(self.clock, op.clock)
                 block.event(self.name, span, f"wgmma.wait_group {keep}")
+            case ir.MBarrierArrive(barrier=ref) if len(lanes) > 1:
+                self.arrive_lanes(stmt, ref, lanes)
+            case ir.StageRelease(barrier=ref, blocks=blocks) if blocks <= 1 and len(lanes) > 1:
+                self.arrive_lanes(stmt, ref, lanes)
             case _:
                 for lane in lanes:
                     self.per_lane(stmt, lane)
+
+    def arrive_lanes(self, stmt: ir.Stmt, ref: ir.BarrierRef, lanes: tuple[int, ...]) -> None:
+        """Each lane's arrival in turn, as `per_lane` makes them (an element-wise
+        reader's release is one arrival per thread), with the barrier found once
+        where its index is the same for every lane."""
+        span = stmt.span
+        if self.block.program.scalar(ref.index).per_lane:
+            for lane in lanes:
+                self.per_lane(stmt, lane)
+            return
+        barrier = self.barrier(ref, lanes, span)
+        block, clock, agent, who = self.block, self.clock, self.agent, self.who
+        event = trace_line(self.name, span, f"arrives on {barrier.name}")
+        joined = None  # the phase's clock that this warp's clock is joined into
+        for lane in lanes:
+            barrier.usable("mbarrier.arrive", clock, span, (agent, lane))
+            block.trace.append(event)
+            # Between lanes only the warp's own tick moves: once its clock is in
+            # the phase's, joining the tick alone gives the same clock.
+            same = barrier.collecting is joined
+            joined = barrier.collecting
+            barrier.arrive((who, lane), {agent: clock[agent]} if same else clock, span)
+            clock[agent] += 1
 
     def per_lane(self, stmt: ir.Stmt, lane: int) -> None:
         block, span, lanes = self.block, stmt.span, (lane,)

@@ -52,12 +52,9 @@ def schedule(kernel: ir.Kernel) -> list[str]:
                    "scope (the producer acquires at cluster scope), and the cluster meets after "
                    "the barrier setup and before exit")
     for load in (s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad) and s.unicast):
-        why = load.unicast
         out.append(f"{where}: cluster: {load.tensor}'s loads into {load.dst.buffer} (line "
                    f"{load.span.line}) are not multicast, each block loads its own: "
-                   f"{why.construct} (line {why.span.line}), around the ring's loads or "
-                   f"reads, depends on {why.scalar}, which differs between the blocks "
-                   "of a cluster, so they might not issue the same loads")
+                   f"{load.unicast.because}, so they might not issue the same loads")
     for role in (s for s in kernel.body.stmts if isinstance(s, ir.RoleBlock)):
         turns = next((turn_warpgroups(s) for s in walk(role.body) if turn_warpgroups(s)), None)
         if turns:

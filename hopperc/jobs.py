@@ -61,7 +61,8 @@ def _warnings(built, source: SourceFile, recorded_name: str) -> tuple[Problem, .
         elif diagnostic.file != recorded_name:
             line = None
         else:
-            located = source_warning(message, line, _declarations(built.generated.kernel))
+            located = source_warning(message, line,
+                                     _declarations(built.generated.kernel, line))
             if located is None:
                 continue  # about code the compiler made: nothing in the source to change
             message, line = located
@@ -70,18 +71,24 @@ def _warnings(built, source: SourceFile, recorded_name: str) -> tuple[Problem, .
     return tuple(found)
 
 
-def _declarations(kernel) -> dict[str, int]:
-    """The line declaring each name of the kernel: parameters, tiles, loop variables."""
+def _declarations(kernel, line: int) -> dict[str, int]:
+    """The line declaring each name of the kernel (parameters, tiles, loop
+    variables) as seen from `line`. A name may be declared again in a sibling
+    scope (a tile `t` in each of two loops; never in a nested one): the
+    declaration whose scope holds `line` is the last at or before it."""
     from hopperc.ir import nodes as ir
     from hopperc.ir.accesses import walk
 
-    lines = {p.name: p.span.line for p in (*kernel.tensors, *kernel.scalars)}
+    found: dict[str, list[int]] = {}
+    for p in (*kernel.tensors, *kernel.scalars):
+        found.setdefault(p.name, []).append(p.span.line)
     for stmt in walk(kernel.body):
         name = stmt.name if isinstance(stmt, ir.TileDef) else \
             stmt.var if isinstance(stmt, ir.ForLoop) else None
         if name is not None:
-            lines.setdefault(name, stmt.span.line)
-    return lines
+            found.setdefault(name, []).append(stmt.span.line)
+    return {name: max((d for d in lines if d <= line), default=min(lines))
+            for name, lines in found.items()}
 
 
 def replayed_warnings(entry: CachedBuild, source: SourceFile) -> tuple[Problem, ...]:

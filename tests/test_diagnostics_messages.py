@@ -216,6 +216,42 @@ def test_a_warning_names_the_variable_as_the_source_does_at_its_line() -> None:
     assert "u_" not in warning.text and "hk_" not in warning.text
 
 
+# One tile name declared in two sibling loops, one of the two never read: the warning
+# is at the declaration in that loop, not at the other's.
+TWO_LOOPS = """\
+kernel unused_in_one_loop(X: bf16[M, N], Y: bf16[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM, n: N / BN) threads 128
+{
+    shared sx: bf16[BM, BN] swizzle 128B
+    shared sy: bf16[BM, BN] swizzle 128B
+    tma sx <- X[tile.m, tile.n]
+    acc: f32[BM, BN] = 0.0
+    for i in 0 .. 2 {
+        t: f32[BM, BN] = f32(sx)
+        acc = acc + t
+    }
+    for j in 0 .. 2 {
+        t: f32[BM, BN] = f32(sx) * 2.0
+    }
+    sy = bf16(acc)
+    tma Y[tile.m, tile.n] <- sy
+}
+"""
+
+
+@pytest.mark.parametrize("unused", ["first", "second"])
+def test_a_warning_about_a_name_of_two_loops_is_at_its_own_declaration(unused: str) -> None:
+    used, idle = "        acc = acc + t\n    }\n", "    }\n"
+    text = TWO_LOOPS if unused == "second" else TWO_LOOPS.replace(
+        "        t: f32[BM, BN] = f32(sx)\n" + used, "        t: f32[BM, BN] = f32(sx)\n" + idle
+    ).replace("f32(sx) * 2.0\n" + idle, "f32(sx) * 2.0\n" + used)
+    declaration = "f32(sx)\n" if unused == "first" else "f32(sx) * 2.0\n"
+    lines = text.split("\n")
+    (warning,) = _warnings(text)
+    assert warning.message == 'variable "t" was set but never used'
+    assert lines[warning.span.line - 1] == "        t: f32[BM, BN] = " + declaration[:-1]
+
+
 def test_an_unused_loop_variable_gets_no_warning_about_the_first_iteration_copy() -> None:
     assert "for k in 0 .. K / BK" in UNUSED_LOOP_VARIABLE
     assert _warnings(UNUSED_LOOP_VARIABLE) == ()

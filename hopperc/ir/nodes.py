@@ -159,11 +159,20 @@ class RankDivergence:
     `construct` (a loop's trip count or a condition, at `span`) around the load
     or around its stage's reads depends on `scalar`, which differs between the
     cluster's blocks, so they might not issue the same loads in the same
-    iterations."""
+    iterations; or, with `scalar` None, `construct` is manual code touching the
+    ring, which the compiler does not analyse."""
 
     construct: str
-    scalar: str
+    scalar: str | None
     span: Span
+
+    @property
+    def because(self) -> str:
+        if self.scalar is None:
+            return (f"{self.construct} (line {self.span.line}) loads, waits for, reads or "
+                    "releases the ring in code the compiler does not analyse")
+        return (f"{self.construct} (line {self.span.line}), around the ring's loads or reads, "
+                f"depends on {self.scalar}, which differs between the blocks of a cluster")
 
 
 @dataclass(frozen=True)

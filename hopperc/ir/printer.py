@@ -116,8 +116,7 @@ def statement(stmt: ir.Stmt) -> str:
                 via += (f", multicast to {stmt.multicast} blocks (each issues "
                         f"{stmt.issued_box[0]} rows)")
             elif stmt.unicast is not None:
-                via += (f", each block's own ({stmt.unicast.construct} depends on "
-                        f"{stmt.unicast.scalar})")
+                via += f", each block's own ({stmt.unicast.because})"
             return f"{e.value}.load {view(dst)} <- {t}[{', '.join(scalar(x) for x in c)}] ({n} B){via}"
         case ir.AsyncStore(engine=e, tensor=t, coords=c, src=src):
             return f"{e.value}.store {t}[{', '.join(scalar(x) for x in c)}] <- {view(src)}"

@@ -58,7 +58,9 @@ def multicast_cluster_loads(kernel: ir.Kernel) -> ir.Kernel:
     coordinate = ir.Scalar(ir.ScalarKind.TILE, kernel.grid[axes[0]].name)
     pipelines = {p.name: p for p in kernel.pipelines}
     handed = [p for p in kernel.pipelines if p.producer != p.consumer]  # between roles
-    divergent = {p.name: _divergence(kernel.body, p, coordinate) for p in handed}
+    # `specialize` wrote the roles: their names are not the user's
+    divergent = {p.name: _divergence(kernel.body, p, coordinate, "", not kernel.specialized)
+                 for p in handed}
     shareable = {id(s): divergent[p.name] for p in handed for s in walk(kernel.body)
                  if isinstance(s, ir.AsyncLoad) and s.dst.buffer in p.buffers
                  and _shareable(s, kernel, blocks, coordinate)}
@@ -143,17 +145,17 @@ def _varying(expr: ir.ScalarExpr, coordinate: ir.Scalar) -> ir.Scalar | None:
 
 
 def _divergence(block: ir.Block, pipeline: ir.Pipeline, coordinate: ir.Scalar,
-                role: str = "") -> ir.RankDivergence | None:
+                role: str = "", named: bool = True) -> ir.RankDivergence | None:
     """The first loop bound or condition, around a statement of `pipeline`
     (its loads, waits, reads and releases), that may differ between the
-    blocks of the cluster; None when there is none."""
+    blocks of the cluster, with its role where `named`; None when there is none."""
     for stmt in block.stmts:
         if _uses(stmt, pipeline) and (why := _varying_control(stmt, coordinate)) is not None:
             return replace(why, construct=f"{why.construct} in role '{role}'") if role else why
-        inside = stmt.role.name if isinstance(stmt, ir.RoleBlock) else role
+        inside = stmt.role.name if isinstance(stmt, ir.RoleBlock) and named else role
         inner = next((why for body in bodies(stmt)
-                      if (why := _divergence(body, pipeline, coordinate, inside)) is not None),
-                     None)
+                      if (why := _divergence(body, pipeline, coordinate, inside, named))
+                      is not None), None)
         if inner is not None:
             return inner
     return None
@@ -169,7 +171,7 @@ def _varying_control(stmt: ir.Stmt, coordinate: ir.Scalar) -> ir.RankDivergence 
         case ir.IfThen(cond=cond, span=span):
             culprit, construct = _varying(cond, coordinate), "the condition of 'if'"
         case ir.ManualRegion(span=span):
-            return ir.RankDivergence("a 'manual' block", "code the compiler does not see", span)
+            return ir.RankDivergence("a 'manual' block", None, span)
         case _:
             return None
     return None if culprit is None else ir.RankDivergence(construct, _spelled(culprit), span)

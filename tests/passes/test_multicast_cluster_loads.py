@@ -152,3 +152,41 @@ def test_explain_names_the_construct_and_its_line(tmp_path, hopperc_cli):
             "ring's loads or reads, depends on tile.m, which differs between the blocks of a "
             "cluster, so they might not issue the same loads") in proc.stdout
     assert "are multicast to" not in proc.stdout
+
+
+def test_manual_code_touching_the_ring_keeps_it_each_blocks_own(tmp_path, hopperc_cli):
+    """The compiler does not analyse a 'manual' block: a ring it reads stays each
+    block's own, and `explain` says so without claiming the block differs
+    between the cluster's blocks."""
+    text = ROWS.replace("            acc = acc + sx * sw\n",
+                        "            acc = acc + sx * sw\n"
+                        "            manual {\n                acc = acc + sw\n            }\n")
+    assert text != ROWS
+    _, kernel = _lower(text)
+    load = _load_of_w(kernel)
+    assert load.multicast == 1
+    assert load.unicast == ir.RankDivergence("a 'manual' block in role 'math'", None,
+                                             load.unicast.span)
+    assert load.unicast.span.line == 17
+    path = tmp_path / "rows.hk"
+    path.write_text(text)
+    proc = hopperc_cli("explain", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert ("each block loads its own: a 'manual' block in role 'math' (line 17) loads, waits "
+            "for, reads or releases the ring in code the compiler does not analyse, so they "
+            "might not issue the same loads") in proc.stdout
+    assert "which differs between the blocks" not in proc.stdout
+
+
+def test_a_specialized_kernel_names_no_role_it_did_not_write():
+    """With `specialize` the roles are the compiler's: the reason names the user's
+    loop alone."""
+    text = driver.read_source(ROOT / "samples" / "gemm_pipelined.hk").text
+    text = text.replace("threads 256 specialize", "threads 256 cluster(2) specialize")
+    text = text.replace("for k in 0 .. K / BK {", "for k in 0 .. K / BK + tile.m {")
+    assert text.count("cluster(2)") == 1 and text.count("tile.m {") == 1
+    _, kernel = _lower(text)
+    (load,) = [s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad) and s.tensor == "B"]
+    assert load.multicast == 1
+    assert load.unicast.construct == "the trip count of 'for k'"
+    assert load.unicast.scalar == "tile.m"

@@ -34,9 +34,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import (Access, Proxy, bodies, leaf_accesses, leaves, manual_accesses,
-                                 may_overlap, mbarrier_arms, mbarrier_waits, own_rows, phase_word,
-                                 same_rows, source_order, walk)
+from hopperc.ir.accesses import (Access, Proxy, bodies, global_accesses, leaf_accesses, leaves,
+                                 manual_accesses, may_overlap, mbarrier_arms, mbarrier_waits,
+                                 own_rows, phase_word, same_rows, source_order, walk)
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 from hopperc.ir.layout import element_grid, element_threads, stores_by_matrix, view_shape
 
@@ -147,7 +147,8 @@ class _Barriers(ForwardRewrite[Pending]):
     def accesses(self, stmt: ir.Stmt) -> list[Access]:
         """The accesses of `stmt` and everything nested in it (manual code as any
         thread's), element-wise ones with the owner of each element."""
-        return [a for leaf in leaves(stmt) for a in self.owned(leaf)] + manual_accesses(stmt)
+        return [a for leaf in leaves(stmt) for a in self.owned(leaf)] + manual_accesses(stmt) + \
+            global_accesses(stmt)
 
     def owned(self, leaf: ir.Stmt) -> list[Access]:
         """Element-wise code runs per element of its grid, each element on the
@@ -241,11 +242,15 @@ class _Barriers(ForwardRewrite[Pending]):
                 return frozenset(replace(a, handed_on=a.handed_on | {array})
                                  if _finished_by_issuer(a) else a for a in state) \
                     | frozenset(self.accesses(stmt))
-            case ir.BulkWaitRead(pending=0):
-                return frozenset(_completed(a) if _is_store(a) else a for a in state)
-            case ir.BulkWaitRead(views=done):
-                return frozenset(_completed(a) if _is_store(a) and a.view in done else a
-                                 for a in state)
+            case ir.BulkWaitRead(pending=0, read=read):
+                return frozenset(_completed(a) if _is_store(a) or not read and _writes_global(a)
+                                 else a for a in state)
+            case ir.BulkWaitRead(views=done, read=read):
+                # One access stands for every instance of its store, and the
+                # younger ones stay in flight: completed for the issuer, and
+                # still in flight for the wait that completes them.
+                return state | frozenset(_completed(a) for a in state if _is_store(a) and (
+                    a.view in done) or not read and _writes_global(a))
             case ir.WgmmaWait(buffers=done):
                 return frozenset(_completed(a) if _is_wgmma_read(a) and a.memory in done else a
                                  for a in state)
@@ -281,7 +286,14 @@ def _finished_by_issuer(access: Access) -> bool:
 
 
 def _is_store(access: Access) -> bool:
-    return access.proxy is Proxy.ASYNC and not access.write and access.single_thread
+    return access.proxy is Proxy.ASYNC and not access.write and access.single_thread \
+        and access.region is None
+
+
+def _writes_global(access: Access) -> bool:
+    """A store's write of global memory: complete for its issuer at a plain
+    wait_group, and for the other threads after a barrier with it."""
+    return access.proxy is Proxy.ASYNC and access.write and access.region is not None
 
 
 def _is_wgmma_read(access: Access) -> bool:

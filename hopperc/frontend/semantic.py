@@ -12,6 +12,7 @@ from hopperc.frontend.bounds import loop_range
 from hopperc.frontend.copies import lower_copy
 from hopperc.frontend.manual import lower_sync
 from hopperc.frontend.mma import lower_mma
+from hopperc.frontend.global_reads import check_global_reads
 from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.rows import row_operands
 from hopperc.frontend.specialize import specialize
@@ -64,6 +65,7 @@ class _Analyzer:
         turning = persistent.turning_role(roles, k.persistent, k.span) if k.pingpong else None
         body = self._top_level(k.body, roles, turning)
         limits.check_tile_registers(body, roles, self.threads)
+        check_global_reads(body, grid)
         if self.manual:
             body = ir.Block((ir.ManualRegion(body, k.body.span),))
         _, smem = shared_layout(tuple(self.buffers), sum(b.count for b in self.barriers))

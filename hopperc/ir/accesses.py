@@ -143,6 +143,7 @@ def _global(stmt: ir.Stmt) -> list[Access]:
         case ir.AsyncStore(tensor=tensor, coords=coords, box=box, engine=engine, span=span):
             return [Access(global_memory(tensor), Proxy.ASYNC, True, True,
                            f"written by {engine.label} store", span,
+                           per_warpgroup=issued_per_warpgroup(stmt),
                            region=GlobalBox(tensor, coords, box))]
         case ir.AsyncLoad(tensor=tensor, coords=coords, box=box, engine=engine, span=span):
             return [Access(global_memory(tensor), Proxy.ASYNC, False, True,
@@ -151,7 +152,8 @@ def _global(stmt: ir.Stmt) -> list[Access]:
         case ir.SharedStore(value=value, span=span) | ir.TileDef(init=value, span=span) | \
                 ir.TileAssign(value=value, span=span):
             return [Access(global_memory(v.tensor), Proxy.GENERIC, False, False,
-                           "read by ld.global", span, region=GlobalBox(v.tensor, (v.start,), None))
+                           "read by ld.global", span, region=GlobalBox(v.tensor, (v.start,),
+                                                      v.length and (v.length,)))
                     for v in global_vectors(value)]
     return []
 

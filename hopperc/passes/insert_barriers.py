@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import (Access, Proxy, bodies, global_accesses, leaf_accesses, leaves,
                                  manual_accesses, may_overlap, mbarrier_arms, mbarrier_waits,
@@ -246,11 +247,13 @@ class _Barriers(ForwardRewrite[Pending]):
                 return frozenset(_completed(a) if _is_store(a) or not read and _writes_global(a)
                                  else a for a in state)
             case ir.BulkWaitRead(views=done, read=read):
-                # One access stands for every instance of its store, and the
-                # younger ones stay in flight: completed for the issuer, and
-                # still in flight for the wait that completes them.
-                return state | frozenset(_completed(a) for a in state if _is_store(a) and (
-                    a.view in done) or not read and _writes_global(a))
+                completed = {a for a in state if _is_store(a) and a.view in done
+                             or not read and _writes_global(a)}
+                # One access stands for every instance of its store: where its
+                # indices vary, a younger instance may stay in flight for a later
+                # wait to complete.
+                return frozenset(a for a in state if a not in completed or _varies(a)) | \
+                    frozenset(map(_completed, completed))
             case ir.WgmmaWait(buffers=done):
                 return frozenset(_completed(a) if _is_wgmma_read(a) and a.memory in done else a
                                  for a in state)
@@ -288,6 +291,16 @@ def _finished_by_issuer(access: Access) -> bool:
 def _is_store(access: Access) -> bool:
     return access.proxy is Proxy.ASYNC and not access.write and access.single_thread \
         and access.region is None
+
+
+def _varies(access: Access) -> bool:
+    """Whether the access's indices may differ between instances of its statement."""
+    view, region = access.view, access.region
+    exprs = list(region.coords) if region is not None else []
+    if view is not None:
+        exprs += [e for e in (view.stage, view.part and view.part.index) if e is not None]
+    kinds = (ir.ScalarKind.LOOP, ir.ScalarKind.CARRIED, ir.ScalarKind.TILE)
+    return any(index_algebra.names(e, kind) for e in exprs for kind in kinds)
 
 
 def _writes_global(access: Access) -> bool:

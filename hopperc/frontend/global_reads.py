@@ -6,7 +6,8 @@ have): a block that loads a box of a tensor the kernel stores must read only
 boxes no other block (no other tile) stores. Accepted: reading a tensor the
 kernel never stores, and reading boxes that move with the tile coordinates
 the way the stores do, a whole box per tile along every grid axis (a block's
-own tile, `Y[tile.m, j]` in a kernel whose grid is `m`). The block's own
+own tile, `Y[tile.m, j]` in a kernel whose grid is `m`), loop variables with
+constant bounds and `wg` moving them less than that. The block's own
 stores are then ordered before its reads by complete_bulk_stores.
 """
 from __future__ import annotations
@@ -19,7 +20,8 @@ from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import GlobalBox, bodies, global_vectors
 
-Ranges = dict[str, tuple[int, int]]  # loop variable -> (first, last) where constant
+Ranges = dict[ir.Scalar, tuple[int, int]]  # loop variable or `wg` -> (first, last)
+BOUNDED = (ir.ScalarKind.LOOP, ir.ScalarKind.BUILTIN)  # terms with a known range
 
 
 @dataclass(frozen=True)
@@ -30,11 +32,12 @@ class _Box:
     role: ir.RoleInfo | None
 
 
-def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...]) -> None:
+def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: int) -> None:
     """Refuse, at the read, a read of a box another block may store."""
     stores: dict[str, list[_Box]] = {}
     reads: list[_Box] = []
-    for stmt, ranges, role in _leaves(body, {}, None):
+    wg = {ir.Scalar(ir.ScalarKind.BUILTIN, "wg"): (0, max(1, threads // 128) - 1)}
+    for stmt, ranges, role in _leaves(body, wg, None):
         for box, write in _boxes(stmt):
             if write:
                 stores.setdefault(box.tensor, []).append(_Box(box, stmt.span, ranges, role))
@@ -92,7 +95,7 @@ def _invariant(form: index_algebra.Linear, tile: ir.Scalar) -> dict | None:
     terms = {}
     for leaf, coefficient in form[0].items():
         kinds = {s.kind for s in _scalars(leaf)}
-        if leaf == tile or kinds & {ir.ScalarKind.LOOP}:
+        if leaf == tile or kinds & set(BOUNDED):
             continue
         if ir.ScalarKind.TILE in kinds:
             return None
@@ -105,11 +108,11 @@ def _loop_span(form: index_algebra.Linear, ranges: Ranges, tile: ir.Scalar
     """The least and greatest value of the constant and loop terms."""
     low = high = form[1]
     for leaf, coefficient in form[0].items():
-        if leaf == tile or ir.ScalarKind.LOOP not in {s.kind for s in _scalars(leaf)}:
+        if leaf == tile or not {s.kind for s in _scalars(leaf)} & set(BOUNDED):
             continue
-        if not (isinstance(leaf, ir.Scalar) and leaf.name in ranges):
+        if leaf not in ranges:
             return None
-        first, last = ranges[leaf.name]
+        first, last = ranges[leaf]
         ends = (coefficient * first, coefficient * last)
         low, high = low + min(ends), high + max(ends)
     return low, high
@@ -146,8 +149,9 @@ def _leaves(block: ir.Block, ranges: Ranges, role: ir.RoleInfo | None
         if isinstance(stmt, ir.ForLoop):
             bounds = [b.value for b in (stmt.start, stmt.stop)
                       if isinstance(b, ir.Scalar) and b.kind is ir.ScalarKind.CONST]
-            inner = {**ranges, stmt.var: (int(bounds[0]), int(bounds[1]) - 1)} \
-                if len(bounds) == 2 else {k: v for k, v in ranges.items() if k != stmt.var}
+            var = ir.Scalar(ir.ScalarKind.LOOP, stmt.var)
+            inner = {**ranges, var: (int(bounds[0]), int(bounds[1]) - 1)} \
+                if len(bounds) == 2 else {k: v for k, v in ranges.items() if k != var}
         nested = bodies(stmt)
         if not nested:
             yield stmt, ranges, role

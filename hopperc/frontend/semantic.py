@@ -65,7 +65,7 @@ class _Analyzer:
         turning = persistent.turning_role(roles, k.persistent, k.span) if k.pingpong else None
         body = self._top_level(k.body, roles, turning)
         limits.check_tile_registers(body, roles, self.threads)
-        check_global_reads(body, grid)
+        check_global_reads(body, grid, self.threads)
         if self.manual:
             body = ir.Block((ir.ManualRegion(body, k.body.span),))
         _, smem = shared_layout(tuple(self.buffers), sum(b.count for b in self.barriers))

@@ -96,6 +96,11 @@ def _map(access: Access, f: Callable[[ir.ScalarExpr], ir.ScalarExpr]) -> Access:
     return replace(access, view=view, region=region, issued=access.issued or access.view)
 
 
+def loop_variables(access: Access) -> set[str]:
+    """The loop variables the access's indices name."""
+    return _names(access, LOOP)
+
+
 def _names(access: Access, kind: ir.ScalarKind) -> set[str]:
     view, region = access.view, access.region
     exprs = list(region.coords) if region is not None else []

@@ -74,6 +74,9 @@ def _hazards(stmt: ir.Stmt) -> list[Access]:
 
 
 class _BulkStores(ForwardRewrite[_InFlight]):
+    def __init__(self):
+        self.indexed: dict[int, tuple[ir.ForLoop, bool]] = {}
+
     def initial(self) -> _InFlight:
         return _InFlight()
 
@@ -83,7 +86,18 @@ class _BulkStores(ForwardRewrite[_InFlight]):
         return _InFlight(async_groups.join(a.groups, b.groups), a.open | b.open)
 
     def first_iteration(self, state: _InFlight, loop: ir.ForLoop) -> _InFlight:
+        if not self.indexed_by(loop):
+            return state  # nothing in it to compare at its first iteration
         return state.each(lambda a: iterations.first_iteration(a, loop))
+
+    def indexed_by(self, loop: ir.ForLoop) -> bool:
+        """Whether an access in the loop has an index that names its variable."""
+        known = self.indexed.get(id(loop))
+        if known is None or known[0] is not loop:
+            accesses = all_accesses(loop) + global_accesses(loop)
+            known = self.indexed[id(loop)] = (loop, any(
+                loop.var in iterations.loop_variables(a) for a in accesses))
+        return known[1]
 
     def next_iteration(self, state: _InFlight, loop: ir.ForLoop) -> _InFlight:
         return state.each(lambda a: iterations.next_iteration(a, loop))

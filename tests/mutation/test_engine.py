@@ -5,7 +5,9 @@ from hopperc import driver
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.printer import print_kernel
+from hopperc.sim.explore import simulate
 from hopperc.sim.findings import Category, Finding
+from hopperc.sim.problem import default_dims, make_problem
 from tests.conftest import ROOT
 from tests.mutation.engine import mutants, verdict
 
@@ -64,3 +66,18 @@ def test_verdict_needs_the_category_and_a_line_of_the_mutated_statement():
     assert verdict(mutant, [Finding(Category.DEADLOCK, "m", span)]) == "elsewhere"
     elsewhere = type(span)(span.file, 1, 1, 1, 2)
     assert verdict(mutant, [Finding(Category.RACE, "m", elsewhere)]) == "elsewhere"
+
+
+def test_a_plain_bulk_wait_is_weakened_to_read_and_that_is_caught():
+    """The plain wait before a reload of a stored box becomes wait_group.read:
+    the simulator reports the load of global memory the store may still write."""
+    path = ROOT / "tests" / "sim" / "hazards" / "residual_store_then_reload.hk"
+    front_end = driver.check(driver.read_source(path))
+    kernel = driver.lower(front_end)
+    by_id = {m.id: m for m in mutants(kernel, path.name)}
+    mutant = by_id["residual_store_then_reload.hk:-:15:read:BulkWaitRead#1"]
+    text = print_kernel(mutant.kernel)
+    assert "cp.async.bulk.wait_group 0" not in text and "wait_group.read 0" in text
+    report = simulate(mutant.kernel, front_end, make_problem(kernel, default_dims(kernel)),
+                      4, 100, first_finding=True)
+    assert verdict(mutant, report.findings) == "caught", report.findings

@@ -18,7 +18,9 @@ from typing import Iterator
 from hopperc.diagnostics import CompileError, Span
 from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import GlobalBox, bodies, global_vectors
+from hopperc.ir.accesses import bodies
+from hopperc.ir.global_accesses import global_vectors
+from hopperc.ir.index_algebra import GlobalBox
 
 Ranges = dict[ir.Scalar, tuple[int, int]]  # loop variable or `wg` -> (first, last)
 BOUNDED = (ir.ScalarKind.LOOP, ir.ScalarKind.BUILTIN)  # terms with a known range

@@ -21,16 +21,6 @@ class Proxy(Enum):
 
 
 @dataclass(frozen=True)
-class GlobalBox:
-    """A box of a global tensor: element coordinates of its first element and
-    its extents (None: anywhere in the tensor)."""
-
-    tensor: str
-    coords: tuple[ir.ScalarExpr, ...]
-    extents: tuple[int, ...] | None
-
-
-@dataclass(frozen=True)
 class Access:
     buffer: str
     proxy: Proxy
@@ -50,7 +40,7 @@ class Access:
     # a load. Waiting for that load's phase orders this access for the waiters: the
     # thread finished it before it issued the load the phase waits for.
     handed_on: frozenset[str] = frozenset()
-    region: GlobalBox | None = None  # an access of global memory: the box it touches
+    region: index_algebra.GlobalBox | None = None  # an access of global memory: its box
     # In flight from earlier iterations (ir/iterations.py): only where loop
     # variable v == e for each (v, e); how many back edges of each loop it
     # crossed; its view as issued (what a wait that completes it names).
@@ -73,7 +63,7 @@ def may_overlap(a: Access, b: Access, same_point: bool = False) -> bool:
     if a.memory != b.memory:
         return False
     if a.region is not None and b.region is not None:
-        return boxes_overlap(a.region, b.region, same_point)
+        return index_algebra.boxes_overlap(a.region, b.region, same_point)
     if a.view is None or b.view is None or a.buffer != b.buffer:
         return True
     x, y = a.view, b.view
@@ -86,76 +76,6 @@ def may_overlap(a: Access, b: Access, same_point: bool = False) -> bool:
 def _apart(x: ir.ScalarExpr | None, y: ir.ScalarExpr | None, same_point: bool) -> bool:
     return _differ(x, y) or (same_point and x is not None and y is not None
                              and index_algebra.differ(x, y))
-
-
-def boxes_overlap(a: GlobalBox, b: GlobalBox, same_point: bool = False) -> bool:
-    """Two boxes of one tensor are apart when, along some axis, one starts at
-    least the other's extent after it (coordinates both constants, or
-    `same_point` and a constant difference)."""
-    if a.tensor != b.tensor:
-        return False
-    if a.extents is None or b.extents is None:
-        return True
-    for x, y, nx, ny in zip(a.coords, b.coords, a.extents, b.extents):
-        d = _constant(x) - _constant(y) if _constant(x) is not None and \
-            _constant(y) is not None else (index_algebra.difference(x, y) if same_point else None)
-        if d is not None and (d >= ny or -d >= nx):
-            return False
-    return True
-
-
-def same_box(a: GlobalBox, b: GlobalBox) -> bool:
-    """Provably the same box, wherever both are evaluated with the same variables."""
-    return a.tensor == b.tensor and a.extents is not None and a.extents == b.extents and all(
-        index_algebra.difference(x, y) == 0 for x, y in zip(a.coords, b.coords))
-
-
-def _constant(expr: ir.ScalarExpr) -> int | None:
-    if isinstance(expr, ir.Scalar) and expr.kind is ir.ScalarKind.CONST:
-        return int(expr.value)
-    return None
-
-
-def global_memory(tensor: str) -> str:
-    """The memory a global tensor's accesses are decided on (not a buffer name:
-    it has a space)."""
-    return f"global {tensor}"
-
-
-def global_vectors(expr: ir.TileExpr) -> Iterator[ir.GlobalVector]:
-    """Slices of 1-D global tensors an element-wise expression reads (ld.global)."""
-    return (e for e in tile_operands(expr) if isinstance(e, ir.GlobalVector))
-
-
-def global_accesses(stmt: ir.Stmt) -> list[Access]:
-    """Accesses of global memory by `stmt` and everything nested in it (manual
-    code as any thread's): a store's async write of its box, a load's async
-    read of its box (by the issuing thread), ld.global of a vector (by the
-    running threads, anywhere in the tensor)."""
-    manual = [s for region in walk(ir.Block((stmt,))) if isinstance(region, ir.ManualRegion)
-              for s in walk(region.body)]
-    return [a for leaf in leaves(stmt) for a in _global(leaf)] + \
-        [replace(a, single_thread=False) for leaf in manual for a in _global(leaf)]
-
-
-def _global(stmt: ir.Stmt) -> list[Access]:
-    match stmt:
-        case ir.AsyncStore(tensor=tensor, coords=coords, box=box, engine=engine, span=span):
-            return [Access(global_memory(tensor), Proxy.ASYNC, True, True,
-                           f"written by {engine.label} store", span,
-                           per_warpgroup=issued_per_warpgroup(stmt),
-                           region=GlobalBox(tensor, coords, box))]
-        case ir.AsyncLoad(tensor=tensor, coords=coords, box=box, engine=engine, span=span):
-            return [Access(global_memory(tensor), Proxy.ASYNC, False, True,
-                           f"read by {engine.label} load", span,
-                           region=GlobalBox(tensor, coords, box))]
-        case ir.SharedStore(value=value, span=span) | ir.TileDef(init=value, span=span) | \
-                ir.TileAssign(value=value, span=span):
-            return [Access(global_memory(v.tensor), Proxy.GENERIC, False, False,
-                           "read by ld.global", span, region=GlobalBox(v.tensor, (v.start,),
-                                                      v.length and (v.length,)))
-                    for v in global_vectors(value)]
-    return []
 
 
 def own_rows(access: Access) -> bool:

@@ -1,5 +1,6 @@
-"""Integer index expressions compared symbolically: whether two indices, or two
-boxes' coordinates, are provably different where both are evaluated with the
+"""Integer index expressions compared symbolically, and boxes of global
+tensors compared by them: whether two indices, or two boxes' coordinates, are
+provably different where both are evaluated with the
 same values of their variables. An expression is a sum of leaves times
 constants; anything else (a product of two variables, a division, a `%`) is a
 leaf of its own. A carried register (a ring's stage or phase) is never
@@ -10,6 +11,8 @@ these (complete_bulk_stores renames a loop variable `i` to `i - 1` in what
 flows to the next iteration); a `ScalarKind.CONST` comparison holds anywhere.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from hopperc.ir import nodes as ir
 
@@ -83,3 +86,35 @@ def names(expr: ir.ScalarExpr, kind: ir.ScalarKind) -> set[str]:
     if isinstance(expr, ir.Scalar):
         return {expr.name} if expr.kind is kind else set()
     return names(expr.left, kind) | (names(expr.right, kind) if expr.right is not None else set())
+
+
+@dataclass(frozen=True)
+class GlobalBox:
+    """A box of a global tensor: element coordinates of its first element and
+    its extents (None: anywhere in the tensor)."""
+
+    tensor: str
+    coords: tuple[ir.ScalarExpr, ...]
+    extents: tuple[int, ...] | None
+
+
+def boxes_overlap(a: GlobalBox, b: GlobalBox, same_point: bool = False) -> bool:
+    """Two boxes of one tensor are apart when, along some axis, one starts at
+    least the other's extent after it (coordinates both constants, or
+    `same_point` and a constant difference)."""
+    if a.tensor != b.tensor:
+        return False
+    if a.extents is None or b.extents is None:
+        return True
+    for x, y, nx, ny in zip(a.coords, b.coords, a.extents, b.extents):
+        d = _constant(x) - _constant(y) if _constant(x) is not None and \
+            _constant(y) is not None else (difference(x, y) if same_point else None)
+        if d is not None and (d >= ny or -d >= nx):
+            return False
+    return True
+
+
+def _constant(expr: ir.ScalarExpr) -> int | None:
+    if isinstance(expr, ir.Scalar) and expr.kind is ir.ScalarKind.CONST:
+        return int(expr.value)
+    return None

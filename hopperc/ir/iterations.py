@@ -17,7 +17,8 @@ from typing import Callable
 
 from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import Access, GlobalBox, may_overlap
+from hopperc.ir.accesses import Access, may_overlap
+from hopperc.ir.index_algebra import GlobalBox
 from hopperc.ir.raster import TILE_LOOP
 
 MAX_AGE = 3

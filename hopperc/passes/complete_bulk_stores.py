@@ -32,8 +32,8 @@ from typing import Callable
 
 from hopperc.ir import async_groups, iterations
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import (Access, all_accesses, global_accesses, leaf_accesses, source_order,
-                                 walk)
+from hopperc.ir.accesses import Access, all_accesses, leaf_accesses, source_order, walk
+from hopperc.ir.global_accesses import global_accesses
 from hopperc.ir.dataflow import ForwardRewrite
 from hopperc.ir.rewrite import close_runs
 

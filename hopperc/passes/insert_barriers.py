@@ -35,9 +35,10 @@ from dataclasses import replace
 
 from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import (Access, Proxy, bodies, global_accesses, leaf_accesses, leaves,
-                                 manual_accesses, may_overlap, mbarrier_arms, mbarrier_waits,
-                                 own_rows, phase_word, same_rows, source_order, walk)
+from hopperc.ir.accesses import (Access, Proxy, bodies, leaf_accesses, leaves, manual_accesses,
+                                 may_overlap, mbarrier_arms, mbarrier_waits, own_rows, phase_word,
+                                 same_rows, source_order, walk)
+from hopperc.ir.global_accesses import global_accesses
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 from hopperc.ir.layout import element_grid, element_threads, stores_by_matrix, view_shape
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import global_vectors
+from hopperc.ir.global_accesses import global_vectors
 from hopperc.ir.layout import element_threads, plane_rows
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Site

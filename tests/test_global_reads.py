@@ -118,3 +118,25 @@ kernel ws(A: bf16[M, K], C: bf16[M, K])
 }
 """
     expect_error(text, "tma sa <- C[tile.m, 0]", ["role 'consumer' stores", "another role"])
+
+
+def test_manual_code_waits_for_the_writes_with_bulk_wait():
+    """`bulk.wait n` is the plain cp.async.bulk.wait_group n (`bulk.wait_read n`
+    the .read form)."""
+    from hopperc.ir import nodes as ir
+    from hopperc.ir.accesses import walk
+    text = """\
+kernel m(X: bf16[M, N], Y: bf16[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM, n: N / BN) threads 128 manual
+{
+    shared buf: bf16[BM, BN] swizzle 128B
+    if thread == 0 {
+        tma Y[tile.m, tile.n] <- buf
+        bulk.commit
+        bulk.wait_read 1
+        bulk.wait 0
+    }
+}
+"""
+    waits = [s for s in walk(driver.check(source(text)).body) if isinstance(s, ir.BulkWaitRead)]
+    assert [(w.pending, w.read) for w in waits] == [(1, True), (0, False)]

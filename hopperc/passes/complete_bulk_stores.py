@@ -73,6 +73,12 @@ def _hazards(stmt: ir.Stmt) -> list[Access]:
     return sorted(accesses, key=source_order)
 
 
+def _named_first(store: Access) -> tuple:
+    """Which conflict a wait names: a global write first (it makes the wait
+    plain), then the earliest in the source."""
+    return (store.region is None, *source_order(store))
+
+
 class _BulkStores(ForwardRewrite[_InFlight]):
     def __init__(self):
         self.indexed: dict[int, tuple[ir.ForLoop, bool]] = {}
@@ -120,9 +126,8 @@ class _BulkStores(ForwardRewrite[_InFlight]):
                 if conflicts:
                     if youngest is None or age < youngest:
                         youngest = age
-                    first = min(conflicts, key=source_order)
-                    if hit is None or source_order(first) < source_order(hit[0]) or \
-                            hit[0].region is None and first.region is not None:
+                    first = min(conflicts, key=_named_first)
+                    if hit is None or _named_first(first) < _named_first(hit[0]):
                         hit = (first, access)
                     break
         if hit is None:

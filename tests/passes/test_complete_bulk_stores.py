@@ -315,3 +315,18 @@ def test_negative_a_plane_one_ahead_is_the_youngest_store(tmp_path):
 CHECK: for i in
 CHECK-NEXT: cp.async.bulk.wait_group.read 0
 """, tmp_path)
+
+
+def test_a_load_that_rewrites_a_store_source_and_reads_its_box_waits_plainly(tmp_path):
+    """tma sx <- R[...] both overwrites sx (read by the store) and reads R (written
+    by it): one plain wait covers both."""
+    text = RELOAD.replace("tma sr <- R[tile.m, tile.n]", "tma sx <- R[tile.m, tile.n]") \
+        .replace("tma Y[tile.m, tile.n] <- sr", "tma Y[tile.m, tile.n] <- sx")
+    filecheck(ir_after(text, PASS), """
+CHECK: tma.store R
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK-NOT: wait_group.read
+CHECK: cp.async.bulk.wait_group 0
+CHECK-SAME: why: global R written by TMA store (t.hk:7), read by TMA load (t.hk:8)
+CHECK-NEXT: tma.load sx <- R
+""", tmp_path)

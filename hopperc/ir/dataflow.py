@@ -47,6 +47,13 @@ class ForwardRewrite(Generic[S]):
         """The state at the end of a loop body, seen from the next iteration."""
         return state
 
+    def widen(self, entry: S, state: S) -> S:
+        """The next entry state of a loop's fixpoint, from the last one and the
+        state seen around the back edge. A pass whose syncs can shrink what
+        flows around the loop when what enters grows joins the two, so the
+        entries only grow and the fixpoint ends."""
+        return state
+
     def last_iteration(self, state: S, loop: ir.ForLoop) -> S:
         """The state at the end of a loop body, seen after the loop."""
         return state
@@ -129,7 +136,7 @@ class ForwardRewrite(Generic[S]):
             first = entry = self.first_iteration(state, stmt)
             while True:
                 body, end = self.block(stmt.body, entry)
-                widened = self.join(first, self.next_iteration(end, stmt))
+                widened = self.widen(entry, self.join(first, self.next_iteration(end, stmt)))
                 if widened == entry:
                     break
                 entry = widened

@@ -108,6 +108,11 @@ class _BulkStores(ForwardRewrite[_InFlight]):
     def next_iteration(self, state: _InFlight, loop: ir.ForLoop) -> _InFlight:
         return state.each(lambda a: iterations.next_iteration(a, loop))
 
+    def widen(self, entry: _InFlight, state: _InFlight) -> _InFlight:
+        """An access aged past what iterations.MAX_AGE tracks becomes its whole
+        buffer or tensor, which a wait may then drain: join, so it ends."""
+        return self.join(entry, state)
+
     def last_iteration(self, state: _InFlight, loop: ir.ForLoop) -> _InFlight:
         return state.each(lambda a: iterations.last_iteration(a, loop))
 

@@ -96,6 +96,9 @@ class GlobalBox:
     tensor: str
     coords: tuple[ir.ScalarExpr, ...]
     extents: tuple[int, ...] | None
+    # Loop variables v (at most one) for which the box lies where `coords` say
+    # or any number of iterations of v earlier (ir/iterations.py).
+    older: tuple[str, ...] = ()
 
 
 def boxes_overlap(a: GlobalBox, b: GlobalBox, same_point: bool = False) -> bool:
@@ -109,9 +112,23 @@ def boxes_overlap(a: GlobalBox, b: GlobalBox, same_point: bool = False) -> bool:
     for x, y, nx, ny in zip(a.coords, b.coords, a.extents, b.extents):
         d = _constant(x) - _constant(y) if _constant(x) is not None and \
             _constant(y) is not None else (difference(x, y) if same_point else None)
-        if d is not None and (d >= ny or -d >= nx):
+        if d is None:
+            continue
+        # An older box of a moves x by -c per iteration of its loop (c the
+        # variable's coefficient in x); of b, moves y so (d grows by c).
+        drift = _drift(x, a.older) - _drift(y, b.older) if same_point else 0
+        if (d >= ny and drift >= 0) or (-d >= nx and drift <= 0):
             return False
     return True
+
+
+def _drift(expr: ir.ScalarExpr, older: tuple[str, ...]) -> int:
+    """How `expr` moves per iteration back of the loop in `older`: minus its
+    coefficient (0 where none)."""
+    if not older:
+        return 0
+    form = linear(expr)
+    return -form[0].get(ir.Scalar(ir.ScalarKind.LOOP, older[0]), 0) if form else 0
 
 
 def _constant(expr: ir.ScalarExpr) -> int | None:

@@ -6,7 +6,9 @@ iteration is `j - 1` in the next one; an access in flight when the loop starts
 is in flight on its first iteration only (`j == start`, then `j == start + 1`
 seen one back edge later); after the loop, `j` is `stop - 1`. Compared at one
 point this way, `sd[j]` and the store of `sd[j - 1]` still in flight are
-different planes. An access that crossed MAX_AGE back edges, or one whose
+different planes. A global box that crossed MAX_AGE back edges stays where it
+was then, as a bound (`j - 4` or earlier: past it along each axis that moves
+with `j`, ir/index_algebra.py); any other access that old, and one whose
 indices name a tile coordinate across the persistent tile loop (which takes a
 new tile each iteration), falls back to its whole buffer or tensor.
 """
@@ -44,7 +46,15 @@ def next_iteration(access: Access, loop: ir.ForLoop) -> Access | None:
         return None
     if age > MAX_AGE:
         unguarded = replace(access, when=tuple(w for w in access.when if w[0] != loop.var))
-        return _whole(access, loop.var) if loop.var in names else unguarded
+        if loop.var not in names:
+            return unguarded
+        region = access.region
+        if access.view is None and region is not None and region.older in ((), (loop.var,)):
+            # A box keeps its place MAX_AGE iterations back, as the bound of
+            # where it (or an older one) lies along each axis.
+            return replace(unguarded, ages=_set(access.ages, loop.var, MAX_AGE + 1),
+                           region=replace(region, older=(loop.var,)))
+        return _whole(access, loop.var)
     previous = ir.ScalarOp("-", ir.Scalar(LOOP, loop.var), ir.const(1))
     aged = _map(access, lambda e: index_algebra.substitute(e, LOOP, loop.var, previous))
     return replace(aged, ages=_set(access.ages, loop.var, age), when=tuple(
@@ -54,6 +64,8 @@ def next_iteration(access: Access, loop: ir.ForLoop) -> Access | None:
 
 def last_iteration(access: Access, loop: ir.ForLoop) -> Access:
     last = ir.ScalarOp("-", loop.stop, ir.const(1))
+    if access.region is not None and loop.var in access.region.older:
+        access = _whole(access, loop.var)  # where older boxes lie is lost with the variable
     left = _map(access, lambda e: index_algebra.substitute(e, LOOP, loop.var, last))
     return replace(left, when=tuple(w for w in access.when if w[0] != loop.var),
                    ages=tuple(a for a in access.ages if a[0] != loop.var))

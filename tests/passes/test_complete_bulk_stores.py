@@ -330,3 +330,21 @@ CHECK: cp.async.bulk.wait_group 0
 CHECK-SAME: why: global R written by TMA store (t.hk:7), read by TMA load (t.hk:8)
 CHECK-NEXT: tma.load sx <- R
 """, tmp_path)
+
+
+def test_negative_loads_past_every_store_in_flight_do_not_wait(tmp_path):
+    """R[tile.m, j] is loaded while the stores of R[tile.m, j - 1], j - 2, ... are in
+    flight: every one of them, however old, lies before it."""
+    text = HEADER.replace("Y: bf16[M, N]", "Y: bf16[M, N], R: bf16[M, N]").replace(
+        "grid(m: M / BM, n: N / BN)", "grid(m: M / BM)") + """    shared sx: bf16[BM, BN]
+    shared so: bf16[BM, BN]
+    for j in 0 .. N / BN {
+        tma sx <- R[tile.m, j]
+        so = sx
+        tma R[tile.m, j] <- so
+    }
+}
+"""
+    out = ir_after(text, PASS)
+    assert "wait_group.read" in out
+    assert not [line for line in out.splitlines() if "cp.async.bulk.wait_group " in line]

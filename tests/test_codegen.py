@@ -63,6 +63,15 @@ def test_bulk_copies_compile_to_cp_async_bulk():
     assert "mbarrier.arrive.expect_tx sv_full[0], 1024" in print_kernel(built.generated.kernel)
 
 
+def test_a_reload_of_a_stored_box_compiles_to_the_plain_wait():
+    """cp.async.bulk.wait_group (no .read) before the load; .read at the exit."""
+    built = driver.build(driver.read_source(
+        ROOT / "tests" / "sim" / "hazards" / "residual_store_then_reload.hk"))
+    ptx = built.result.ptx
+    assert "cp.async.bulk.wait_group 0;" in ptx and "cp.async.bulk.wait_group.read 0;" in ptx
+    assert ptx.index("cp.async.bulk.wait_group 0;") < ptx.rindex("cp.async.bulk.tensor.2d.shared")
+
+
 def test_two_warpgroups_each_cover_their_own_rows():
     text = """kernel k(X: bf16[M, N], Y: bf16[M, N])
     tile(BM = 128, BN = 64) grid(m: M / BM, n: N / BN) threads 256

@@ -13,7 +13,7 @@ ARITY = {
     "mbarrier.init": 2, "mbarrier.arrive": 1, "mbarrier.expect_tx": 2,
     "mbarrier.wait": 2, "mbarrier.inval": 1,
     "bar.sync": 2, "wgmma.fence": 0, "wgmma.commit": 0, "wgmma.wait": 1,
-    "bulk.commit": 0, "bulk.wait_read": 1,
+    "bulk.commit": 0, "bulk.wait_read": 1, "bulk.wait": 1,
 }
 NAMED_BARRIERS = 16  # bar.sync ids 0..15
 
@@ -62,6 +62,8 @@ def lower_sync(stmt: ast.SyncStmt, scope: Scope, block_threads: int) -> ir.SyncS
             return ir.BulkCommit(span)
         case "bulk.wait_read":
             return ir.BulkWaitRead(_pending(args[0], scope), span)
+        case "bulk.wait":
+            return ir.BulkWaitRead(_pending(args[0], scope), span, read=False)
     raise CompileError(span, f"unknown primitive '{stmt.op}'")
 
 

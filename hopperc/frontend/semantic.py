@@ -12,6 +12,7 @@ from hopperc.frontend.bounds import loop_range
 from hopperc.frontend.copies import lower_copy
 from hopperc.frontend.manual import lower_sync, refuse_divergent_reduction
 from hopperc.frontend.mma import lower_mma
+from hopperc.frontend.global_reads import check_global_reads
 from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.register_tiles import RegisterTiles, accumulator_names
 from hopperc.frontend.specialize import specialize
@@ -68,6 +69,7 @@ class _Analyzer(RegisterTiles):
                    if k.pingpong else None)
         body = self._top_level(k.body, roles, turning)
         limits.check_tile_registers(body, roles, self.threads)
+        check_global_reads(body, grid, self.threads)
         if self.manual:
             body = ir.Block((ir.ManualRegion(body, k.body.span),))
         _, smem = shared_layout(tuple(self.buffers), sum(b.count for b in self.barriers))

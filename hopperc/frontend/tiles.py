@@ -134,7 +134,7 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
             vector = scope.lookup(name, expr.value.span)
             axis, (first, stop) = _axis(a, b, expr.span), _elements(a, b, vector.length, scope)
             start = vector.start if not first else ir.ScalarOp("+", vector.start, ir.const(first))
-            return Typed(ir.GlobalVector(vector.tensor, start, axis), vector.dtype,
+            return Typed(ir.GlobalVector(vector.tensor, start, axis, stop - first), vector.dtype,
                          ("vector", axis, stop - first))
         case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if _is_vector_buffer(
                 scope.lookup(name, expr.value.span)):

@@ -11,6 +11,7 @@ from enum import Enum
 from typing import Iterator
 
 from hopperc.diagnostics import Span
+from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
 
 
@@ -39,6 +40,13 @@ class Access:
     # a load. Waiting for that load's phase orders this access for the waiters: the
     # thread finished it before it issued the load the phase waits for.
     handed_on: frozenset[str] = frozenset()
+    region: index_algebra.GlobalBox | None = None  # an access of global memory: its box
+    # In flight from earlier iterations (ir/iterations.py): only where loop
+    # variable v == e for each (v, e); how many back edges of each loop it
+    # crossed; its view as issued (what a wait that completes it names).
+    when: tuple[tuple[str, ir.ScalarExpr], ...] = ()
+    ages: tuple[tuple[str, int], ...] = ()
+    issued: ir.BufferView | None = None
 
     @property
     def memory(self) -> str:
@@ -46,18 +54,28 @@ class Access:
         return self.storage or self.buffer
 
 
-def may_overlap(a: Access, b: Access) -> bool:
+def may_overlap(a: Access, b: Access, same_point: bool = False) -> bool:
     """Whether two accesses may touch the same bytes: any two of one memory,
-    except views of one buffer that select different constant stages or parts."""
+    except views of one buffer that select different constant stages or parts,
+    and global boxes apart by constant coordinates. `same_point`: both indices
+    are evaluated with the same variables (see index_algebra), so indices that
+    differ symbolically (`j` and `j - 1`) differ too."""
     if a.memory != b.memory:
         return False
+    if a.region is not None and b.region is not None:
+        return index_algebra.boxes_overlap(a.region, b.region, same_point)
     if a.view is None or b.view is None or a.buffer != b.buffer:
         return True
     x, y = a.view, b.view
-    if _differ(x.stage, y.stage):
+    if _apart(x.stage, y.stage, same_point):
         return False
     return not (x.part and y.part and x.part.count == y.part.count
-                and _differ(x.part.index, y.part.index))
+                and _apart(x.part.index, y.part.index, same_point))
+
+
+def _apart(x: ir.ScalarExpr | None, y: ir.ScalarExpr | None, same_point: bool) -> bool:
+    return _differ(x, y) or (same_point and x is not None and y is not None
+                             and index_algebra.differ(x, y))
 
 
 def own_rows(access: Access) -> bool:

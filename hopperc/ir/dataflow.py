@@ -39,8 +39,23 @@ class ForwardRewrite(Generic[S]):
     def transfer(self, stmt: ir.Stmt, state: S) -> S:
         return state
 
-    def next_iteration(self, state: S) -> S:
+    def first_iteration(self, state: S, loop: ir.ForLoop) -> S:
+        """The state before a loop, seen from its first iteration."""
+        return state
+
+    def next_iteration(self, state: S, loop: ir.ForLoop) -> S:
         """The state at the end of a loop body, seen from the next iteration."""
+        return state
+
+    def widen(self, entry: S, state: S) -> S:
+        """The next entry state of a loop's fixpoint, from the last one and the
+        state seen around the back edge. A pass whose syncs can shrink what
+        flows around the loop when what enters grows joins the two, so the
+        entries only grow and the fixpoint ends."""
+        return state
+
+    def last_iteration(self, state: S, loop: ir.ForLoop) -> S:
+        """The state at the end of a loop body, seen after the loop."""
         return state
 
     def manual(self, region: ir.ManualRegion, state: S) -> S:
@@ -118,14 +133,15 @@ class ForwardRewrite(Generic[S]):
     def loop(self, stmt: ir.ForLoop, state: S) -> tuple[ir.ForLoop, S]:
         key = (id(stmt), state)
         if key not in self.loops:
-            entry = state
+            first = entry = self.first_iteration(state, stmt)
             while True:
                 body, end = self.block(stmt.body, entry)
-                widened = self.join(state, self.next_iteration(end))
+                widened = self.widen(entry, self.join(first, self.next_iteration(end, stmt)))
                 if widened == entry:
                     break
                 entry = widened
             # The loop runs zero times (the state before it) or ends after a last iteration.
+            end = self.last_iteration(end, stmt)
             after = end if runs_at_least_once(stmt) else self.join(state, end)
             self.loops[key] = replace(stmt, body=body), after
         return self.loops[key]

@@ -183,8 +183,8 @@ def statement(stmt: ir.Stmt) -> str:
             return f"wgmma.wait_group {n}"
         case ir.BulkCommit():
             return "cp.async.bulk.commit_group"
-        case ir.BulkWaitRead(pending=n):
-            return f"cp.async.bulk.wait_group.read {n}"
+        case ir.BulkWaitRead(pending=n, read=read):
+            return f"cp.async.bulk.wait_group{'.read' if read else ''} {n}"
     raise TypeError(stmt)
 
 

@@ -269,12 +269,16 @@ class BulkWaitRead:
     """cp.async.bulk.wait_group.read N: at most `pending` bulk groups still read
     shared memory. With N > 0, `views` are the sources of the stores it completes
     (those of the older groups), for the thread that waits: the barrier pass hands
-    that completion to the other threads. N = 0 completes every store."""
+    that completion to the other threads. N = 0 completes every store.
+    `read` False is the plain cp.async.bulk.wait_group N: the older groups'
+    global writes are complete too (and visible to the generic proxy: the
+    completion of a bulk copy implies a generic-async proxy fence)."""
 
     pending: int
     span: Span
     reason: Reason | None = None
     views: tuple["BufferView", ...] = ()
+    read: bool = True
 
 
 SyncStmt = (ProxyFence | NamedBarrier | TurnBarrier | ClusterBarrier | MBarrierInit | MBarrierInitFence | MBarrierArrive

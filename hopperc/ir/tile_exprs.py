@@ -38,6 +38,7 @@ class GlobalVector:
     tensor: str
     start: ScalarExpr
     axis: str
+    length: int | None = None  # elements read, where known
 
 
 @dataclass(frozen=True)

@@ -2,37 +2,55 @@
 
 Requires: async stores in automatic code (TMA or bulk), not yet committed.
 Establishes: each run of consecutive stores is closed by one
-cp.async.bulk.commit_group; before memory that a committed store may still
+cp.async.bulk.commit_group. Before memory that a committed store may still
 be reading is written again (by any proxy, through any buffer placed in that
 memory), the issuing thread waits `cp.async.bulk.wait_group.read N` with the
 largest N that completes that store's group: N = the groups committed after
 it, which may go on reading other memory (a double-buffered epilogue rewrites
-one buffer while the other's store is in flight). Before the role (or kernel)
-ends with stores in flight, it waits for all of them (N = 0), so shared memory
-outlives every read of it.
+one buffer while the other's store is in flight; a plane `sd[j]` chosen by a
+loop variable is compared with the plane `sd[j - 1]` of the store still in
+flight from the previous iteration, ir/iterations.py). Before global memory
+that a committed store may still be writing is read (a TMA load, or ld.global
+of a vector), it waits the plain `cp.async.bulk.wait_group N` likewise; the
+barrier pass hands that completion to the other reading threads. Before the
+role (or kernel) ends with stores still reading shared memory, it waits
+`.read 0`, so shared memory outlives every read of it (the global writes
+complete by the kernel's end).
 
 Hardware rule: a bulk store reads its shared source asynchronously until
-`wait_group.read` reports its group done; `wait_group.read N` returns once at
-most the N most recent groups are still reading. Rewriting the source or
-exiting the block before then corrupts the stored data (PTX ISA,
-cp.async.bulk.wait_group).
+`wait_group.read` reports its group done, and writes global memory until a
+plain `wait_group` reports it; `wait_group{.read} N` returns once at most the N
+most recent groups are still pending (PTX ISA, cp.async.bulk.wait_group). The
+completion of a bulk copy is followed by an implicit generic-async proxy fence
+(PTX ISA, async proxy), so no fence.proxy.async comes between the plain wait
+and an ld.global of what the store wrote.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
-from hopperc.ir import async_groups
+from hopperc.ir import async_groups, iterations
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import Access, all_accesses, leaf_accesses, may_overlap, source_order
+from hopperc.ir.accesses import Access, all_accesses, leaf_accesses, source_order, walk
+from hopperc.ir.global_accesses import global_accesses
 from hopperc.ir.dataflow import ForwardRewrite
 from hopperc.ir.rewrite import close_runs
 
+
 @dataclass(frozen=True)
 class _InFlight:
-    """The shared-memory reads of the stores still in flight, by bulk group."""
+    """What the stores in flight still do, by bulk group: read shared memory
+    (accesses of a view) and write global memory (accesses of a region)."""
 
     groups: tuple[frozenset[Access], ...] = ()  # committed, oldest first
     open: frozenset[Access] = frozenset()  # issued, not yet committed
+
+    def each(self, f: Callable[[Access], Access | None]) -> "_InFlight":
+        """Each access mapped by `f` (None: dropped)."""
+        def mapped(accesses: frozenset[Access]) -> frozenset[Access]:
+            return frozenset(a for a in map(f, accesses) if a is not None)
+        return _InFlight(tuple(map(mapped, self.groups)), mapped(self.open))
 
 
 def complete_bulk_stores(kernel: ir.Kernel) -> ir.Kernel:
@@ -47,7 +65,24 @@ def _commit(run: list[ir.Stmt]) -> ir.BulkCommit:
         last.span, "tracked as one bulk group", None))
 
 
+def _hazards(stmt: ir.Stmt) -> list[Access]:
+    """What a store in flight may conflict with: writes of shared memory (the
+    store reads it) and reads of global memory (the store writes it)."""
+    accesses = [a for a in all_accesses(stmt) if a.write] + \
+        [a for a in global_accesses(stmt) if not a.write]
+    return sorted(accesses, key=source_order)
+
+
+def _named_first(store: Access) -> tuple:
+    """Which conflict a wait names: a global write first (it makes the wait
+    plain), then the earliest in the source."""
+    return (store.region is None, *source_order(store))
+
+
 class _BulkStores(ForwardRewrite[_InFlight]):
+    def __init__(self):
+        self.indexed: dict[int, tuple[ir.ForLoop, bool]] = {}
+
     def initial(self) -> _InFlight:
         return _InFlight()
 
@@ -56,39 +91,78 @@ class _BulkStores(ForwardRewrite[_InFlight]):
         groups after it on every path, so a wait computed from it is safe."""
         return _InFlight(async_groups.join(a.groups, b.groups), a.open | b.open)
 
+    def first_iteration(self, state: _InFlight, loop: ir.ForLoop) -> _InFlight:
+        if not self.indexed_by(loop):
+            return state  # nothing in it to compare at its first iteration
+        return state.each(lambda a: iterations.first_iteration(a, loop))
+
+    def indexed_by(self, loop: ir.ForLoop) -> bool:
+        """Whether an access in the loop has an index that names its variable."""
+        known = self.indexed.get(id(loop))
+        if known is None or known[0] is not loop:
+            accesses = all_accesses(loop) + global_accesses(loop)
+            known = self.indexed[id(loop)] = (loop, any(
+                loop.var in iterations.loop_variables(a) for a in accesses))
+        return known[1]
+
+    def next_iteration(self, state: _InFlight, loop: ir.ForLoop) -> _InFlight:
+        return state.each(lambda a: iterations.next_iteration(a, loop))
+
+    def widen(self, entry: _InFlight, state: _InFlight) -> _InFlight:
+        """An access aged past what iterations.MAX_AGE tracks becomes its whole
+        buffer or tensor, which a wait may then drain: join, so it ends."""
+        return self.join(entry, state)
+
+    def last_iteration(self, state: _InFlight, loop: ir.ForLoop) -> _InFlight:
+        return state.each(lambda a: iterations.last_iteration(a, loop))
+
     def before(self, stmt: ir.Stmt, state: _InFlight):
-        written = sorted((a for a in all_accesses(stmt) if a.write), key=source_order)
-        youngest = None  # groups younger than the youngest one the writes conflict with
+        if isinstance(stmt, ir.ForLoop) and any(isinstance(s, ir.AsyncStore)
+                                                for s in walk(stmt.body)):
+            # Its body waits for its own stores every iteration anyway: a wait
+            # ahead of it for the loop as a whole would only drain more groups.
+            return [], state
+        youngest = None  # groups younger than the youngest one the accesses conflict with
         hit = None
-        for access in written:
+        for access in _hazards(stmt):
             for age, group in enumerate(reversed(state.groups)):
-                conflicts = [s for s in group if may_overlap(s, access)]
+                conflicts = [s for s in group if s.write != access.write
+                             and iterations.in_flight_overlap(s, access)]
                 if conflicts:
                     if youngest is None or age < youngest:
                         youngest = age
-                    first = min(conflicts, key=source_order)
-                    if hit is None or source_order(first) < source_order(hit[0]):
+                    first = min(conflicts, key=_named_first)
+                    if hit is None or _named_first(first) < _named_first(hit[0]):
                         hit = (first, access)
                     break
         if hit is None:
             return [], state
         store, access = hit
         what = store.what if store.buffer == access.buffer else f"{store.what} as '{store.buffer}'"
-        reason = ir.Reason(ir.Hazard.ASYNC_READ_WRITE, access.buffer, what, store.span,
-                           access.what, access.span)
+        reason = ir.Reason(ir.Hazard.ASYNC_READ_WRITE if store.region is None
+                           else ir.Hazard.ASYNC_WRITE_READ,
+                           access.buffer, what, store.span, access.what, access.span)
         completed, _ = async_groups.split(state.groups, youngest)
-        done = {a.view for group in completed for a in group}
+        done = {a.issued or a.view for group in completed for a in group if a.view is not None}
         wait = ir.BulkWaitRead(youngest, access.span, reason,
-                               tuple(sorted(done, key=lambda v: (v.buffer, repr(v)))))
+                               tuple(sorted(done, key=lambda v: (v.buffer, repr(v)))),
+                               read=store.region is None)
         return [wait], self.transfer(wait, state)
 
     def transfer(self, stmt: ir.Stmt, state: _InFlight) -> _InFlight:
         if isinstance(stmt, ir.AsyncStore):
-            return replace(state, open=state.open | frozenset(leaf_accesses(stmt)))
+            issued = leaf_accesses(stmt) + global_accesses(stmt)
+            return replace(state, open=state.open | frozenset(issued))
         if isinstance(stmt, ir.BulkCommit):
             return _InFlight(async_groups.append(state.groups, state.open), frozenset())
         if isinstance(stmt, ir.BulkWaitRead):
-            return replace(state, groups=async_groups.split(state.groups, stmt.pending)[1])
+            done, running = async_groups.split(state.groups, stmt.pending)
+            if not stmt.read:
+                return replace(state, groups=running)
+            writing = tuple(frozenset(a for a in g if a.region is not None) for g in done)
+            while writing and not writing[0]:
+                writing = writing[1:]
+            return replace(state, groups=writing + running)
         return state
 
     def manual(self, region: ir.ManualRegion, state: _InFlight) -> _InFlight:
@@ -97,7 +171,8 @@ class _BulkStores(ForwardRewrite[_InFlight]):
         return state
 
     def at_exit(self, state: _InFlight) -> list[ir.Stmt]:
-        reads = [a for group in state.groups for a in group] + list(state.open)
+        reads = [a for group in state.groups for a in group if a.region is None] + \
+            [a for a in state.open if a.region is None]
         if not reads:
             return []
         first = min(reads, key=source_order)  # explanations name the earliest access

@@ -38,10 +38,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hopperc.diagnostics import CompileError
+from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import (Access, Proxy, bodies, leaf_accesses, leaves, manual_accesses,
                                  may_overlap, mbarrier_arms, mbarrier_waits, own_rows, phase_word,
                                  same_rows, source_order, walk)
+from hopperc.ir.global_accesses import global_accesses
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 from hopperc.ir.rewrite import map_bodies
 from hopperc.ir.layout import element_grid, element_threads, stores_by_matrix, view_shape
@@ -156,7 +158,8 @@ class _Barriers(ForwardRewrite[Pending]):
     def accesses(self, stmt: ir.Stmt) -> list[Access]:
         """The accesses of `stmt` and everything nested in it (manual code as any
         thread's), element-wise ones with the owner of each element."""
-        return [a for leaf in leaves(stmt) for a in self.owned(leaf)] + manual_accesses(stmt)
+        return [a for leaf in leaves(stmt) for a in self.owned(leaf)] + manual_accesses(stmt) + \
+            global_accesses(stmt)
 
     def owned(self, leaf: ir.Stmt) -> list[Access]:
         """Element-wise code runs per element of its grid, each element on the
@@ -257,11 +260,17 @@ class _Barriers(ForwardRewrite[Pending]):
                 return frozenset(replace(a, handed_on=a.handed_on | {array})
                                  if _finished_by_issuer(a) else a for a in state) \
                     | frozenset(self.accesses(stmt))
-            case ir.BulkWaitRead(pending=0):
-                return frozenset(_completed(a) if _is_store(a) else a for a in state)
-            case ir.BulkWaitRead(views=done):
-                return frozenset(_completed(a) if _is_store(a) and a.view in done else a
-                                 for a in state)
+            case ir.BulkWaitRead(pending=0, read=read):
+                return frozenset(_completed(a) if _is_store(a) or not read and _writes_global(a)
+                                 else a for a in state)
+            case ir.BulkWaitRead(views=done, read=read):
+                completed = {a for a in state if _is_store(a) and a.view in done
+                             or not read and _writes_global(a)}
+                # One access stands for every instance of its store: where its
+                # indices vary, a younger instance may stay in flight for a later
+                # wait to complete.
+                return frozenset(a for a in state if a not in completed or _varies(a)) | \
+                    frozenset(map(_completed, completed))
             case ir.WgmmaWait(buffers=done):
                 return frozenset(_completed(a) if _is_wgmma_read(a) and a.memory in done else a
                                  for a in state)
@@ -379,7 +388,24 @@ def _finished_by_issuer(access: Access) -> bool:
 
 
 def _is_store(access: Access) -> bool:
-    return access.proxy is Proxy.ASYNC and not access.write and access.single_thread
+    return access.proxy is Proxy.ASYNC and not access.write and access.single_thread \
+        and access.region is None
+
+
+def _varies(access: Access) -> bool:
+    """Whether the access's indices may differ between instances of its statement."""
+    view, region = access.view, access.region
+    exprs = list(region.coords) if region is not None else []
+    if view is not None:
+        exprs += [e for e in (view.stage, view.part and view.part.index) if e is not None]
+    kinds = (ir.ScalarKind.LOOP, ir.ScalarKind.CARRIED, ir.ScalarKind.TILE)
+    return any(index_algebra.names(e, kind) for e in exprs for kind in kinds)
+
+
+def _writes_global(access: Access) -> bool:
+    """A store's write of global memory: complete for its issuer at a plain
+    wait_group, and for the other threads after a barrier with it."""
+    return access.proxy is Proxy.ASYNC and access.write and access.region is not None
 
 
 def _is_wgmma_read(access: Access) -> bool:

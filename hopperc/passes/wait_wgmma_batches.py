@@ -68,7 +68,7 @@ class _Waits(ForwardRewrite[_InFlight]):
         batches after it on every path, so a wait computed from it is safe."""
         return _InFlight(async_groups.join(a.batches, b.batches), a.open | b.open)
 
-    def next_iteration(self, state: _InFlight) -> _InFlight:
+    def next_iteration(self, state: _InFlight, loop: ir.ForLoop) -> _InFlight:
         return _InFlight(tuple(frozenset(map(_older, batch)) for batch in state.batches),
                          frozenset(map(_older, state.open)))
 

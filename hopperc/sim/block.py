@@ -13,7 +13,7 @@ from hopperc.diagnostics import Span
 from hopperc.ir import nodes as ir
 from hopperc.sim.barriers import MBarrier, NamedBarrier
 from hopperc.sim.findings import Category, fail
-from hopperc.sim.memory import Agents, Clock, ShadowMemory, Site
+from hopperc.sim.memory import Agents, Clock, GlobalWrites, ShadowMemory, Site
 from hopperc.sim.values import PER_THREAD, compile_scalar, per_lane, read_box, write_box
 from hopperc.sim.views import Place, SharedSpace
 
@@ -135,9 +135,12 @@ class InOrderQueue:
 
     agent: int
     issued: int = 0
+    writer: int = -1  # a bulk-store queue: the actor of its global writes, same ticks
     open: list = field(default_factory=list)
     groups: deque = field(default_factory=deque)  # committed, oldest first
     pending: deque = field(default_factory=deque)  # not yet executed, in order
+    # Per committed group not yet complete as a whole (its writes), its last tick.
+    unwritten: deque = field(default_factory=deque)
 
     def add(self, op) -> None:
         self.open.append(op)
@@ -146,6 +149,15 @@ class InOrderQueue:
     def commit(self) -> None:
         self.groups.append(self.open)
         self.open = []
+        self.unwritten.append(self.issued)
+
+    def complete_writes(self, keep: int) -> Clock:
+        """A plain wait: all but the newest `keep` groups have written their
+        results; the clock of those writes."""
+        done = 0
+        while len(self.unwritten) > keep:
+            done = self.unwritten.popleft()
+        return {self.writer: done}
 
     def retire(self, keep: int) -> list:
         """Complete all but the newest `keep` committed groups; their operations."""
@@ -182,6 +194,7 @@ class Block:
         self.cluster: list[Block] = [self]
         self.exited = False
         self.memory = ShadowMemory(self.space.chunks, self.agents)
+        self.global_writes = GlobalWrites()  # the cluster's: run_cluster shares block 0's
         self.mbarriers = {(b.name, i): MBarrier(f"{b.name}[{i}]", b.name in program.carries_bytes)
                           for b in kernel.barriers for i in range(b.count)}
         self.named: dict[int, NamedBarrier] = {}

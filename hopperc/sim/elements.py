@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import element_threads
+from hopperc.ir.global_accesses import global_vectors
+from hopperc.ir.layout import element_threads, plane_rows
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Site
 from hopperc.sim.values import elementwise, operands, row_partials
@@ -58,6 +59,11 @@ class ElementCode:
         def integer(e: ir.ScalarExpr) -> int:
             return self.value(e, lanes, span)
 
+        for vector in global_vectors(expr):
+            start = integer(vector.start)
+            length = plane_rows(shape) if vector.axis == "rows" else shape[-1]
+            self.block.global_writes.read(self.clock, vector.tensor, (start,), (length,),
+                                          Site(f"ld.global of '{vector.tensor}'", span))
         data = self.block.tensors is not None
         if data:
             values = elementwise(expr, shape, dtype, tile, shared, self.block.tensors, integer,

@@ -11,7 +11,7 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.layout import multicast_slice
 from hopperc.sim.block import InOrderQueue, Load, Product, Store
 from hopperc.sim.findings import Category, fail, line
-from hopperc.sim.memory import Site
+from hopperc.sim.memory import GlobalWrite, Site
 from hopperc.sim.values import matrix_product
 from hopperc.sim.views import Place
 
@@ -23,6 +23,8 @@ class AsyncIssue:
         index = self.value(stmt.barrier.index, lanes, span)
         place = self.place(stmt.dst, lanes, stmt.span)
         origin = tuple(self.value(c, lanes, span) for c in stmt.coords)
+        block.global_writes.read(self.clock, stmt.tensor, origin, stmt.box,
+                                 Site(f"{stmt.engine.label} load of '{stmt.tensor}'", span))
         box, nbytes, targets = stmt.box, stmt.nbytes, [block]
         if stmt.multicast > 1:  # this block's slice of rows, into every block's stage
             box, nbytes = stmt.issued_box, stmt.nbytes // stmt.multicast
@@ -44,8 +46,11 @@ class AsyncIssue:
 
     def store_queue(self, lane: int) -> InOrderQueue:
         if lane not in self.stores:
-            agent = self.block.agents.add(f"bulk stores of {self.who} lane {lane}", False)
-            self.stores[lane] = InOrderQueue(agent)
+            agents = self.block.agents
+            self.stores[lane] = InOrderQueue(
+                agents.add(f"bulk stores of {self.who} lane {lane}", False),
+                writer=agents.add(f"global writes of {self.who} lane {lane}'s bulk stores",
+                                  False))
         return self.stores[lane]
 
     def issue_store(self, stmt: ir.AsyncStore, lane: int) -> None:
@@ -56,6 +61,9 @@ class AsyncIssue:
         clock = {**self.clock, queue.agent: queue.issued}
         site = Site(f"{stmt.engine.label} store from {self.label(place)}", stmt.span)
         queue.add(Store(clock, place, stmt.tensor, origin, stmt.box, site))
+        # Its global writes may land any time until a plain wait completes its group.
+        self.block.global_writes.write(GlobalWrite(stmt.tensor, origin, stmt.box, queue.writer,
+                                                   queue.issued, site))
         self.block.event(self.name, stmt.span, f"issues {site.what}")
         self.tick()
 

@@ -184,6 +184,54 @@ class ShadowMemory:
                        "between them", site.span, earlier.span)
 
 
+@dataclass(frozen=True)
+class GlobalWrite:
+    """A bulk store's box of a global tensor, written by `agent` (the issuing
+    thread's store queue, as a writer of global memory) at `tick`."""
+
+    tensor: str
+    origin: tuple[int, ...]
+    box: tuple[int, ...]
+    agent: int
+    tick: int
+    site: Site
+
+    def overlaps(self, tensor: str, origin: tuple[int, ...], box: tuple[int, ...] | None) -> bool:
+        """`box` None: anywhere in the tensor."""
+        return tensor == self.tensor and (box is None or all(
+            a < b + m and b < a + n for a, n, b, m in zip(origin, box, self.origin, self.box)))
+
+
+class GlobalWrites:
+    """The global writes of a cluster's bulk stores, for the reads after them.
+
+    A bulk store writes global memory asynchronously until a plain
+    `cp.async.bulk.wait_group` of its issuing thread completes its group
+    (`wait_group.read` completes only its read of shared memory); its completion
+    implies a generic-async proxy fence, so a read (TMA load or ld.global) of
+    those elements is ordered after the write when its thread's clock covers
+    that plain wait. Nothing orders one block's writes before another block's
+    reads: a reader of another cluster never sees these records (the clusters
+    run one after another), and the compiler refuses what it can see of that."""
+
+    def __init__(self):
+        self.writes: dict[str, list[GlobalWrite]] = {}
+
+    def write(self, write: GlobalWrite) -> None:
+        self.writes.setdefault(write.tensor, []).append(write)
+
+    def read(self, clock: Clock, tensor: str, origin: tuple[int, ...],
+             box: tuple[int, ...] | None, site: Site) -> None:
+        for write in self.writes.get(tensor, ()):
+            if clock.get(write.agent, 0) < write.tick and write.overlaps(tensor, origin, box):
+                raise fail(Category.RACE,
+                           f"{site} reads global memory of '{tensor}' that {write.site} writes "
+                           "through the async proxy, and that write is not complete for the "
+                           "reader: the issuing thread's plain cp.async.bulk.wait_group (not "
+                           ".read) and a hand-off to the reading threads must come between",
+                           site.span, write.site.span)
+
+
 def _unfenced(earlier: Site, site: Site, wrote: int, unfenced: int) -> str:
     head = f"{earlier} is read by {site} through the async proxy, but "
     if unfenced == wrote or not wrote:

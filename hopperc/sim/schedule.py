@@ -94,7 +94,8 @@ def _state(blocks: list[Block]) -> tuple:
 
 def _block_state(block: Block) -> tuple:
     warps = tuple((w.steps, w.done, len(w.wgmma.pending), len(w.wgmma.groups),
-                   tuple((len(q.pending), len(q.groups)) for q in w.stores.values()))
+                   tuple((len(q.pending), len(q.groups), len(q.unwritten))
+                         for q in w.stores.values()))
                   for w in block.warps)
     mbarriers = tuple((b.initialized, b.invalidated, b.phase, b.pending, b.tx, b.in_flight)
                       for b in block.mbarriers.values())
@@ -120,6 +121,7 @@ def run_cluster(program: Program, envs: list[dict[str, int]], tensors, chooser,
     for block in blocks:
         block.cluster = blocks
         block.cluster_barrier = blocks[0].cluster_barrier
+        block.global_writes = blocks[0].global_writes
         block.warps = [Warp(block, i) for i in range(program.kernel.threads // 32)]
     warps = [w for block in blocks for w in block.warps]
     runs = {w: w.run() for w in warps}

@@ -359,13 +359,16 @@ class Warp(ElementCode, AsyncIssue):
                 self.issue_store(stmt, lane)
             case ir.BulkCommit():
                 self.store_queue(lane).commit()
-            case ir.BulkWaitRead(pending=keep):
+            case ir.BulkWaitRead(pending=keep, read=read):
                 queue = self.store_queue(lane)
                 for op in queue.retire(keep):
                     while not op.done:
                         block.run_store(queue)
                     join(self.clock, op.clock)
-                block.event(self.name, span, f"cp.async.bulk.wait_group.read {keep}")
+                if not read:  # the older groups' global writes are complete too
+                    join(self.clock, queue.complete_writes(keep))
+                block.event(self.name, span,
+                            f"cp.async.bulk.wait_group{'.read' if read else ''} {keep}")
             case _:
                 raise SimUnsupported(f"{span}: the simulator does not model "
                                      f"{type(stmt).__name__}")

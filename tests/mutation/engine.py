@@ -137,9 +137,15 @@ def _operators(stmt: ir.Stmt, kernel: ir.Kernel) -> Iterator[tuple]:
                 # too few bytes can complete a phase before a load lands: a race
                 yield (name, (replace(stmt, nbytes=value),), HANG | {Category.RACE},
                        f"expect_tx {name}")
+    match stmt:
         case ir.WgmmaWait(pending=n) | ir.BulkWaitRead(pending=n) if n < 7:
             yield ("pending+1", (replace(stmt, pending=n + 1),), frozenset({Category.RACE}),
                    f"wait_group {n} -> {n + 1}")
+    match stmt:
+        case ir.BulkWaitRead(read=False, pending=n):
+            # .read frees the shared source only: what the stores write is not complete
+            yield ("read", (replace(stmt, read=True),), frozenset({Category.RACE}),
+                   f"wait_group {n} -> wait_group.read {n}")
     for index, (where, shifted) in enumerate(_shifted_indices(stmt, kernel)):
         yield (f"index{index + 1}", (shifted,), SYNC | {Category.WRONG_RESULT},
                f"{where} shifted to the next slot")

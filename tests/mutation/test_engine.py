@@ -90,3 +90,18 @@ def test_narrowing_a_cluster_hand_off_to_cta_scope_is_caught(path, count):
                           first_finding=True)
         assert verdict(mutant, report.findings) == "caught", (
             mutant.id, [f.headline() for f in report.findings])
+
+
+def test_a_plain_bulk_wait_is_weakened_to_read_and_that_is_caught():
+    """The plain wait before a reload of a stored box becomes wait_group.read:
+    the simulator reports the load of global memory the store may still write."""
+    path = ROOT / "tests" / "sim" / "hazards" / "residual_store_then_reload.hk"
+    front_end = driver.check(driver.read_source(path))
+    kernel = driver.lower(front_end)
+    by_id = {m.id: m for m in mutants(kernel, path.name)}
+    mutant = by_id["residual_store_then_reload.hk:-:15:read:BulkWaitRead#1"]
+    text = print_kernel(mutant.kernel)
+    assert "cp.async.bulk.wait_group 0" not in text and "wait_group.read 0" in text
+    report = simulate(mutant.kernel, front_end, make_problem(kernel, default_dims(kernel)),
+                      4, 100, first_finding=True)
+    assert verdict(mutant, report.findings) == "caught", report.findings

@@ -184,3 +184,167 @@ CHECK-NEXT: cp.async.bulk.wait_group.read 1
 CHECK-SAME: why: sc read by TMA store (t.hk:11), written by st.shared (t.hk:14)
 CHECK-NEXT: st.shared sc[wg of 4]
 """, tmp_path)
+
+
+RELOAD = HEADER.replace("Y: bf16[M, N]", "Y: bf16[M, N], R: bf16[M, N]") + """    shared sx: bf16[BM, BN]
+    shared sr: bf16[BM, BN]
+    tma sx <- X[tile.m, tile.n]
+    tma R[tile.m, tile.n] <- sx
+    tma sr <- R[tile.m, tile.n]
+    tma Y[tile.m, tile.n] <- sr
+}
+"""
+
+
+def test_reload_of_a_stored_tile_waits_for_its_global_writes(tmp_path):
+    """A TMA load of the box a store wrote: the plain wait (its writes), not .read."""
+    filecheck(ir_after(RELOAD, PASS), """
+CHECK: tma.store R
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK-NOT: tma.load
+CHECK: cp.async.bulk.wait_group 0
+CHECK-SAME: why: global R written by TMA store (t.hk:7), read by TMA load (t.hk:8)
+CHECK-NEXT: tma.load sr <- R
+""", tmp_path)
+
+
+def test_negative_a_load_of_another_tensor_does_not_wait_for_the_writes():
+    out = ir_after(RELOAD.replace("tma sr <- R[", "tma sr <- X["), PASS)
+    assert "wait_group 0" not in out and out.count("wait_group.read") == 1  # at exit only
+
+
+def test_negative_a_load_of_another_box_of_the_stored_tensor_does_not_wait():
+    """R[tile.m, 1] and R[tile.m, 0] are a whole box apart (one block's own tiles)."""
+    text = RELOAD.replace("tma R[tile.m, tile.n] <- sx", "tma R[tile.m, 0] <- sx") \
+        .replace("tma sr <- R[tile.m, tile.n]", "tma sr <- R[tile.m, 1]") \
+        .replace("grid(m: M / BM, n: N / BN)", "grid(m: M / BM)").replace("tile.n", "0")
+    out = ir_after(text, PASS)
+    assert "wait_group 0" not in out
+
+
+def test_ld_global_of_a_stored_vector_waits_for_its_writes(tmp_path):
+    text = """kernel k(S: f32[N], Y: f32[M, N])
+    tile(BM = 64, BN = 64) grid(n: N / BN) threads 128
+{
+    shared ss: f32[BN]
+    shared sy: f32[BM, BN]
+    ss = 1.0
+    bulk S[tile.n] <- ss
+    s: f32[BN] = S[tile.n]
+    sy = sy * s[None, :]
+    tma Y[0, tile.n] <- sy
+}
+"""
+    filecheck(ir_after(text, "insert_barriers"), """
+CHECK: bulk.store S
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK-NEXT: cp.async.bulk.wait_group 0
+CHECK-SAME: why: global S written by bulk store (t.hk:7), read by ld.global (t.hk:9)
+CHECK-NEXT: bar.sync 1, 128
+CHECK-NEXT: st.shared sy
+""", tmp_path)
+
+
+def test_negative_gemm_epilogue_keeps_the_read_wait():
+    """No global read of what is stored: only `.read` waits, as before."""
+    out = ir_after(DOUBLE_BUFFERED, PASS)
+    assert "wait_group " not in out.replace("wait_group.read", "")
+
+
+PLANES_BY_LOOP = HEADER + """    shared sd: bf16[2, BM, BN]
+    for i in 0 .. 2 {
+        for j in 0 .. 2 {
+            sd[j] = 1.0
+            tma Y[tile.m, tile.n * 4 + 2 * i + j] <- sd[j]
+        }
+    }
+}
+"""
+
+
+def test_a_plane_chosen_by_a_loop_variable_waits_for_the_older_plane_only(tmp_path):
+    """At sd[j] the stores in flight are of sd[j - 1] (younger) and sd[j - 2] or,
+    entering the inner loop, sd[1] then sd[0] of the outer iteration before:
+    wait_group.read 1 completes the one of sd[j]; none ahead of the loop."""
+    out = ir_after(PLANES_BY_LOOP, PASS)
+    filecheck(out, """
+CHECK: for i in 0 .. 2:
+CHECK-NEXT: for j in 0 .. 2:
+CHECK-NEXT: cp.async.bulk.wait_group.read 1
+CHECK-NEXT: st.shared sd[j of 2]
+""", tmp_path)
+    assert out.count("wait_group.read 0") == 1  # at exit
+
+
+def test_a_plane_alternating_by_a_remainder_waits_for_the_older_plane_only(tmp_path):
+    text = HEADER + """    shared sd: bf16[2, BM, BN]
+    for i in 0 .. N / BN {
+        sd[i % 2] = 1.0
+        tma Y[tile.m, i] <- sd[i % 2]
+    }
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: for i in
+CHECK-NEXT: cp.async.bulk.wait_group.read 1
+CHECK-NEXT: st.shared sd[i % 2 of 2]
+""", tmp_path)
+
+
+def test_negative_a_plane_rewritten_every_iteration_waits_for_all(tmp_path):
+    """sd[0] every iteration: its own store of the previous iteration is the youngest."""
+    text = PLANES_BY_LOOP.replace("sd[j] = 1.0", "sd[0] = 1.0")
+    filecheck(ir_after(text, PASS), """
+CHECK: for j in 0 .. 2:
+CHECK-NEXT: cp.async.bulk.wait_group.read 0
+CHECK-NEXT: st.shared sd[0 of 2]
+""", tmp_path)
+
+
+def test_negative_a_plane_one_ahead_is_the_youngest_store(tmp_path):
+    """sd[(i + 1) % 2] stored, then sd[i % 2] written: in the next iteration the
+    plane written is the one stored just before, so nothing may stay in flight."""
+    text = HEADER + """    shared sd: bf16[2, BM, BN]
+    for i in 0 .. N / BN {
+        sd[i % 2] = 1.0
+        tma Y[tile.m, i] <- sd[(i + 1) % 2]
+    }
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: for i in
+CHECK-NEXT: cp.async.bulk.wait_group.read 0
+""", tmp_path)
+
+
+def test_a_load_that_rewrites_a_store_source_and_reads_its_box_waits_plainly(tmp_path):
+    """tma sx <- R[...] both overwrites sx (read by the store) and reads R (written
+    by it): one plain wait covers both."""
+    text = RELOAD.replace("tma sr <- R[tile.m, tile.n]", "tma sx <- R[tile.m, tile.n]") \
+        .replace("tma Y[tile.m, tile.n] <- sr", "tma Y[tile.m, tile.n] <- sx")
+    filecheck(ir_after(text, PASS), """
+CHECK: tma.store R
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK-NOT: wait_group.read
+CHECK: cp.async.bulk.wait_group 0
+CHECK-SAME: why: global R written by TMA store (t.hk:7), read by TMA load (t.hk:8)
+CHECK-NEXT: tma.load sx <- R
+""", tmp_path)
+
+
+def test_negative_loads_past_every_store_in_flight_do_not_wait(tmp_path):
+    """R[tile.m, j] is loaded while the stores of R[tile.m, j - 1], j - 2, ... are in
+    flight: every one of them, however old, lies before it."""
+    text = HEADER.replace("Y: bf16[M, N]", "Y: bf16[M, N], R: bf16[M, N]").replace(
+        "grid(m: M / BM, n: N / BN)", "grid(m: M / BM)") + """    shared sx: bf16[BM, BN]
+    shared so: bf16[BM, BN]
+    for j in 0 .. N / BN {
+        tma sx <- R[tile.m, j]
+        so = sx
+        tma R[tile.m, j] <- so
+    }
+}
+"""
+    out = ir_after(text, PASS)
+    assert "wait_group.read" in out
+    assert not [line for line in out.splitlines() if "cp.async.bulk.wait_group " in line]

@@ -136,3 +136,47 @@ def test_releasing_a_vector_ring_stage_before_its_broadcast_read_is_a_race():
     report = run(front_end, m.edit(kernel, early_release))
     assert any(f.category is Category.RACE and "into 'ss stage" in f.message
                for f in report.findings), report.findings
+
+
+def _plain_wait_as_read(stmt: ir.Stmt):
+    """Today's lowering before the rule: wait_group.read where the stores' global
+    writes must be complete."""
+    if isinstance(stmt, ir.BulkWaitRead) and not stmt.read:
+        return [replace(stmt, read=True)]
+    return None
+
+
+@pytest.mark.parametrize("name", ["residual_store_then_reload.hk",
+                                  "store_then_global_vector.hk"])
+def test_reading_what_a_store_may_still_write_is_a_race(name):
+    """A TMA load or ld.global of the box a TMA store wrote, after only
+    wait_group.read: the store's global writes may not have landed."""
+    front_end, kernel = lowered(name)
+    assert any(isinstance(s, ir.BulkWaitRead) and not s.read for s in walk(kernel.body))
+    report = run(front_end, m.edit(kernel, _plain_wait_as_read))
+    assert any(f.category is Category.RACE and "global memory" in f.message
+               for f in report.findings), report.findings
+
+
+def test_ld_global_without_the_hand_off_of_the_plain_wait_is_a_race():
+    """The issuing thread's plain wait completes the writes for it alone."""
+    front_end, kernel = lowered("store_then_global_vector.hk")
+    broken = m.edit(kernel, m.remove(ir.NamedBarrier, lambda s: s.reason is not None
+                                      and s.reason.subject == "global S"))
+    report = run(front_end, broken)
+    assert any(f.category is Category.RACE and "ld.global" in f.message
+               for f in report.findings), report.findings
+
+
+def test_a_loop_variable_plane_waiting_for_too_few_stores_is_a_race():
+    """planes_by_loop_variable rewrites sd[j] after `wait_group.read 1`; with 2
+    the store of sd[j] two stores ago may still be reading it."""
+    front_end, kernel = lowered("planes_by_loop_variable.hk")
+
+    def shallow(stmt: ir.Stmt):
+        if isinstance(stmt, ir.BulkWaitRead) and stmt.pending == 1:
+            return [replace(stmt, pending=2)]
+        return None
+
+    report = run(front_end, m.edit(kernel, shallow))
+    assert any(f.category is Category.RACE for f in report.findings), report.findings

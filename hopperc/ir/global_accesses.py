@@ -1,0 +1,54 @@
+"""Which global memory a statement touches: a store's async write of its box,
+a load's async read of its box (by the issuing thread), ld.global of a vector
+(by the running threads). complete_bulk_stores orders them within a block;
+nothing orders them between blocks (frontend/global_reads.py)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Iterator
+
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import Access, Proxy, issued_per_warpgroup, leaves, tile_operands, walk
+from hopperc.ir.index_algebra import GlobalBox
+
+
+def global_memory(tensor: str) -> str:
+    """The memory a global tensor's accesses are decided on (not a buffer name:
+    it has a space)."""
+    return f"global {tensor}"
+
+
+def global_vectors(expr: ir.TileExpr) -> Iterator[ir.GlobalVector]:
+    """Slices of 1-D global tensors an element-wise expression reads (ld.global)."""
+    return (e for e in tile_operands(expr) if isinstance(e, ir.GlobalVector))
+
+
+def global_accesses(stmt: ir.Stmt) -> list[Access]:
+    """Accesses of global memory by `stmt` and everything nested in it (manual
+    code as any thread's): a store's async write of its box, a load's async
+    read of its box (by the issuing thread), ld.global of a vector's slice (by
+    the running threads)."""
+    manual = [s for region in walk(ir.Block((stmt,))) if isinstance(region, ir.ManualRegion)
+              for s in walk(region.body)]
+    return [a for leaf in leaves(stmt) for a in _global(leaf)] + \
+        [replace(a, single_thread=False) for leaf in manual for a in _global(leaf)]
+
+
+def _global(stmt: ir.Stmt) -> list[Access]:
+    match stmt:
+        case ir.AsyncStore(tensor=tensor, coords=coords, box=box, engine=engine, span=span):
+            return [Access(global_memory(tensor), Proxy.ASYNC, True, True,
+                           f"written by {engine.label} store", span,
+                           per_warpgroup=issued_per_warpgroup(stmt),
+                           region=GlobalBox(tensor, coords, box))]
+        case ir.AsyncLoad(tensor=tensor, coords=coords, box=box, engine=engine, span=span):
+            return [Access(global_memory(tensor), Proxy.ASYNC, False, True,
+                           f"read by {engine.label} load", span,
+                           region=GlobalBox(tensor, coords, box))]
+        case ir.SharedStore(value=value, span=span) | ir.TileDef(init=value, span=span) | \
+                ir.TileAssign(value=value, span=span):
+            return [Access(global_memory(v.tensor), Proxy.GENERIC, False, False,
+                           "read by ld.global", span, region=GlobalBox(v.tensor, (v.start,),
+                                                      v.length and (v.length,)))
+                    for v in global_vectors(value)]
+    return []

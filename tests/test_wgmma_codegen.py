@@ -74,9 +74,12 @@ def test_k_major_steps_advance_32_bytes_and_mn_major_steps_16_rows():
     k_major = driver.generate(SourceFile("t.hk", kernels.MMA_BIAS_RELU)).cuda
     # in 16-byte units: 32 bytes along the row per k-step
     assert re.findall(r"hk_wgmma_desc\(\(hk_smem_base >> 4\) \+ 0u \+ (\d+)u", k_major) == ["2", "4", "6"]
-    mn_major = kernels.WG_HEADER.replace("shared sb: bf16[BN, BK]", "shared sb: bf16[BK, BN]") + """
+    # B stored [K, N]: a tensor of its own (reading Y, which the kernel stores, would
+    # read other blocks' tiles, which the compiler refuses)
+    mn_major = kernels.WG_HEADER.replace("shared sb: bf16[BN, BK]", "shared sb: bf16[BK, BN]") \
+        .replace("Bias: f32[N])", "Bias: f32[N], BT: bf16[K, N])") + """
     tma sa <- A[tile.m, 0]
-    tma sb <- Y[0, tile.n]
+    tma sb <- BT[0, tile.n]
     acc: f32[BM, BN] = sa @ sb
     sy = bf16(acc)
     tma Y[tile.m, tile.n] <- sy

@@ -95,6 +95,49 @@ def same_rows(a: Access, b: Access) -> bool:
             and warpgroup_offset(a.view.part.index) == warpgroup_offset(b.view.part.index))
 
 
+def finished_by_issuer(access: Access) -> bool:
+    """An access of the role's one issuing thread that is complete for it (not an
+    async operation still running)."""
+    return access.single_thread and not access.per_warpgroup and not in_flight(access)
+
+
+def is_store_read(access: Access) -> bool:
+    """A TMA store reading its shared source."""
+    return access.proxy is Proxy.ASYNC and not access.write and access.single_thread \
+        and access.region is None
+
+
+def varies(access: Access) -> bool:
+    """Whether the access's indices may differ between instances of its statement."""
+    view, region = access.view, access.region
+    exprs = list(region.coords) if region is not None else []
+    if view is not None:
+        exprs += [e for e in (view.stage, view.part and view.part.index) if e is not None]
+    kinds = (ir.ScalarKind.LOOP, ir.ScalarKind.CARRIED, ir.ScalarKind.TILE)
+    return any(index_algebra.names(e, kind) for e in exprs for kind in kinds)
+
+
+def writes_global(access: Access) -> bool:
+    """A store's write of global memory: complete for its issuer at a plain
+    wait_group, and for the other threads after a barrier with it."""
+    return access.proxy is Proxy.ASYNC and access.write and access.region is not None
+
+
+def is_wgmma_read(access: Access) -> bool:
+    return access.proxy is Proxy.ASYNC and not access.write and not access.single_thread
+
+
+def in_flight(access: Access) -> bool:
+    """Async operations a barrier does not complete."""
+    return access.proxy is Proxy.ASYNC
+
+
+def completed(read: Access) -> Access:
+    """An async read known complete by the threads that waited for it (the store's
+    issuer; each warpgroup for its own wgmma): still unordered for the others."""
+    return replace(read, proxy=Proxy.GENERIC)
+
+
 def warpgroup_offset(index: ir.ScalarExpr) -> int | None:
     """c for a part index `wg` (0) or `c + wg`, `wg + c` with c constant: each
     warpgroup its own part, c on from the first (the front end keeps c a multiple

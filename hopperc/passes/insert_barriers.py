@@ -38,11 +38,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hopperc.diagnostics import CompileError
-from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import (Access, Proxy, bodies, leaf_accesses, leaves, manual_accesses,
-                                 may_overlap, mbarrier_arms, mbarrier_waits, own_rows, phase_word,
-                                 same_rows, source_order, walk)
+from hopperc.ir.accesses import (Access, Proxy, bodies, completed, finished_by_issuer, in_flight,
+                                 is_store_read, is_wgmma_read, leaf_accesses, leaves,
+                                 manual_accesses, may_overlap, mbarrier_arms, mbarrier_waits,
+                                 own_rows, phase_word, same_rows, source_order, varies, walk,
+                                 writes_global)
 from hopperc.ir.global_accesses import global_accesses
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 from hopperc.ir.rewrite import map_bodies
@@ -245,9 +246,9 @@ class _Barriers(ForwardRewrite[Pending]):
                 # Ordered for the warpgroup's own rows only; still unordered for
                 # whatever another warpgroup or the role's issuer does.
                 return frozenset(replace(a, warpgroup_ordered=True)
-                                 if own_rows(a) and not _in_flight(a) else a for a in state)
+                                 if own_rows(a) and not in_flight(a) else a for a in state)
             case ir.NamedBarrier():
-                return frozenset(a for a in state if _in_flight(a))
+                return frozenset(a for a in state if in_flight(a))
             case ir.MBarrierWait(barrier=bar):
                 landed = self.guards.get(bar.array, set())
                 return frozenset(a for a in state if not (
@@ -258,21 +259,21 @@ class _Barriers(ForwardRewrite[Pending]):
             case ir.AsyncLoad(barrier=ir.BarrierRef(array=array)) if not self.each_warpgroup:
                 # The issuer's finished accesses come before this load's phase.
                 return frozenset(replace(a, handed_on=a.handed_on | {array})
-                                 if _finished_by_issuer(a) else a for a in state) \
+                                 if finished_by_issuer(a) else a for a in state) \
                     | frozenset(self.accesses(stmt))
             case ir.BulkWaitRead(pending=0, read=read):
-                return frozenset(_completed(a) if _is_store(a) or not read and _writes_global(a)
+                return frozenset(completed(a) if is_store_read(a) or not read and writes_global(a)
                                  else a for a in state)
             case ir.BulkWaitRead(views=done, read=read):
-                completed = {a for a in state if _is_store(a) and a.view in done
-                             or not read and _writes_global(a)}
+                finished = {a for a in state if is_store_read(a) and a.view in done
+                            or not read and writes_global(a)}
                 # One access stands for every instance of its store: where its
                 # indices vary, a younger instance may stay in flight for a later
                 # wait to complete.
-                return frozenset(a for a in state if a not in completed or _varies(a)) | \
-                    frozenset(map(_completed, completed))
+                return frozenset(a for a in state if a not in finished or varies(a)) | \
+                    frozenset(map(completed, finished))
             case ir.WgmmaWait(buffers=done):
-                return frozenset(_completed(a) if _is_wgmma_read(a) and a.memory in done else a
+                return frozenset(completed(a) if is_wgmma_read(a) and a.memory in done else a
                                  for a in state)
         return state | frozenset(self.accesses(stmt))
 
@@ -379,45 +380,3 @@ def _arms_in(block: ir.Block, armed: dict) -> None:
             elif not isinstance(later, ir.BulkWaitRead):
                 break
         armed[stmt] = tuple(loads)
-
-
-def _finished_by_issuer(access: Access) -> bool:
-    """An access of the role's one issuing thread that is complete for it (not an
-    async operation still running)."""
-    return access.single_thread and not access.per_warpgroup and not _in_flight(access)
-
-
-def _is_store(access: Access) -> bool:
-    return access.proxy is Proxy.ASYNC and not access.write and access.single_thread \
-        and access.region is None
-
-
-def _varies(access: Access) -> bool:
-    """Whether the access's indices may differ between instances of its statement."""
-    view, region = access.view, access.region
-    exprs = list(region.coords) if region is not None else []
-    if view is not None:
-        exprs += [e for e in (view.stage, view.part and view.part.index) if e is not None]
-    kinds = (ir.ScalarKind.LOOP, ir.ScalarKind.CARRIED, ir.ScalarKind.TILE)
-    return any(index_algebra.names(e, kind) for e in exprs for kind in kinds)
-
-
-def _writes_global(access: Access) -> bool:
-    """A store's write of global memory: complete for its issuer at a plain
-    wait_group, and for the other threads after a barrier with it."""
-    return access.proxy is Proxy.ASYNC and access.write and access.region is not None
-
-
-def _is_wgmma_read(access: Access) -> bool:
-    return access.proxy is Proxy.ASYNC and not access.write and not access.single_thread
-
-
-def _in_flight(access: Access) -> bool:
-    """Async operations a barrier does not complete."""
-    return access.proxy is Proxy.ASYNC
-
-
-def _completed(read: Access) -> Access:
-    """An async read known complete by the threads that waited for it (the store's
-    issuer; each warpgroup for its own wgmma): still unordered for the others."""
-    return replace(read, proxy=Proxy.GENERIC)

@@ -135,6 +135,35 @@ class MBarrier:
             join(self.collecting_cluster, clock)
         self._maybe_complete(span)
 
+    def arrive_warp(self, who: str, agent: int, lanes: tuple[int, ...], clock: Clock,
+                    span: Span | None, trace, event: str) -> bool:
+        """The arrivals of `lanes` of warp `who` (actor `agent`), one per lane in
+        turn, each after its `usable` check, its `event` in `trace` and then a tick
+        of the warp's clock, as `arrive` makes them, in one call: where every check
+        passes for every lane and the phase completes at the last lane at the
+        earliest. Otherwise False, with nothing done: the caller makes them one by
+        one, so each finding comes at the same lane with the same trace."""
+        count = len(lanes)
+        if self.invalidated or not self.initialized or self.pending < count:
+            return False
+        warp, _, tick = self.init_by
+        seen = clock.get(warp, 0)  # the clock only grows between the lanes
+        if seen < tick or (self.init_fence is None or seen < self.init_fence) and \
+                any((agent, lane) != self.init_by[:2] for lane in lanes):
+            return False
+        arrivals = [(who, lane) for lane in lanes]
+        if not self.arrived.isdisjoint(arrivals):
+            return False
+        trace.extend([event] * min(count, trace.maxlen or count))
+        self.arrived.update(arrivals)
+        self.last_arrival = span
+        self.pending -= count
+        clock[agent] += count - 1  # the last lane's arrival carries the highest tick
+        join(self.collecting, clock)
+        self._maybe_complete(span)
+        clock[agent] += 1
+        return True
+
     def expect_tx(self, nbytes: int) -> None:
         self.tx += nbytes
 

@@ -32,6 +32,9 @@ Clock = dict[int, int]
 
 
 def join(into: Clock, other: Clock) -> None:
+    if not into:  # a phase's or a meeting's first clock
+        into.update(other)
+        return
     for agent, tick in other.items():
         if tick > into.get(agent, 0):
             into[agent] = tick
@@ -78,10 +81,11 @@ class ShadowMemory:
         self.fences: dict[int, list[tuple[int, Clock, int]]] = {}
 
     def site(self, site: Site) -> int:
-        if site not in self.site_ids:
-            self.site_ids[site] = len(self.sites)
+        known = self.site_ids.get(site)
+        if known is None:
+            known = self.site_ids[site] = len(self.sites)
             self.sites.append(site)
-        return self.site_ids[site]
+        return known
 
     def fence(self, warp: int, clock: Clock, lanes: int) -> None:
         """`fence.proxy.async` by the lanes in mask `lanes` of `warp`."""
@@ -104,11 +108,12 @@ class ShadowMemory:
     def read(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site) -> None:
         """`chunks`: distinct chunk indices (as `SharedSpace.region` gives them)."""
         writers = self.w_agent[chunks]
-        if writers.size and writers.min() < 0:
+        distinct = _distinct(writers)
+        if distinct and distinct[0] < 0:
             raise fail(Category.RACE, f"{site} reads shared memory that no completed write has "
                                       "filled: its producing write is not ordered before it",
                        site.span)
-        for writer, tick, earlier in self._last_writes(agent, chunks, writers):
+        for writer, tick, earlier in self._last_writes(agent, chunks, writers, distinct):
             if clock.get(writer, 0) < tick:
                 raise fail(Category.RACE, f"{site} is not ordered after {earlier}, which "
                                           "wrote that memory", site.span, earlier.span)
@@ -149,13 +154,16 @@ class ShadowMemory:
         for ticks_of, _ in self.reads.values():
             ticks_of[chunks] = 0
 
-    def _last_writes(self, agent: int, chunks: np.ndarray, writers: np.ndarray | None = None):
+    def _last_writes(self, agent: int, chunks: np.ndarray, writers: np.ndarray | None = None,
+                     distinct: list[int] | None = None):
         """(writer, its latest clock, the site of that write) for each other actor
-        that last wrote some of `chunks` (`writers`: their last writers, if known)."""
+        that last wrote some of `chunks` (`writers`: their last writers, and
+        `distinct` those, sorted, if known)."""
         if writers is None:
             writers = self.w_agent[chunks]
         ticks = self.w_clock[chunks]
-        distinct = _distinct(writers)
+        if distinct is None:
+            distinct = _distinct(writers)
         if len(distinct) == 1:  # most regions: one writer, no mask to build
             writer = distinct[0]
             if writer not in (agent, -1):

@@ -303,6 +303,8 @@ class Warp(ElementCode, AsyncIssue):
         barrier = self.barrier(ref, lanes, span)
         block, clock, agent, who = self.block, self.clock, self.agent, self.who
         event = trace_line(self.name, span, f"arrives on {barrier.name}")
+        if barrier.arrive_warp(who, agent, lanes, clock, span, block.trace, event):
+            return
         joined = None  # the phase's clock that this warp's clock is joined into
         for lane in lanes:
             barrier.usable("mbarrier.arrive", clock, span, (agent, lane))

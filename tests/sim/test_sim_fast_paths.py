@@ -3,11 +3,14 @@ scalars, shared reads by slice, and runs without data (the exhaustive search)
 that make every access check a run with data makes."""
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 import pytest
 
 from hopperc import driver
 from hopperc.ir import nodes as ir
+from hopperc.sim.barriers import MBarrier
 from hopperc.sim.explore import program
 from hopperc.sim.findings import Category, SimFailure
 from hopperc.sim.problem import default_dims, make_problem
@@ -100,3 +103,49 @@ def test_a_run_without_data_reports_what_a_run_with_data_reports(bug, category):
 def test_a_correct_kernel_runs_clean_with_and_without_data():
     front_end, lowered = compiled("gemm_bf16.hk")
     assert findings_with_and_without_data(front_end, lowered, range(4)) == [[None, None]] * 4
+
+
+def _ready_barrier(count: int, fenced: bool = True) -> MBarrier:
+    barrier = MBarrier("full[0]", carries_bytes=False)
+    barrier.init(count, (0, 0), {0: 1}, None)
+    if fenced:
+        barrier.init_fenced(0, (0,), 2)
+    return barrier
+
+
+def _lane_by_lane(barrier: MBarrier, lanes, clock: dict, trace: deque) -> None:
+    for lane in lanes:
+        barrier.usable("mbarrier.arrive", clock, None, (1, lane))
+        trace.append("arrives")
+        barrier.arrive(("warp 1", lane), clock, None)
+        clock[1] += 1
+
+
+@pytest.mark.parametrize("count", [64, 32])  # the phase goes on / completes at the last lane
+def test_a_warps_arrivals_in_one_call_are_its_lanes_arrivals(count):
+    lanes = tuple(range(32))
+    one, each = _ready_barrier(count), _ready_barrier(count)
+    one_clock, each_clock = {0: 3, 1: 5, 7: 1}, {0: 3, 1: 5, 7: 1}
+    one_trace, each_trace = deque(maxlen=14), deque(maxlen=14)
+    assert one.arrive_warp("warp 1", 1, lanes, one_clock, None, one_trace, "arrives")
+    _lane_by_lane(each, lanes, each_clock, each_trace)
+    assert one_clock == each_clock and one_trace == each_trace
+    assert vars(one) == vars(each)
+
+
+@pytest.mark.parametrize("count, fenced, arrived", [
+    (16, True, ()),  # overflow at lane 16: the phase waits only for its bytes
+    (64, True, (5,)),  # lane 5 arrives twice in the phase
+    (64, False, ()),  # no fence.mbarrier_init: the init is not visible to lane 0
+])
+def test_a_warps_arrivals_that_fail_at_some_lane_are_left_to_the_lanes(count, fenced, arrived):
+    barrier = _ready_barrier(count, fenced)
+    barrier.expect_tx(64)
+    for lane in arrived:
+        barrier.arrive(("warp 1", lane), {0: 3, 1: 1}, None)
+    before, clock, trace = dict(vars(barrier)), {0: 3, 1: 5}, deque(maxlen=14)
+    assert not barrier.arrive_warp("warp 1", 1, tuple(range(32)), clock, None, trace, "x")
+    assert vars(barrier) == before and clock == {0: 3, 1: 5} and not trace
+    with pytest.raises(SimFailure) as failure:
+        _lane_by_lane(barrier, range(32), clock, trace)
+    assert failure.value.finding.category is Category.BARRIER_MISUSE

@@ -119,7 +119,7 @@ def store_quietly(path: Path, data: bytes) -> bool:
     """Write a cache file atomically (a temporary renamed into place, so readers
     see all of it or nothing); a cache that cannot be written is skipped. Killed
     writers' temporaries in the directory are removed."""
-    from hopperc import temporaries
+    from hopperc.build import temporaries
 
     temp = None
     try:

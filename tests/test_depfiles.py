@@ -27,7 +27,7 @@ def test_md_names_the_outputs_the_source_and_the_compiler(hopperc_cli, tmp_path)
     deps = [d.strip().rstrip("\\").strip() for d in deps.splitlines()]
     assert deps[0] == r"my\ k.hk"
     package = Path(hopperc.__file__).resolve().parent
-    assert str(package / "cli.py") in deps and str(package / "passes" / "__init__.py") in deps
+    assert str(package / "cli" / "__init__.py") in deps and str(package / "passes" / "__init__.py") in deps
     assert any(d.endswith(".lark") for d in deps) and any(d.endswith(".j2") for d in deps)
     assert any("libnvrtc" in d for d in deps)
     # every compiler file also gets an empty rule, so removing one does not stop make

@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from hopperc import cache as cache_module
-from hopperc.cache import BuildCache, CachedBuild, build_key, parse_size
+from hopperc.build import cache as cache_module
+from hopperc.build.cache import BuildCache, CachedBuild, build_key, parse_size
 from tests.builds.helpers import SCALE_ROWS, TMA_COPY, hopperc
 
 
@@ -177,7 +177,7 @@ def test_an_unwritable_cache_is_a_warning_and_the_build_goes_on(tmp_path):
 
 def test_a_hit_shows_the_warnings_of_the_first_build():
     from hopperc.diagnostics import SourceFile
-    from hopperc.jobs import replayed_warnings
+    from hopperc.build.jobs import replayed_warnings
     record = {"severity": "warning", "rule": "ptxas-warning", "message": "Unused register",
               "line": 2}
     entry = CachedBuild(b"", b"{}", {}, (record,))

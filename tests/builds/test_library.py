@@ -125,7 +125,7 @@ def test_the_manifest_lists_every_kernel_with_hashes_and_status(hopperc_cli, tmp
                        "-q", cwd=tmp_path)
     assert proc.returncode == 1
     manifest = json.loads((tmp_path / "lib.json").read_text())
-    assert manifest["schema"] == "hopperc.manifest/1"
+    assert manifest["schema"] == "hopperc.build.manifest/1"
     gone, bm64, bm128 = manifest["kernels"]
     assert gone["status"] == "failed" and gone["outputs"] == [] and gone["errors"]
     assert bm64["status"] == "built" and bm64["defines"] == {"BN": 64, "BM": 64}

@@ -71,7 +71,7 @@ def test_file_prefix_map_makes_absolute_paths_portable(tmp_path):
 
 
 def test_the_last_matching_prefix_map_wins():
-    from hopperc.cli_build import recorded_name
+    from hopperc.cli.build import recorded_name
     maps = [("/a", "A"), ("/a/b", "B")]
     assert recorded_name("/a/b/k.hk", maps) == "B/k.hk"
     assert recorded_name("/a/k.hk", maps) == "A/k.hk"

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from hopperc import __version__
 from hopperc.diagnostics import Span
-from hopperc.problems import Problem
+from hopperc.diagnostics.problems import Problem
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 # What each rule id means; a rule not listed here is described by its id.

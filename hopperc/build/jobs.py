@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 
-from hopperc.cache import CachedBuild
+from hopperc.build.cache import CachedBuild
 from hopperc.diagnostics import SourceFile, Span
-from hopperc.problems import Problem, describe, warning
+from hopperc.diagnostics.problems import Problem, describe, warning
 
 
 def compile_source(source: SourceFile, defines: dict[str, int], arch: str,

@@ -22,4 +22,4 @@ def manifest_text(results: list, arch: str) -> str:
             "errors": [p.message for p in result.problems if p.severity == "error"],
             "hopperc": __version__, "nvrtc": nvrtc,
         })
-    return json.dumps({"schema": "hopperc.manifest/1", "kernels": records}, indent=2) + "\n"
+    return json.dumps({"schema": "hopperc.build.manifest/1", "kernels": records}, indent=2) + "\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from hopperc.cli_common import (Command, Failure, arch_option, define_option, diag_option,
+from hopperc.cli.common import (Command, Failure, arch_option, define_option, diag_option,
                                 guarded, parse_defines)
 from hopperc.passes import PASS_NAMES
 
@@ -65,7 +65,7 @@ def emit(file, ptx, cu, ir, ast, sass, after, output, defines, arch, diagnostics
     try:
         text = guarded(produce, file, diagnostics)
         if output:
-            from hopperc.outputs import write_atomically
+            from hopperc.build.outputs import write_atomically
             guarded(lambda _: write_atomically({Path(output): text.encode()}), None,
                     diagnostics)
     except Failure as failure:

@@ -9,9 +9,9 @@ from typing import NamedTuple
 
 import click
 
-from hopperc.cli_common import Diagnostics
+from hopperc.cli.common import Diagnostics
 from hopperc.diagnostics import CompileError
-from hopperc.problems import EXIT_USER, describe
+from hopperc.diagnostics.problems import EXIT_USER, describe
 
 
 class BuildJob(NamedTuple):
@@ -63,7 +63,7 @@ def plan(files, output, out_dir, defines: dict[str, int], depfile: bool, depfile
             if output:
                 raise click.UsageError("-o names one cubin; a library builds several: "
                                        "use --out-dir")
-            from hopperc.library import read_library
+            from hopperc.build.library import read_library
             try:
                 kernels = read_library(Path(file))
             except CompileError as exc:

@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from hopperc.cli_common import (EXIT_USER, Command, Failure, define_option, diag_option, guarded,
+from hopperc.cli.common import (EXIT_USER, Command, Failure, define_option, diag_option, guarded,
                                 parse_defines, parse_shape)
 from hopperc.diagnostics import CompileError
 

@@ -18,7 +18,7 @@ import click
 
 from hopperc import target
 from hopperc.diagnostics import read_source
-from hopperc.problems import EXIT_TOOLCHAIN, EXIT_USER, Problem, describe  # noqa: F401
+from hopperc.diagnostics.problems import EXIT_TOOLCHAIN, EXIT_USER, Problem, describe  # noqa: F401
 
 
 class Failure(Exception):
@@ -45,7 +45,7 @@ class Diagnostics:
 
     def finish(self) -> None:
         if self.form == "sarif":
-            from hopperc.sarif import sarif_log
+            from hopperc.diagnostics.sarif import sarif_log
             click.echo(json.dumps(sarif_log(self.problems), indent=2))
 
     @property

@@ -1,8 +1,8 @@
 """The `hopperc` command group. Each command lives in its own module and loads
-when it runs (or when `--help` lists it): `build` in cli_build.py, `cache` in
-cli_cache.py, `emit`/`explain` in cli_emit.py, `sim`/`check` in cli_sim.py,
-`run`/`bench` in cli_gpu.py; what they share (exit codes, error reports,
-options) is in cli_common.py.
+when it runs (or when `--help` lists it): `build` in cli/build.py, `cache` in
+cli/cache.py, `emit`/`explain` in cli/emit.py, `sim`/`check` in cli/sim.py,
+`run`/`bench` in cli/gpu.py; what they share (exit codes, error reports,
+options) is in cli/common.py.
 
 The command modules load only click and light modules: the compiler (parser,
 passes, templates, NVRTC) loads inside a command when it needs it, so that
@@ -15,18 +15,18 @@ from importlib import import_module
 import click
 
 from hopperc import __version__, target
-from hopperc.cli_common import EXIT_TOOLCHAIN, Group
+from hopperc.cli.common import EXIT_TOOLCHAIN, Group
 from hopperc.diagnostics import ToolchainError
 
 COMMANDS = {
-    "build": "hopperc.cli_build:build",
-    "emit": "hopperc.cli_emit:emit",
-    "explain": "hopperc.cli_emit:explain",
-    "sim": "hopperc.cli_sim:sim",
-    "check": "hopperc.cli_sim:check_command",
-    "run": "hopperc.cli_gpu:run",
-    "bench": "hopperc.cli_gpu:bench",
-    "cache": "hopperc.cli_cache:cache",
+    "build": "hopperc.cli.build:build",
+    "emit": "hopperc.cli.emit:emit",
+    "explain": "hopperc.cli.emit:explain",
+    "sim": "hopperc.cli.sim:sim",
+    "check": "hopperc.cli.sim:check_command",
+    "run": "hopperc.cli.gpu:run",
+    "bench": "hopperc.cli.gpu:bench",
+    "cache": "hopperc.cli.cache:cache",
 }
 
 

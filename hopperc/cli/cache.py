@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import click
 
-from hopperc.cache import BuildCache, CacheError
-from hopperc.cli_common import Group
+from hopperc.build.cache import BuildCache, CacheError
+from hopperc.cli.common import Group
 
 
 @click.group(cls=Group)

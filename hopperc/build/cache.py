@@ -22,7 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from hopperc import temporaries, toolchain
+from hopperc import toolchain
+from hopperc.build import temporaries
 
 FORMAT = 1
 DEFAULT_MAX_SIZE = 1 << 30

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import click
 
-from hopperc.cache import BuildCache, CacheError, CachedBuild, build_key
-from hopperc.cli_build_plan import (BuildJob, parse_prefix_maps, plan, recorded_name,
+from hopperc.build.cache import BuildCache, CacheError, CachedBuild, build_key
+from hopperc.cli.build_plan import (BuildJob, parse_prefix_maps, plan, recorded_name,
                                     refuse_clobbering)
-from hopperc.cli_common import (Command, Diagnostics, arch_option, default_jobs, define_option,
+from hopperc.cli.common import (Command, Diagnostics, arch_option, default_jobs, define_option,
                                 diag_option, parse_defines)
 from hopperc.diagnostics import CompileError, SourceFile, read_source
-from hopperc.problems import EXIT_USER, Problem, describe, warning
+from hopperc.diagnostics.problems import EXIT_USER, Problem, describe, warning
 
 
 class JobResult:
@@ -105,8 +105,8 @@ def build(files, output, out_dir, defines, arch, diagnostics, jobs, no_cache, ma
 
 def _write_manifest(path: Path, results: list[JobResult], arch: str,
                     diagnostics: Diagnostics) -> int:
-    from hopperc.manifest import manifest_text
-    from hopperc.outputs import write_atomically
+    from hopperc.build.manifest import manifest_text
+    from hopperc.build.outputs import write_atomically
     try:
         write_atomically({path: manifest_text(results, arch).encode()})
     except CompileError as exc:
@@ -167,7 +167,7 @@ def _finish(results, compiled, misses, sources, keys, cache, diagnostics, quiet)
                                                       f"{cache.root}; building without it",
                                              None, "HOPPERC_CACHE_DIR"))
         elif result.cached:
-            from hopperc.jobs import replayed_warnings
+            from hopperc.build.jobs import replayed_warnings
             result.problems = replayed_warnings(result.entry, sources[index])
         if result.entry is not None:
             _write(result, sources[index])
@@ -181,7 +181,7 @@ def _finish(results, compiled, misses, sources, keys, cache, diagnostics, quiet)
 
 def _compile(arguments: list[tuple], workers: int):
     """Yield compile_source's result for each miss, in order."""
-    from hopperc import jobs as job_module
+    from hopperc.build import jobs as job_module
 
     if workers <= 1 or len(arguments) <= 1:
         return (job_module.compile_source(*args) for args in arguments)
@@ -201,19 +201,19 @@ def _compile(arguments: list[tuple], workers: int):
 
 
 def _compile_one(arguments: tuple):
-    from hopperc.jobs import compile_source
+    from hopperc.build.jobs import compile_source
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the pool
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     return compile_source(*arguments)
 
 
 def _write(result: JobResult, source: SourceFile) -> None:
-    from hopperc.outputs import write_atomically
+    from hopperc.build.outputs import write_atomically
 
     job, entry = result.job, result.entry
     files = {job.cubin: entry.cubin, job.cubin.with_suffix(".json"): entry.metadata}
     if job.depfile is not None:
-        from hopperc.depfile import depfile_text
+        from hopperc.build.depfile import depfile_text
         files[job.depfile] = depfile_text(list(files), job.source, job.library).encode()
     try:
         # The cubin last: a build killed between two renames leaves the old cubin,

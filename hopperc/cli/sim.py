@@ -8,10 +8,10 @@ import sys
 import click
 
 from hopperc import target
-from hopperc.cli_common import (EXIT_USER, Command, Diagnostics, Failure, default_jobs,
+from hopperc.cli.common import (EXIT_USER, Command, Diagnostics, Failure, default_jobs,
                                 define_option, findings_option, guarded, parse_defines,
                                 parse_shape)
-from hopperc.problems import Problem
+from hopperc.diagnostics.problems import Problem
 
 # `check` / `sim` stopped at the step budget before its seeded schedules ran, with
 # no finding: nothing wrong was seen, but the kernel was not checked either.

@@ -15,13 +15,18 @@ kernel, so that `check` runs every path of it on a small problem:
   stride stays a multiple of 16 bytes (`runtime.launch_rules`); a dimension a
   bulk copy walks, or that divides another, stays whole;
 - a dimension divided by another (`H / HKV`, a group count) is at least twice
-  it, so each group has two members or more.
+  it, so each group has two members or more;
+- a dimension reaches past every box block 0 loads or stores at constant
+  coordinates or loop variables with constant bounds (`Y[tile.m, k]` for k in
+  0 .. 4): a box wholly past the tensor's end is neither read nor written, so
+  whatever orders it would go untested.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 
+from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies, walk
 from hopperc.ir.raster import TILE_LOOP
@@ -42,6 +47,7 @@ class _Use:
     whole: bool = False  # no partial tile
     tiles: int = 0  # tiles along a grid axis (0: not one)
     loops: bool = False  # in a loop's bounds
+    reach: int = 0  # the size must exceed this: the farthest box start block 0 has along it
 
     @property
     def unit(self) -> int:
@@ -65,6 +71,11 @@ def default_dims(kernel: ir.Kernel) -> dict[str, int]:
     dims = {name: size(use, max(use.tiles, 1)) if use.tiles or use.loops or use.unit > 1
             else GRID_TILES * use.granule for name, use in uses.items()}
     _fit_loops(kernel, loops, uses, dims)
+    for name, use in uses.items():
+        tiles = max(use.tiles, 1)
+        while dims[name] <= use.reach:
+            tiles += 1
+            dims[name] = size(use, tiles)
     for group, divisor in groups:
         if dims[group] < 2 * dims[divisor] or dims[group] % dims[divisor]:
             dims[group] = dims[divisor] * max(2, -(-dims[group] // dims[divisor]))
@@ -94,15 +105,18 @@ def ring_depth(kernel: ir.Kernel) -> int:
 
 
 def _tensor_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
-    """TMA strides (a multiple of 16 bytes), TMA boxes and bulk slices."""
-    for stmt in walk(kernel.body):
+    """TMA strides (a multiple of 16 bytes), TMA boxes and bulk slices, and how
+    far block 0's boxes reach."""
+    for stmt, ranges in _constant_loops(kernel.body, {}):
         if not isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore)):
             continue
         tensor = kernel.tensor(stmt.tensor)
         box = stmt.box[-len(tensor.dims):]
-        for dim, extent in zip(tensor.dims[len(tensor.dims) - len(box):], box):
+        coords = stmt.coords[-len(box):]
+        for dim, extent, coord in zip(tensor.dims[len(tensor.dims) - len(box):], box, coords):
             if isinstance(dim, str):
                 uses[dim].boxes.add(extent)
+                uses[dim].reach = max(uses[dim].reach, _farthest(coord, ranges))
                 if stmt.engine is ir.Engine.BULK:  # no clipping at the tensor's end
                     uses[dim].granule = math.lcm(uses[dim].granule, extent)
                     uses[dim].whole = True
@@ -110,6 +124,38 @@ def _tensor_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
         if stmt.engine is ir.Engine.TMA and len(tensor.dims) > 1 and isinstance(inner, str):
             multiple = TMA_ALIGNMENT // math.gcd(TMA_ALIGNMENT, tensor.dtype.nbytes)
             uses[inner].granule = math.lcm(uses[inner].granule, multiple)
+
+
+def _constant_loops(block: ir.Block, ranges: dict[str, tuple[int, int]]):
+    """Every statement, with the first and last value of each loop around it
+    that has constant bounds."""
+    for stmt in block.stmts:
+        inner = ranges
+        if isinstance(stmt, ir.ForLoop):
+            bounds = [b.value for b in (stmt.start, stmt.stop)
+                      if isinstance(b, ir.Scalar) and b.kind is ir.ScalarKind.CONST]
+            inner = {k: v for k, v in ranges.items() if k != stmt.var}
+            if len(bounds) == 2 and int(bounds[1]) > int(bounds[0]):
+                inner[stmt.var] = (int(bounds[0]), int(bounds[1]) - 1)
+        yield stmt, ranges
+        for body in bodies(stmt):
+            yield from _constant_loops(body, inner)
+
+
+def _farthest(coord: ir.ScalarExpr, ranges: dict[str, tuple[int, int]]) -> int:
+    """The largest value of a box coordinate in block 0 (tile coordinates and
+    `wg` 0) over the constant loop ranges; 0 where another term decides it."""
+    form = index_algebra.linear(coord)
+    if form is None:
+        return 0
+    terms, farthest = form
+    for leaf, coefficient in terms.items():
+        if isinstance(leaf, ir.Scalar) and leaf.kind is ir.ScalarKind.LOOP and leaf.name in ranges:
+            farthest += max(coefficient * end for end in ranges[leaf.name])
+        elif not (isinstance(leaf, ir.Scalar) and leaf.kind in (ir.ScalarKind.TILE,
+                                                                  ir.ScalarKind.BUILTIN)):
+            return 0
+    return max(farthest, 0)
 
 
 def _grid_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:

@@ -72,6 +72,33 @@ def test_inner_loop_on_k_runs_twice_past_its_ring_with_a_partial_tile():
     assert legal(kernel, dims)
 
 
+# Boxes at constant columns k * 64 (k < 4) of a dimension no grid axis or loop
+# bound names: read back after being stored, so each must lie in the tensor.
+STORED_COLUMNS = """\
+kernel stored_columns(X: bf16[M, N], Y: bf16[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM) threads 128
+{
+    shared sx: bf16[BM, BN] swizzle 128B
+    shared sy: bf16[BM, BN] swizzle 128B
+    for k in 1 .. 4 {
+        tma sx <- X[tile.m, k]
+        tma Y[tile.m, k] <- sx
+        tma sy <- Y[tile.m, k - 1]
+        sx = bf16(f32(sy) * 2.0)
+        tma X[tile.m, k] <- sx
+    }
+}
+"""
+
+
+def test_dimension_reaches_past_every_box_at_constant_coordinates():
+    kernel = lowered(STORED_COLUMNS)
+    dims = default_dims(kernel)
+    assert 3 * 64 < dims["N"] < 4 * 64 and legal(kernel, dims)  # the last box partial
+    report = driver.simulate(SourceFile("k.hk", STORED_COLUMNS), seeds=2, search=0)
+    assert report.ok, [f.headline() for f in report.findings]
+
+
 GQA = """\
 kernel gqa_copy(Q: bf16[H, L, 64], K: bf16[HKV, L, 64], O: bf16[H, L, 64])
     tile(BL = 64) grid(l: L / BL, h: H)

@@ -8,7 +8,9 @@ kernel never stores, and reading boxes that move with the tile coordinates
 the way the stores do, a whole box per tile along every grid axis (a block's
 own tile, `Y[tile.m, j]` in a kernel whose grid is `m`), loop variables with
 constant bounds and `wg` moving them less than that. The block's own
-stores are then ordered before its reads by complete_bulk_stores.
+stores are then ordered before its reads by complete_bulk_stores, within the
+role that stores them: another role may read only boxes apart from every box
+the storing role stores.
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: i
     axes = [g for g in grid if g.dim is not None or g.divisor > 1]
     for read in reads:
         for store in stores.get(read.box.tensor, ()):
-            if store.role != read.role:
+            if store.role != read.role and not _apart_in_block(store, read):
                 raise CompileError(read.span, (
                     f"this reads '{read.box.tensor}', which role '{store.role.name}' stores "
                     f"(line {store.span.line}): nothing orders one role's global writes "
@@ -91,6 +93,29 @@ def _apart_across_tiles(store: _Box, read: _Box, axis: str) -> bool:
     return False
 
 
+def _apart_in_block(store: _Box, read: _Box) -> bool:
+    """Whether, in one block, the store and the read never touch the same box
+    whatever iterations each is at (two roles run unordered): on some tensor
+    axis both coordinates are the same terms outside loops plus loop terms
+    whose ranges keep them a box apart."""
+    for s, r, extent_s, extent_r in zip(store.box.coords, read.box.coords, store.box.extents,
+                                        read.box.extents):
+        ls, lr = index_algebra.linear(s), index_algebra.linear(r)
+        if ls is None or lr is None or _unbounded(ls) != _unbounded(lr):
+            continue
+        span_s, span_r = _loop_span(ls, store.ranges, None), _loop_span(lr, read.ranges, None)
+        if span_s is not None and span_r is not None and (
+                span_s[0] - span_r[1] >= extent_r or span_s[1] - span_r[0] <= -extent_s):
+            return True
+    return False
+
+
+def _unbounded(form: index_algebra.Linear) -> dict:
+    """The terms with no loop variable or `wg` in them."""
+    return {leaf: c for leaf, c in form[0].items()
+            if not {s.kind for s in _scalars(leaf)} & set(BOUNDED)}
+
+
 def _invariant(form: index_algebra.Linear, tile: ir.Scalar) -> dict | None:
     """The terms that are the same for every tile and iteration; None if a term
     names another tile coordinate."""
@@ -105,7 +130,7 @@ def _invariant(form: index_algebra.Linear, tile: ir.Scalar) -> dict | None:
     return terms
 
 
-def _loop_span(form: index_algebra.Linear, ranges: Ranges, tile: ir.Scalar
+def _loop_span(form: index_algebra.Linear, ranges: Ranges, tile: ir.Scalar | None
                ) -> tuple[int, int] | None:
     """The least and greatest value of the constant and loop terms."""
     low = high = form[1]

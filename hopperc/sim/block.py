@@ -11,6 +11,7 @@ import numpy as np
 
 from hopperc.diagnostics import Span
 from hopperc.ir import nodes as ir
+from hopperc.ir.global_accesses import global_vectors
 from hopperc.sim.barriers import MBarrier, NamedBarrier
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Agents, Clock, GlobalWrites, ShadowMemory, Site
@@ -48,6 +49,7 @@ class Program:
     carries_bytes: frozenset[str]  # mbarrier arrays that loads or expect_tx target
     scalars: dict = field(default_factory=dict, compare=False, repr=False)
     layout: dict = field(default_factory=dict, compare=False, repr=False)  # SharedSpace's
+    vectors: dict = field(default_factory=dict, compare=False, repr=False)
     budget: "WorkBudget | None" = field(default=None, compare=False, repr=False)
 
     def scalar(self, expr: ir.ScalarExpr) -> ScalarCode:
@@ -58,6 +60,14 @@ class Program:
         if hit is None or hit[0] is not expr:
             hit = self.scalars[id(expr)] = (expr, ScalarCode(
                 compile_scalar(expr), per_lane(expr), per_lane(expr, PER_THREAD)))
+        return hit[1]
+
+    def global_vectors(self, expr: ir.TileExpr) -> tuple[ir.GlobalVector, ...]:
+        """The 1-D global slices an element-wise expression reads (ld.global),
+        found once per expression, keyed by identity as `scalar` is."""
+        hit = self.vectors.get(id(expr))
+        if hit is None or hit[0] is not expr:
+            hit = self.vectors[id(expr)] = (expr, tuple(global_vectors(expr)))
         return hit[1]
 
 

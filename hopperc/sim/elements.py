@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.global_accesses import global_vectors
 from hopperc.ir.layout import element_threads, plane_rows
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Site
@@ -59,7 +58,7 @@ class ElementCode:
         def integer(e: ir.ScalarExpr) -> int:
             return self.value(e, lanes, span)
 
-        for vector in global_vectors(expr):
+        for vector in self.block.program.global_vectors(expr):
             start = integer(vector.start)
             length = plane_rows(shape) if vector.axis == "rows" else shape[-1]
             self.block.global_writes.read(self.clock, vector.tensor, (start,), (length,),

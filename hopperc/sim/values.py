@@ -168,10 +168,23 @@ def _f32(value):
     return np.float32(value) if np.isscalar(value) else value
 
 
+def _log2(x):
+    """lg2.approx.ftz: log2(0) = -inf and of a negative number NaN, as numpy's,
+    without numpy's warnings."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log2(x)
+
+
+def _log(x):
+    """log2(x) * ln 2, as the kernel computes it (rounded to f32 twice)."""
+    return _log2(x) * np.float32(np.log(2.0))
+
+
 _ELEMENTWISE = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "neg": np.negative,
     "relu": lambda x: np.maximum(x, np.float32(0)), "abs": np.abs, "exp": np.exp,
-    "exp2": np.exp2, "rsqrt": lambda x: np.float32(1) / np.sqrt(x),
+    "exp2": np.exp2, "log2": _log2, "log": _log,
+    "rsqrt": lambda x: np.float32(1) / np.sqrt(x),
     "max": np.maximum, "min": np.minimum,
     **{op: (lambda f: lambda a, b: np.where(f(a, b), np.float32(1), np.float32(0)))(f)
        for op, f in (("==", np.equal), ("!=", np.not_equal), ("<", np.less),

@@ -60,11 +60,11 @@ def matrix_store(stmt: ir.SharedStore, kernel: ir.Kernel, exprs: ExprRenderer,
         return None
     columns = _view_shape(buf, stmt.dst)[1]
     value = exprs.value(_unrounded(stmt.value, buf.dtype), role)
-    return MatrixStore(columns // STMATRIX_COLS, _thread(role, threads), WGMMA_ROW, WGMMA_COL,
+    return MatrixStore(columns // STMATRIX_COLS, thread_among(role, threads), WGMMA_ROW, WGMMA_COL,
                        value, f"hk_pack_{buf.dtype.text}x2", exprs.element_address(stmt.dst, role))
 
 
-def _thread(role: RoleContext, threads: int) -> str:
+def thread_among(role: RoleContext, threads: int) -> str:
     """This thread's index among the `threads` that share a tile."""
     local = local_thread(role)
     return local if threads == role.threads else f"({local} % {threads})"
@@ -93,7 +93,7 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
         assign = shared_store(dtype, exprs.element_address(stmt.dst, role), text) + ";"
     else:
         assign = tile_store(definition, text)
-    thread = _thread(role, threads)
+    thread = thread_among(role, threads)
     elements = rows * cols
     if not isinstance(stmt, ir.SharedStore) and definition.layout is ir.Layout.ROWS:
         return PerElement(ROW_SLOTS, thread, ROWS_ROW, "0", assign)

@@ -66,6 +66,8 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
                 ordinal = sum(m.tensor == stmt.tensor for m in maps) + 1
                 maps.append(TensorMap(tensor_map_label(stmt.tensor, ordinal), stmt.tensor,
                                       kernel.tensor(stmt.tensor).dtype, box, buf.swizzle))
+        if isinstance(stmt, ir.GlobalRowStore):
+            pointers.add(stmt.tensor)
         pointers |= vector_tensors(stmt)
     params: list[Param] = []
     for t in kernel.tensors:
@@ -99,7 +101,7 @@ def vector_tensors(stmt: ir.Stmt) -> set[str]:
     values = []
     if isinstance(stmt, (ir.TileDef,)):
         values.append(stmt.init)
-    elif isinstance(stmt, (ir.TileAssign, ir.SharedStore)):
+    elif isinstance(stmt, (ir.TileAssign, ir.SharedStore, ir.GlobalRowStore)):
         values.append(stmt.value)
     found: set[str] = set()
     while values:

@@ -17,6 +17,7 @@ from hopperc.codegen.cexpr import ExprRenderer, RoleContext, scalar
 from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, matrix_store,
                                       per_element, row_partials)
 from hopperc.codegen.launch import LaunchInfo, launch_info
+from hopperc.codegen.row_stores import RowStoreCode, row_store
 from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
@@ -325,6 +326,9 @@ class _Context:
 
     def per_element(self, stmt: ir.TileDef | ir.TileAssign | ir.SharedStore) -> PerElement:
         return per_element(stmt, self.kernel, self.exprs, self.role)
+
+    def row_store(self, stmt: ir.GlobalRowStore) -> RowStoreCode:
+        return row_store(stmt, self.kernel, self.exprs, self.role)
 
     def row_partials(self, stmt: ir.RowPartials) -> RowPartialsCode:
         return row_partials(stmt, self.kernel, self.exprs, self.role)

@@ -47,6 +47,7 @@ def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: i
                 stores.setdefault(box.tensor, []).append(_Box(box, stmt.span, ranges, role))
             else:
                 reads.append(_Box(box, stmt.span, ranges, role))
+    _refuse_row_stored(body, reads)
     axes = [g for g in grid if g.dim is not None or g.divisor > 1]
     for read in reads:
         for store in stores.get(read.box.tensor, ()):
@@ -59,6 +60,37 @@ def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: i
             apart = [g for g in axes if _apart_across_tiles(store, read, g.name)]
             if len(apart) < len(axes):
                 raise CompileError(read.span, _message(read, store, axes, apart))
+
+
+def _refuse_row_stored(body: ir.Block, reads: list[_Box]) -> None:
+    """A tensor written by st.global from registers (ir.GlobalRowStore) is only
+    written that way: no pass orders those generic writes of many threads before
+    a read of them (ld.global, or a TMA load through the async proxy, which
+    would need a fence.proxy.async besides), nor against a TMA or bulk store of
+    the same elements. Refused at the read, or at the second kind of write."""
+    row_stored: dict[str, Span] = {}
+    bulk_stored: dict[str, Span] = {}
+    for stmt, _, _ in _leaves(body, {}, None):
+        if isinstance(stmt, ir.GlobalRowStore):
+            row_stored.setdefault(stmt.tensor, stmt.span)
+            if stmt.tensor in bulk_stored:
+                raise CompileError(stmt.span, _mixed(stmt.tensor, bulk_stored[stmt.tensor]))
+        elif isinstance(stmt, ir.AsyncStore):
+            bulk_stored.setdefault(stmt.tensor, stmt.span)
+            if stmt.tensor in row_stored:
+                raise CompileError(stmt.span, _mixed(stmt.tensor, row_stored[stmt.tensor]))
+    for read in reads:
+        if read.box.tensor in row_stored:
+            raise CompileError(read.span, (
+                f"this reads '{read.box.tensor}', which the kernel stores from registers "
+                f"(line {row_stored[read.box.tensor].line}): nothing orders those stores "
+                "before a read; write the values to a tensor the kernel does not read"))
+
+
+def _mixed(tensor: str, first: Span) -> str:
+    return (f"'{tensor}' is also written at line {first.line} by the other kind of store "
+            "(st.global from registers, or a TMA or bulk store through the async proxy): "
+            "nothing orders the two; write each tensor one way")
 
 
 def _message(read: _Box, store: _Box, axes, apart) -> str:
@@ -160,7 +192,8 @@ def _boxes(stmt: ir.Stmt) -> list[tuple[GlobalBox, bool]]:
             return [(GlobalBox(tensor, coords, box), True)]
         case ir.AsyncLoad(tensor=tensor, coords=coords, box=box):
             return [(GlobalBox(tensor, coords, box), False)]
-        case ir.SharedStore(value=value) | ir.TileDef(init=value) | ir.TileAssign(value=value):
+        case ir.SharedStore(value=value) | ir.TileDef(init=value) | ir.TileAssign(value=value) | \
+                ir.GlobalRowStore(value=value):
             return [(GlobalBox(v.tensor, (v.start,), (v.length or 1 << 30,)), False)
                     for v in global_vectors(value)]
     return []

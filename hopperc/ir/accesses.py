@@ -252,7 +252,7 @@ def register_uses(stmt: ir.Stmt) -> list[RegisterUse]:
                 ir.TileAssign(name=name, value=value, span=span):
             return ([RegisterUse(t, False, span) for t in tile_refs(value)]
                     + [RegisterUse(name, True, span)])
-        case ir.SharedStore(value=value, span=span):
+        case ir.SharedStore(value=value, span=span) | ir.GlobalRowStore(value=value, span=span):
             return [RegisterUse(t, False, span) for t in tile_refs(value)]
         case ir.RowPartials(tile=tile, span=span):
             return [RegisterUse(tile, False, span)]
@@ -278,7 +278,8 @@ def leaf_accesses(stmt: ir.Stmt) -> list[Access]:
             reads = [_access(v, Proxy.GENERIC, False, False, "read by ld.shared", span)
                      for v in tile_reads(value)]
             return reads + [_access(dst, Proxy.GENERIC, True, False, "written by st.shared", span)]
-        case ir.TileDef(init=value, span=span) | ir.TileAssign(value=value, span=span):
+        case ir.TileDef(init=value, span=span) | ir.TileAssign(value=value, span=span) | \
+                ir.GlobalRowStore(value=value, span=span):
             return [_access(v, Proxy.GENERIC, False, False, "read by ld.shared", span)
                     for v in tile_reads(value)]
         case ir.RowPartials(partials=partials, span=span):

@@ -263,6 +263,26 @@ class SharedStore:
 
 
 @dataclass(frozen=True)
+class GlobalRowStore:
+    """Register row vector -> global memory by the running threads (st.global,
+    generic proxy): row r of `value` (a vector of `layout` over `threads`:
+    Layout.ROWS, a warpgroup's 64 rows, or EVERY_ROW) goes to element
+    `start + r` of the tensor's last dimension, at element `index` of each
+    other dimension. One lane stores each row; an element at or past `end`
+    (None: no bound but the tensor's), or outside the tensor, is not written."""
+
+    tensor: str
+    index: tuple[ScalarExpr, ...]
+    start: ScalarExpr
+    end: ScalarExpr | None
+    value: TileExpr
+    rows: int
+    layout: Layout
+    threads: int
+    span: Span
+
+
+@dataclass(frozen=True)
 class Mma:
     """acc (+)= a @ b on the tensor cores (wgmma); a from shared memory or registers.
     With `overwrite_when`, an accumulating product overwrites acc (scale-d 0 on
@@ -316,8 +336,8 @@ class ManualRegion:
 
 
 Stmt = (RoleBlock | ForLoop | IfThen | AsyncLoad | AsyncStore | TileDef | TileAssign
-        | RowPartials | SharedStore | Mma | TakeTile | ElectLane | OneThread | ManualRegion | PhaseFlip
-        | StageAdvance | SyncStmt)
+        | RowPartials | SharedStore | GlobalRowStore | Mma | TakeTile | ElectLane | OneThread
+        | ManualRegion | PhaseFlip | StageAdvance | SyncStmt)
 
 
 # ---------------------------------------------------------------- kernel

@@ -127,6 +127,11 @@ def statement(stmt: ir.Stmt) -> str:
             return f"{name} = {tile(value)}"
         case ir.SharedStore(dst=dst, value=value):
             return f"st.shared {view(dst)} = {tile(value)}"
+        case ir.GlobalRowStore(tensor=t, index=index, start=start, end=end, value=value):
+            until = "" if end is None else f" : {scalar(end)}"
+            lead = "".join(f"{scalar(i)}, " for i in index)
+            return (f"st.global {t}[{lead}{scalar(start)}{until}] = {tile(value)} "
+                    "(one lane per row)")
         case ir.RowPartials(op=op, tile=name, partials=partials):
             return f"st.shared {view(partials)}[warp, row] = row{op}({name}) of the warp's elements"
         case ir.Mma(acc=acc, a=a, b=b, accumulate=acc_flag, shape=(m, n, k), overwrite_when=w):

@@ -88,7 +88,8 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
     represented by a subset of its blocks (the reference runs the same ones)."""
     check_launch(kernel, dims)
     rng = np.random.default_rng(seed)
-    stored = {s.tensor for s in walk(kernel.body) if isinstance(s, ir.AsyncStore)}
+    stored = {s.tensor for s in walk(kernel.body)
+              if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore))}
     inputs = {}
     indices = index_ranges(kernel, dims)
     for t in kernel.tensors:

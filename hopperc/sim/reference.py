@@ -22,6 +22,7 @@ from hopperc.ir.layout import element_threads
 from hopperc.ir.raster import TILE_LOOP, turn_warpgroups
 from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
+from hopperc.sim.row_stores import stored_elements
 from hopperc.sim.values import (PER_THREAD, elementwise, matrix_product, per_lane, read_box,
                                 row_partials, scalar, taken_tile, undefined, write_box)
 from hopperc.sim.views import Place, place_shape
@@ -179,6 +180,9 @@ class _Block:
             case ir.TileDef() | ir.TileAssign() | ir.SharedStore() | ir.Mma():
                 for instance in self.running():
                     self.per_warpgroup(stmt, instance)
+            case ir.GlobalRowStore():
+                for instance in self.running():
+                    self.row_store(stmt, instance)
             case ir.RowPartials(op=op, tile=tile, partials=partials):
                 width = self.kernel.buffer(partials.buffer).shape[1]
                 for instance in self.running():
@@ -198,11 +202,22 @@ class _Block:
         """A branch some threads take: copies and syncs mean the same run once;
         element-wise code would depend on which threads run it."""
         for stmt in walk(body):
-            if isinstance(stmt, (ir.TileDef, ir.TileAssign, ir.SharedStore, ir.Mma)):
+            if isinstance(stmt, (ir.TileDef, ir.TileAssign, ir.SharedStore, ir.Mma,
+                                 ir.GlobalRowStore)):
                 raise ReferenceUnavailable(
                     f"{stmt.span.file}:{stmt.span.line}: element-wise code or a wgmma under a "
                     f"condition on the thread ({span.file}:{span.line})")
         self.block(body)
+
+    def row_store(self, stmt: ir.GlobalRowStore, instance: int) -> None:
+        """The warpgroup's row vector to the elements it reaches (sim/row_stores.py)."""
+        data = self.tensors[stmt.tensor]
+        values = elementwise(stmt.value, (stmt.rows,), self.kernel.tensor(stmt.tensor).dtype,
+                             self.values[instance].__getitem__,
+                             lambda read: self.read(self.place(read.view, instance)),
+                             self.tensors, lambda e: self.scalar(e, instance), True)
+        rows, index = stored_elements(stmt, data.shape, lambda e: self.scalar(e, instance))
+        data[index] = values[rows]
 
     def per_warpgroup(self, stmt: ir.Stmt, instance: int) -> None:
         tiles = self.values[instance]

@@ -108,6 +108,13 @@ def _tensor_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
     """TMA strides (a multiple of 16 bytes), TMA boxes and bulk slices, and how
     far block 0's boxes reach."""
     for stmt, ranges in _constant_loops(kernel.body, {}):
+        if isinstance(stmt, ir.GlobalRowStore):  # a row vector's run of the last dimension
+            dims = kernel.tensor(stmt.tensor).dims
+            for dim, coord in zip(dims, (*stmt.index, stmt.start)):
+                if isinstance(dim, str):
+                    uses[dim].reach = max(uses[dim].reach, _farthest(coord, ranges))
+            if isinstance(dims[-1], str):
+                uses[dims[-1]].boxes.add(stmt.rows)
         if not isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore)):
             continue
         tensor = kernel.tensor(stmt.tensor)
@@ -329,7 +336,8 @@ def _values(stmt: ir.Stmt):
     match stmt:
         case ir.TileDef(init=init) if init is not None:
             yield init
-        case ir.TileAssign(value=value) | ir.SharedStore(value=value):
+        case ir.TileAssign(value=value) | ir.SharedStore(value=value) | \
+                ir.GlobalRowStore(value=value):
             yield value
 
 

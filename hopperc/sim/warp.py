@@ -31,7 +31,8 @@ PREEMPT = None  # yielded: the scheduler may run something else here
 # counters); every other one is a synchronization or asynchronous operation.
 _RUN_AT_ONCE = frozenset({ir.RoleBlock, ir.ForLoop, ir.IfThen, ir.OneThread, ir.ElectLane,
                           ir.ManualRegion, ir.TileDef, ir.TileAssign, ir.SharedStore,
-                          ir.RowPartials, ir.TakeTile, ir.PhaseFlip, ir.StageAdvance})
+                          ir.RowPartials, ir.GlobalRowStore, ir.TakeTile, ir.PhaseFlip,
+                          ir.StageAdvance})
 
 
 class SimUnsupported(ToolchainError):
@@ -200,6 +201,8 @@ class Warp(ElementCode, AsyncIssue):
                 self.elementwise(stmt, lanes)
             case ir.RowPartials():
                 self.row_partials(stmt, lanes)
+            case ir.GlobalRowStore():
+                self.row_store(stmt, lanes)
             case ir.TakeTile(index=index, span=span):
                 self.env.update(taken_tile(self.block.kernel, self.value(index, lanes, span),
                                            self.env))

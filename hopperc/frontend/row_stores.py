@@ -41,11 +41,9 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int) -> ir.Globa
             raise CompileError(index.span, f"only the last dimension of '{name}' takes a slice "
                                            "START : END; index the others by element")
     typed = lower_tile_expr(stmt.value, scope, warpgroups)
+    # A value with a row vector in it is one: a tile or a broadcast beside it
+    # would have been refused as a shape mismatch.
     layout, threads = _vector_layout(typed.expr, scope, stmt)
-    if typed.shape is None or len(typed.shape) != 1:
-        raise CompileError(stmt.value.span, f"the value stored to '{name}' is a register row "
-                                            "vector or an expression of them, not a "
-                                            f"{_what(typed.shape)}")
     rows = typed.shape[0]
     value = row_operands(typed.expr, layout, (rows,), threads,
                          lambda n: scope.lookup(n, stmt.span), stmt.span)
@@ -87,10 +85,3 @@ def _vector_layout(expr: ir.TileExpr, scope: Scope, stmt: ast.Assign) -> tuple[i
                                         "(m: f32[64] = rowmax(s)) or an expression of them; "
                                         "tiles are stored through shared memory (tma)")
 
-
-def _what(shape) -> str:
-    if shape is None:
-        return "value the same for every row"
-    if shape[0] == "vector":
-        return "broadcast vector"
-    return f"{list(shape)} tile"

@@ -16,7 +16,7 @@ from hopperc.ir.accesses import walk
 from hopperc.sim.findings import Category
 from hopperc.sim.problem import make_problem
 from hopperc.sim.reference import expected_outputs
-from tests.conftest import edit_error
+from tests.conftest import ROOT, edit_error
 
 # Softmax statistics of each row of X, a 64-row tile per block; the base-2
 # log-sum-exp of rows tile.m * 64 + r goes to LSE[1, first + ...] up to `last`.
@@ -190,3 +190,31 @@ def test_every_row_vectors_store_one_row_per_thread_in_the_box_form():
 def test_diagnostics(old, new, message):
     error = edit_error(LSE, old, new)
     assert message in error.message
+
+
+def _attention_with_lse() -> str:
+    """samples/attention_fwd.hk writing each query row's log-sum-exp (base 2, of
+    the scaled scores) as well as O: what varlen attention needs."""
+    text = (ROOT / "samples" / "attention_fwd.hk").read_text()
+    for old, new in [("O: bf16[L, 128])", "O: bf16[L, 128], LSE: f32[L])"),
+                     ("        so[wg] = bf16(o0 / l[:, None])",
+                      "        LSE[BM * tile.m + 64 * wg : L] = m + log2(l)\n"
+                      "        so[wg] = bf16(o0 / l[:, None])")]:
+        assert old in text
+        text = text.replace(old, new, 1)
+    return text
+
+
+def test_attention_stores_its_log_sum_exp_with_one_predicated_stg_per_thread():
+    built = driver.build(SourceFile("attention_lse.hk", _attention_with_lse()))
+    plain = driver.build(driver.read_source(ROOT / "samples" / "attention_fwd.hk"))
+    (code,) = sm.functions(built.result.cubin).values()
+    (before,) = sm.functions(plain.result.cubin).values()
+    stores = [i for i in code if i.base == "STG"]
+    assert len(stores) == 1 and stores[0].opcode.startswith("STG.E") and stores[0].predicate
+    assert [i.opcode for i in code if i.base in ("BAR", "MEMBAR")] == \
+        [i.opcode for i in before if i.base in ("BAR", "MEMBAR")]
+    assert built.result.resources.spill_stores == 0
+    report = driver.simulate(SourceFile("attention_lse.hk", _attention_with_lse()), seeds=1,
+                             search=10)
+    assert report.ok and "LSE" in report.max_error, [f.headline() for f in report.findings]

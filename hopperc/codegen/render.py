@@ -23,11 +23,13 @@ from hopperc.ir import nodes as ir
 from hopperc.ir import raster
 from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.printer import explain, statement
+from hopperc.runtime import ragged_view
 from hopperc.ir.layout import (block_bytes, column_blocks, copy_box, multicast_slice,
                                packs_pairs, tile_registers)
 from hopperc.toolchain import cache_root
 
 GRID_REGISTERS = ("x", "y", "z")
+RAGGED_END = "hk_ragged_end"  # a ragged copy's END, clamped
 INDENT = "  "
 
 
@@ -305,7 +307,12 @@ class _Context:
             return [CopyOperands(1, base, None, (), "", barrier, address,
                                  stmt.box[0] * buf.dtype.nbytes)]
         box = copy_box(buf, stmt.issued_box if isinstance(stmt, ir.AsyncLoad) else stmt.box)
-        tmap = names.tensor_map(self.launch.tensor_map(stmt.tensor, box, buf.swizzle).param)
+        ragged = None if stmt.ragged is None else stmt.ragged.dim
+        tmap = names.tensor_map(self.launch.tensor_map(stmt.tensor, box, buf.swizzle,
+                                                       ragged).param)
+        if ragged is not None:
+            coords = _ragged_coordinates(coords, len(stmt.coords) - 1 - ragged)
+            slots = ", ".join(f"%{i + offset}" for i in range(len(coords)))
         if isinstance(stmt, ir.AsyncLoad) and stmt.multicast > 1:
             # This block's slice of rows, into that slice of every block's stage.
             rows, nbytes = multicast_slice(buf, stmt, 1)  # per rank
@@ -317,6 +324,16 @@ class _Context:
                              (f"({coords[0]}) + {j * box[-1]}" if j else coords[0],) + coords[1:],
                              slots, barrier, "", 0)
                 for j in range(column_blocks(buf))]
+
+    def ragged_end(self, stmt: ir.AsyncLoad | ir.AsyncStore) -> str:
+        """The declaration of a ragged copy's END clamped to [0, the tensor's
+        extent] (RAGGED_END), or "" for another copy."""
+        if stmt.ragged is None:
+            return ""
+        extent = self.kernel.tensor(stmt.tensor).dims[stmt.ragged.dim]
+        bound = names.user(extent) if isinstance(extent, str) else str(extent)
+        end = scalar(stmt.ragged.end, self.role)
+        return f"const int {RAGGED_END} = min(max({end}, 0), {bound});"
 
     def matrix_store(self, stmt: ir.SharedStore) -> MatrixStore | None:
         if self.divergent:  # stmatrix is .sync.aligned: every lane of the warp stores
@@ -382,6 +399,14 @@ class _Context:
 
     def carried(self, register: str) -> str:
         return names.carried(register)
+
+
+def _ragged_coordinates(coords: tuple[str, ...], axis: int) -> tuple[str, ...]:
+    """A ragged copy's coordinates in its view (runtime/ragged_view.py), innermost
+    first: the clipped axis at ROWS - END' + START, then END' and ROWS for the
+    view's two outer dimensions."""
+    shifted = f"({ragged_view.ROWS} - {RAGGED_END}) + {coords[axis]}"
+    return coords[:axis] + (shifted,) + coords[axis + 1:] + (RAGGED_END, str(ragged_view.ROWS))
 
 
 def _constraint(tile: ir.TileDef) -> str:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from hopperc import driver
+from hopperc.backend import sass_metrics as sm
 from hopperc.diagnostics import SourceFile
+from hopperc.explain import schedule
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.printer import statement
@@ -126,3 +128,81 @@ def test_generated_copy_uses_the_view_coordinates():
     assert code.count(coords) == 2
     assert "cp.async.bulk.tensor.4d.shared::cluster.global.tile" in code
     assert "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group" in code
+
+
+def test_sass_issues_the_view_copies():
+    """A rank-2 tensor's ragged copies go through its 4-D view (UTMALDG.4D /
+    UTMASTG.4D), a rank-3 tensor's through its 5-D one; the copies of the
+    rows kernel are its only TMA instructions."""
+    built = driver.build(SourceFile("t.hk", rows()))
+    (code,) = sm.functions(built.result.cubin).values()
+    assert [i.opcode for i in code if i.base in ("UTMALDG", "UTMASTG")] == [
+        "UTMALDG.4D", "UTMASTG.4D"]
+    planes = rows("X[s : e, tile.m, tile.n]", "Y[s : e, tile.m, tile.n]",
+                  "X: bf16[B, M, N]").replace("Y: bf16[M, N]", "Y: bf16[B, M, N]").replace(
+        "bf16[BM, BN] swizzle", "bf16[2, 32, BN] swizzle")
+    built = driver.build(SourceFile("t.hk", planes))
+    (code,) = sm.functions(built.result.cubin).values()
+    assert [i.opcode for i in code if i.base in ("UTMALDG", "UTMASTG")] == [
+        "UTMALDG.5D", "UTMASTG.5D"]
+
+
+def test_ragged_load_a_cluster_shares_stays_each_blocks_own():
+    """B's box is the same for both blocks of a cluster along m, so it would be
+    multicast; ragged, it stays each block's own, and explain says why."""
+    text = (ROOT / "samples" / "gemm_multicast.hk").read_text().replace(
+        "C: bf16[M, N])", "C: bf16[M, N], e: i32)").replace(
+        "tma sb <- B[tile.n, k]", "tma sb <- B[tile.n * BN : e, k]")
+    kernel = driver.lower(driver.check(SourceFile("t.hk", text)))
+    loads = {s.tensor: s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad)}
+    assert loads["B"].multicast == 1 and isinstance(loads["B"].unicast, ir.RaggedUnicast)
+    assert loads["A"].multicast == 1 and loads["A"].unicast is None  # varies along m
+    notes = "\n".join(schedule(kernel))
+    assert "B's loads into sb" in notes and "its box is ragged" in notes
+
+
+AGAIN = """\
+kernel again(X: bf16[M, N], Y: bf16[M, N], e: i32)
+    tile(BM = 64, BN = 64) grid(one: 1) threads 128
+{
+    shared buf: bf16[BM, BN] swizzle 128B
+    shared back: bf16[BM, BN] swizzle 128B
+    tma buf <- X[0, 0]
+    tma Y[STORE, 0] <- buf
+    tma back <- Y[1, 0]
+    tma X[1, 0] <- back
+}
+"""
+
+
+@pytest.mark.parametrize("store, waits", [("0 : e", True), ("0", False)],
+                         ids=["ragged", "negative_whole_box"])
+def test_ragged_store_is_taken_as_anywhere_along_its_rows(store, waits):
+    """complete_bulk_stores: Y's box 1 is apart from box 0, but a ragged store's
+    rows are not known, so the load of Y[1, 0] waits for its writes."""
+    kernel = driver.lower(driver.check(SourceFile("t.hk", AGAIN.replace("STORE", store))))
+    printed = [statement(s) for s in walk(kernel.body)]
+    load = next(i for i, s in enumerate(printed) if s.startswith("tma.load back"))
+    assert ("cp.async.bulk.wait_group 0" in printed[load - 1]) is waits
+
+
+READ_BACK = """\
+kernel back(X: bf16[M, N], Y: bf16[M, N], s: i32, e: i32)
+    tile(BM = 64, BN = 64) grid(m: M / BM, n: N / BN) threads 128
+{
+    shared buf: bf16[BM, BN] swizzle 128B
+    shared back: bf16[BM, BN] swizzle 128B
+    tma buf <- X[tile.m, tile.n]
+    tma STORE <- buf
+    tma back <- Y[tile.m, tile.n]
+}
+"""
+
+
+def test_another_tiles_ragged_store_may_reach_the_box_a_block_reads():
+    """global_reads: Y[tile.m, tile.n] is the block's own box for a plain store
+    at the same coordinates, not for a ragged one (another tile's START : END
+    may reach it)."""
+    driver.check(SourceFile("t.hk", READ_BACK.replace("STORE", "Y[tile.m, tile.n]")))
+    expect_error(READ_BACK.replace("STORE", "Y[s + tile.m * BM : e, tile.n]"),
+                 "tma back <- Y", ["another block may store"])

@@ -10,6 +10,7 @@ at its own address, and nothing else; and the arguments keep
 cuTensorMapEncodeTiled's documented limits."""
 from __future__ import annotations
 
+import copy
 import itertools
 import re
 from functools import lru_cache
@@ -18,11 +19,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hopperc.runtime import ArgumentError
+from hopperc import api
+from hopperc.runtime import ArgumentError, MetadataError
 from hopperc.runtime.arrays import DeviceTensor
 from hopperc.runtime.ragged_view import ROWS, view_coordinates
-from hopperc.runtime.spec import TensorMapSpec
+from hopperc.runtime.spec import TensorMapSpec, parse_spec
 from hopperc.runtime.tensor_maps import TensorMapArgs, tensor_map_args
+from tests.conftest import source
 from tests.runtime.helpers import text_spec
 
 MOD = 1 << 64
@@ -187,3 +190,25 @@ def test_tensor_the_view_cannot_take(shape, strides, words):
     tensor = DeviceTensor(1 << 20, shape, strides, F32, None, 0, "test")
     with pytest.raises(ArgumentError, match=re.escape(words)):
         tensor_map_args(tmap, tensor)
+
+
+RAGGED_METADATA = TEMPLATE.replace("HEADER", "X: f32[M, N]").replace(
+    "INDEX", "X[s : e, tile.n]").replace("BUFFER", "f32[8, 32]")
+
+
+def test_metadata_describes_the_view_and_the_runtime_reads_it_back():
+    (entry,) = api.build(source(RAGGED_METADATA)).metadata["tensor_maps"]
+    assert (entry["rank"], entry["box"], entry["box_shape"], entry["ragged"]) == (
+        4, [32, 8, 1, 1], [1, 1, 8, 32],
+        {"dim": 0, "rows": 1 << 30, "lead": 0x7FFF0000, "wrap": 1 << 34})
+    assert parse_spec(api.build(source(RAGGED_METADATA)).metadata).tensor_maps[0].ragged == 0
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("wrap", 1 << 33, "ragged view constants"), ("dim", 1, "bad ragged dimension")])
+def test_metadata_with_other_view_constants_is_refused(field, value, words):
+    """A map built for another view would clip elsewhere: refused at load."""
+    record = copy.deepcopy(api.build(source(RAGGED_METADATA)).metadata)
+    record["tensor_maps"][0]["ragged"][field] = value
+    with pytest.raises(MetadataError, match=words):
+        parse_spec(record)

@@ -11,10 +11,13 @@ import pytest
 
 from hopperc import driver
 from hopperc.diagnostics import SourceFile
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import walk
 from hopperc.sim.explore import simulate
 from hopperc.sim.findings import Category
 from hopperc.sim.problem import make_problem
 from hopperc.sim.reference import expected_outputs
+from tests.sim import mutations as m
 
 UNTOUCHED = 7.0  # what Y holds before the kernel runs
 
@@ -83,3 +86,33 @@ def test_negative_start_is_an_out_of_range_access():
     assert {f.category for f in report.findings} == {Category.OUT_OF_RANGE}
     assert all(f.span.line == 5 and "starts at element -3" in f.message
                for f in report.findings)
+
+
+READ_BACK = """\
+kernel again(X: bf16[M, N], Y: bf16[M, N], s: i32, e: i32)
+    tile(BM = 64, BN = 64) grid(one: 1) threads 128
+{
+    shared buf: bf16[BM, BN] swizzle 128B
+    shared back: bf16[BM, BN] swizzle 128B
+    tma buf <- X[0, 0]
+    tma Y[s : e, 0] <- buf
+    tma back <- Y[1, 0]
+    tma X[1, 0] <- back
+}
+"""
+
+
+def test_read_of_rows_a_ragged_store_reached_needs_its_plain_wait():
+    """The store's rows [s, e) reach box 1 of Y for s = 70: the compiler, which
+    cannot know s, waits for the store's global writes before the load; without
+    that wait the simulator sees the load race with them."""
+    front_end = driver.check(SourceFile("t.hk", READ_BACK))
+    kernel = driver.lower(front_end)
+    waits = [s for s in walk(kernel.body) if isinstance(s, ir.BulkWaitRead) and not s.read]
+    assert len(waits) == 1
+    without = m.edit(kernel, lambda s: [] if s is waits[0] else None)
+    for lowered, races in ((kernel, False), (without, True)):
+        problem = make_problem(lowered, DIMS)
+        problem.scalars.update(s=70, e=100)
+        report = simulate(lowered, front_end, problem, 4, 200)
+        assert (Category.RACE in {f.category for f in report.findings}) is races

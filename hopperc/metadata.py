@@ -12,6 +12,7 @@ from hopperc.backend.nvrtc import Resources
 from hopperc.codegen.launch import LaunchInfo
 from hopperc.codegen.names import kernel_symbol
 from hopperc.ir import nodes as ir
+from hopperc.runtime import ragged_view
 
 SCHEMA = "hopperc.launch/2"
 GRID_AXES = ("x", "y", "z")
@@ -66,15 +67,20 @@ def _param(p, kernel: ir.Kernel) -> dict[str, Any]:
 
 
 def _tensor_map(m) -> dict[str, Any]:
+    box = m.box if m.ragged is None else ragged_view.view_box(m.box)
+    ragged = {} if m.ragged is None else {"ragged": {
+        "dim": m.ragged, "rows": ragged_view.ROWS, "lead": ragged_view.LEAD,
+        "wrap": ragged_view.WRAP}}
     return {
         "param": m.param,
         "tensor": m.tensor,
         "dtype": m.dtype.text,
         "data_type": f"CU_TENSOR_MAP_DATA_TYPE_{_DATA_TYPE_NAMES[m.dtype]}",
-        "rank": len(m.box),
-        "box": list(reversed(m.box)),
-        "box_shape": list(m.box),
-        "element_strides": [1] * len(m.box),
+        "rank": len(box),
+        "box": list(reversed(box)),
+        "box_shape": list(box),
+        "element_strides": [1] * len(box),
+        **ragged,
         "swizzle": m.swizzle.text,
         "swizzle_enum": f"CU_TENSOR_MAP_SWIZZLE_{m.swizzle.text.upper()}",
         "interleave": "CU_TENSOR_MAP_INTERLEAVE_NONE",

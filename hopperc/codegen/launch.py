@@ -22,6 +22,13 @@ class TensorMap:
     dtype: ir.DType
     box: tuple[int, ...]  # of one instruction (`layout.copy_box`), outermost first
     swizzle: ir.Swizzle
+    # A ragged copy's map: the tensor dimension (outermost first) its START : END
+    # clips; the map describes the overlapping view of docs/architecture.md.
+    ragged: int | None = None
+
+    @property
+    def key(self) -> tuple:
+        return self.tensor, self.box, self.swizzle, self.ragged
 
 
 @dataclass(frozen=True)
@@ -46,9 +53,9 @@ class LaunchInfo:
         slack = self.alignment - BASE_ALIGNMENT if self.alignment > BASE_ALIGNMENT else 0
         return self.shared_bytes + slack if self.shared_bytes else 0
 
-    def tensor_map(self, tensor: str, box: tuple[int, ...], swizzle: ir.Swizzle) -> TensorMap:
-        return next(m for m in self.tensor_maps
-                    if (m.tensor, m.box, m.swizzle) == (tensor, box, swizzle))
+    def tensor_map(self, tensor: str, box: tuple[int, ...], swizzle: ir.Swizzle,
+                   ragged: int | None = None) -> TensorMap:
+        return next(m for m in self.tensor_maps if m.key == (tensor, box, swizzle, ragged))
 
 
 def launch_info(kernel: ir.Kernel) -> LaunchInfo:
@@ -62,10 +69,12 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
                 continue
             buf = kernel.buffer(view.buffer)
             box = copy_box(buf, stmt.issued_box if isinstance(stmt, ir.AsyncLoad) else stmt.box)
-            if all((m.tensor, m.box, m.swizzle) != (stmt.tensor, box, buf.swizzle) for m in maps):
+            ragged = None if stmt.ragged is None else stmt.ragged.dim
+            if all(m.key != (stmt.tensor, box, buf.swizzle, ragged) for m in maps):
                 ordinal = sum(m.tensor == stmt.tensor for m in maps) + 1
                 maps.append(TensorMap(tensor_map_label(stmt.tensor, ordinal), stmt.tensor,
-                                      kernel.tensor(stmt.tensor).dtype, box, buf.swizzle))
+                                      kernel.tensor(stmt.tensor).dtype, box, buf.swizzle,
+                                      ragged))
         if isinstance(stmt, ir.GlobalRowStore):
             pointers.add(stmt.tensor)
         pointers |= vector_tensors(stmt)

@@ -10,7 +10,8 @@ own tile, `Y[tile.m, j]` in a kernel whose grid is `m`), loop variables with
 constant bounds and `wg` moving them less than that. The block's own
 stores are then ordered before its reads by complete_bulk_stores, within the
 role that stores them: another role may read only boxes apart from every box
-the storing role stores.
+the storing role stores. A ragged copy's box (`START : END`) is taken as
+anywhere along its clipped axis: nothing is proven apart there.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies
 from hopperc.ir.global_accesses import global_vectors
-from hopperc.ir.index_algebra import GlobalBox
+from hopperc.ir.index_algebra import GlobalBox, copy_box
 
 Ranges = dict[ir.Scalar, tuple[int, int]]  # loop variable or `wg` -> (first, last)
 BOUNDED = (ir.ScalarKind.LOOP, ir.ScalarKind.BUILTIN)  # terms with a known range
@@ -111,7 +112,7 @@ def _apart_across_tiles(store: _Box, read: _Box, axis: str) -> bool:
     for s, r, extent_s, extent_r in zip(store.box.coords, read.box.coords, store.box.extents,
                                         read.box.extents):
         ls, lr = index_algebra.linear(s), index_algebra.linear(r)
-        if ls is None or lr is None:
+        if ls is None or lr is None or extent_s is None or extent_r is None:
             continue
         a = ls[0].get(tile, 0)
         if a == 0 or lr[0].get(tile, 0) != a:
@@ -133,7 +134,8 @@ def _apart_in_block(store: _Box, read: _Box) -> bool:
     for s, r, extent_s, extent_r in zip(store.box.coords, read.box.coords, store.box.extents,
                                         read.box.extents):
         ls, lr = index_algebra.linear(s), index_algebra.linear(r)
-        if ls is None or lr is None or _unbounded(ls) != _unbounded(lr):
+        if ls is None or lr is None or extent_s is None or extent_r is None or \
+                _unbounded(ls) != _unbounded(lr):
             continue
         span_s, span_r = _loop_span(ls, store.ranges, None), _loop_span(lr, read.ranges, None)
         if span_s is not None and span_r is not None and (
@@ -188,10 +190,10 @@ def _scalars(expr: ir.ScalarExpr) -> Iterator[ir.Scalar]:
 
 def _boxes(stmt: ir.Stmt) -> list[tuple[GlobalBox, bool]]:
     match stmt:
-        case ir.AsyncStore(tensor=tensor, coords=coords, box=box):
-            return [(GlobalBox(tensor, coords, box), True)]
-        case ir.AsyncLoad(tensor=tensor, coords=coords, box=box):
-            return [(GlobalBox(tensor, coords, box), False)]
+        case ir.AsyncStore():
+            return [(copy_box(stmt), True)]
+        case ir.AsyncLoad():
+            return [(copy_box(stmt), False)]
         case ir.SharedStore(value=value) | ir.TileDef(init=value) | ir.TileAssign(value=value) | \
                 ir.GlobalRowStore(value=value):
             return [(GlobalBox(v.tensor, (v.start,), (v.length or 1 << 30,)), False)

@@ -152,10 +152,11 @@ def warpgroup_offset(index: ir.ScalarExpr) -> int | None:
 
 
 def issued_per_warpgroup(stmt: ir.Stmt) -> bool:
-    """A store whose source or coordinates name `wg`: each warpgroup's thread
-    issues its own."""
+    """A store whose source, coordinates or ragged END name `wg`: each
+    warpgroup's thread issues its own."""
     return isinstance(stmt, ir.AsyncStore) and any(
-        "wg" in builtins_in(e) for e in copy_indices(stmt.coords, stmt.src))
+        "wg" in builtins_in(e) for e in copy_indices(stmt.coords, stmt.src)
+        + ([stmt.ragged.end] if stmt.ragged else []))
 
 
 def copy_indices(coords: tuple[ir.ScalarExpr, ...], view: ir.BufferView

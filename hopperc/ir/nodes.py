@@ -176,6 +176,31 @@ class RankDivergence:
 
 
 @dataclass(frozen=True)
+class RaggedBound:
+    """A `tma` copy's `START : END` index: along tensor dimension `dim` (never
+    the innermost) the box starts at element START (the copy's coordinate there)
+    and elements at or past `end` (or the tensor's extent) are out of bounds: a
+    load reads them as zeros, a store does not write them."""
+
+    dim: int
+    end: ScalarExpr
+
+
+@dataclass(frozen=True)
+class RaggedUnicast:
+    """Why a ragged load whose box the blocks of a cluster share stays each
+    block's own: a multicast splits the box into row slices, one per block,
+    and the compiler does not clip slices at a ragged bound."""
+
+    span: Span
+
+    @property
+    def because(self) -> str:
+        return (f"its box is ragged (clipped at an END bound, line {self.span.line}), which a "
+                "multicast's per-block slices do not carry")
+
+
+@dataclass(frozen=True)
 class AsyncLoad:
     """Global -> shared through the async proxy, completing on `barrier`. With
     `multicast` > 1 the box is the same for that many blocks of the cluster:
@@ -196,7 +221,8 @@ class AsyncLoad:
     span: Span
     multicast: int = 1
     ahead: int = 0  # > 0: issued that many iterations before its readers, in their role
-    unicast: RankDivergence | None = None  # a shared box not multicast, and why
+    unicast: RankDivergence | RaggedUnicast | None = None  # a shared box not multicast, and why
+    ragged: RaggedBound | None = None  # coords[ragged.dim] is an element START, clipped at END
 
     @property
     def issued_box(self) -> tuple[int, ...]:
@@ -218,6 +244,7 @@ class AsyncStore:
     box: tuple[int, ...]
     src: BufferView
     span: Span
+    ragged: RaggedBound | None = None  # coords[ragged.dim] is an element START, clipped at END
 
 
 @dataclass(frozen=True)

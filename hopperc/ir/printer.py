@@ -117,9 +117,9 @@ def statement(stmt: ir.Stmt) -> str:
                         f"{stmt.issued_box[0]} rows)")
             elif stmt.unicast is not None:
                 via += f", each block's own ({stmt.unicast.because})"
-            return f"{e.value}.load {view(dst)} <- {t}[{', '.join(scalar(x) for x in c)}] ({n} B){via}"
-        case ir.AsyncStore(engine=e, tensor=t, coords=c, src=src):
-            return f"{e.value}.store {t}[{', '.join(scalar(x) for x in c)}] <- {view(src)}"
+            return f"{e.value}.load {view(dst)} <- {t}[{_coords(stmt)}] ({n} B){via}"
+        case ir.AsyncStore(engine=e, tensor=t, src=src):
+            return f"{e.value}.store {t}[{_coords(stmt)}] <- {view(src)}"
         case ir.TileDef(name=name, dtype=dtype, shape=shape, layout=layout, init=init):
             value = "undefined" if init is None else tile(init)
             return f"{name}: {dtype}{list(shape)} {layout.value} = {value}"
@@ -235,3 +235,11 @@ def _block(block: ir.Block, depth: int, lines: list[str]) -> None:
             if i == 1 and body.stmts:
                 lines.append("  " * depth + "else:")
             _block(body, depth + 1, lines)
+
+
+def _coords(copy: ir.AsyncLoad | ir.AsyncStore) -> str:
+    """A copy's element coordinates; a ragged dimension's as `START : END`."""
+    texts = [scalar(x) for x in copy.coords]
+    if copy.ragged is not None:
+        texts[copy.ragged.dim] += f" : {scalar(copy.ragged.end)}"
+    return ", ".join(texts)

@@ -12,6 +12,7 @@ from typing import Any
 from cuda.bindings import driver
 
 from hopperc.dtypes import DType
+from hopperc.runtime import ragged_view
 from hopperc.runtime.errors import MetadataError
 
 SCHEMA = "hopperc.launch/2"
@@ -47,6 +48,9 @@ class TensorMapSpec:
     interleave: str
     l2_promotion: str
     oob_fill: str
+    # A ragged copy's map: the tensor dimension (outermost first) its view clips
+    # (runtime/ragged_view.py); `box` and `element_strides` are the view's.
+    ragged: int | None = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,8 @@ def _spec(r: dict[str, Any]) -> LaunchSpec:
         _enum(driver.CUtensorMapSwizzle, m["swizzle_enum"]),
         _enum(driver.CUtensorMapInterleave, m["interleave"]),
         _enum(driver.CUtensorMapL2promotion, m["l2_promotion"]),
-        _enum(driver.CUtensorMapFloatOOBfill, m["oob_fill"])) for m in r["tensor_maps"])
+        _enum(driver.CUtensorMapFloatOOBfill, m["oob_fill"]), _ragged(m))
+        for m in r["tensor_maps"])
     for p in params:
         if p.kind == "tensor_map" and all(m.param != p.name for m in maps):
             raise ValueError(f"parameter {p.name}: no tensor_maps entry")
@@ -158,6 +163,22 @@ def _spec(r: dict[str, Any]) -> LaunchSpec:
         dynamic_shared_bytes=int(r["dynamic_shared_memory_bytes"]), tensors=tensors,
         scalars=tuple(p for p in params if p.kind == "scalar"), params=params,
         tensor_maps=maps, persistent=bool(r.get("persistent", False)))
+
+
+def _ragged(m: dict[str, Any]) -> int | None:
+    """A ragged map's clipped dimension; its view's constants must be this
+    runtime's (a map built with others would clip elsewhere)."""
+    if "ragged" not in m:
+        return None
+    r = m["ragged"]
+    if (r["rows"], r["lead"], r["wrap"]) != (ragged_view.ROWS, ragged_view.LEAD,
+                                             ragged_view.WRAP):
+        raise ValueError(f"tensor map {m['param']}: ragged view constants {r!r} differ from "
+                         "this runtime's")
+    dim = r["dim"]
+    if not isinstance(dim, int) or not 0 <= dim < len(m["box"]) - ragged_view.EXTRA_DIMS - 1:
+        raise ValueError(f"tensor map {m['param']}: bad ragged dimension {dim!r}")
+    return dim
 
 
 def _dtype(text) -> DType:

@@ -166,17 +166,19 @@ class _Block:
                 self.block(then if self.scalar(cond, span=span) else orelse)
             case ir.OneThread(body=body) | ir.ElectLane(body=body) | ir.ManualRegion(body=body):
                 self.block(body)
-            case ir.AsyncLoad(dst=dst, tensor=tensor, coords=coords, box=box):
+            case ir.AsyncLoad(dst=dst, tensor=tensor, coords=coords, box=box, ragged=ragged):
                 origin = tuple(self.scalar(c) for c in coords)
                 place = self.place(dst, 0)
-                data = read_box(self.tensors[tensor], origin, box)
+                clip = ragged and (ragged.dim, self.scalar(ragged.end))
+                data = read_box(self.tensors[tensor], origin, box, clip)
                 self.write(place, data.reshape(self.shape(place)))
-            case ir.AsyncStore(src=src, tensor=tensor, coords=coords, box=box):
+            case ir.AsyncStore(src=src, tensor=tensor, coords=coords, box=box, ragged=ragged):
                 # A store that names `wg` is issued by each warpgroup.
                 for instance in self.running() if issued_per_warpgroup(stmt) else (0,):
                     origin = tuple(self.scalar(c, instance) for c in coords)
+                    clip = ragged and (ragged.dim, self.scalar(ragged.end, instance))
                     write_box(self.tensors[tensor], origin,
-                              self.read(self.place(src, instance)).reshape(box))
+                              self.read(self.place(src, instance)).reshape(box), clip)
             case ir.TileDef() | ir.TileAssign() | ir.SharedStore() | ir.Mma():
                 for instance in self.running():
                     self.per_warpgroup(stmt, instance)

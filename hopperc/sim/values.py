@@ -317,20 +317,43 @@ def global_vector(data: np.ndarray, start: int, length: int) -> np.ndarray:
     return out
 
 
-def read_box(data: np.ndarray, origin: tuple[int, ...], box: tuple[int, ...]) -> np.ndarray:
-    """A TMA box at element coordinates `origin`; parts outside the tensor read 0."""
+Clip = tuple[int, int] | None  # a ragged copy's (axis, END): elements at or past END are out
+
+
+def read_box(data: np.ndarray, origin: tuple[int, ...], box: tuple[int, ...],
+             clip: Clip = None) -> np.ndarray:
+    """A TMA box at element coordinates `origin`; parts outside the tensor (or
+    at or past a ragged END) read 0."""
     out = np.zeros(box, dtype=np.float32)
-    src, dst = _clip(data.shape, origin, box)
+    src, dst = _clip(_bounds(data.shape, clip), origin, box)
     if src is not None:
         out[dst] = data[src]
     return out
 
 
-def write_box(data: np.ndarray, origin: tuple[int, ...], values: np.ndarray) -> None:
-    """Store a box; parts outside the tensor are not written."""
-    src, dst = _clip(data.shape, origin, values.shape)
+def write_box(data: np.ndarray, origin: tuple[int, ...], values: np.ndarray,
+              clip: Clip = None) -> None:
+    """Store a box; parts outside the tensor (or at or past a ragged END) are
+    not written."""
+    src, dst = _clip(_bounds(data.shape, clip), origin, values.shape)
     if src is not None:
         data[src] = values[dst]
+
+
+def clipped_box(origin: tuple[int, ...], box: tuple[int, ...], clip: Clip) -> tuple[int, ...]:
+    """The part of a box a ragged copy may touch: along its axis, up to END."""
+    if clip is None:
+        return box
+    axis, end = clip
+    return tuple(max(0, min(n, end - origin[axis])) if i == axis else n
+                 for i, n in enumerate(box))
+
+
+def _bounds(shape: tuple[int, ...], clip: Clip) -> tuple[int, ...]:
+    if clip is None:
+        return shape
+    axis, end = clip
+    return tuple(min(n, max(end, 0)) if i == axis else n for i, n in enumerate(shape))
 
 
 def _clip(shape, origin, box):

@@ -195,3 +195,47 @@ def test_an_element_read_before_its_store_completes_is_a_race(monkeypatch):
     report = simulate(kernel, front_end, make_problem(kernel, default_dims(kernel)), 4, 50)
     races = [f for f in report.findings if f.category is Category.RACE]
     assert races and "element of 'Y'" in races[0].lines()[0], report.findings
+
+
+SPECIALIZED = """\
+kernel grouped(A: bf16[M, K], B: bf16[N, K], KOFF: i32[G], C: f32[M, N])
+    tile(BM = 128, BN = 128, BK = 64) grid(m: M / BM, n: N / BN) threads 256 specialize HEADER
+{
+    shared sa: bf16[BM, BK] stages 3 swizzle 128B
+    shared sb: bf16[BN, BK] stages 3 swizzle 128B
+    shared sc: f32[2, 64, 128]
+    first: i32 = KOFF[tile.AXIS]
+    acc: f32[64, BN] = 0
+    for k in 0 .. KOFF[tile.AXIS + 1] - first {
+        tma sa <- A[tile.m, first + k]
+        tma sb <- B[tile.n, first + k]
+        acc += sa[wg] @ sb^T
+    }
+    sc[wg] = acc
+    tma C[2 * tile.m + wg, tile.n] <- sc[wg]
+}
+"""
+
+
+def _specialized(header: str, axis: str) -> str:
+    return SPECIALIZED.replace("HEADER", header).replace("AXIS", axis)
+
+
+@pytest.mark.parametrize("axis, multicast", [("n", True), ("m", False)])
+def test_an_element_is_the_same_across_a_cluster_exactly_when_its_indices_are(axis, multicast):
+    """Blocks of a cluster along m share B's tiles: they are multicast when the
+    loop's bound and B's coordinate read elements indexed by tile.n, and stay
+    each block's own when indexed by tile.m."""
+    text = ir_after(_specialized("cluster(2, 1)", axis))
+    load = next(line for line in text.splitlines() if "tma.load sb" in line)
+    assert ("multicast to 2 blocks" in load) is multicast, load
+
+
+def test_a_persistent_block_reads_its_tiles_elements_after_taking_the_tile():
+    """The tile loop changes tile.m: the elements are read inside it, after the
+    tile is taken, once per tile and before the k-loop."""
+    cuda = driver.generate(source(_specialized("persistent", "m"))).cuda
+    consumer = cuda[cuda.index("for (int u_tile"):]
+    taken = consumer.index("hk_tile_m = ")
+    read = consumer.index("hk_elem_KOFF(hk_tile_m)")
+    assert taken < read < consumer.index("for (int u_k")

@@ -274,3 +274,13 @@ def test_a_scalar_declared_before_the_roles_bounds_both_roles_loops():
     text = ir_after(ROLES)
     assert text.count("for k in 0 .. KOFF[tile.m + 1] - KOFF[tile.m]:") == 2
     assert "pipeline load_math: load -> math [sa, sb]" in text, text
+
+
+def test_scales_read_in_element_wise_math_check_clean():
+    """f32 and i32 elements in element-wise math; W, an i32 tensor read as scalars
+    but not as offsets, holds small non-negative values."""
+    report = driver.simulate(source(SCALE), seeds=4, search=100)
+    assert report.ok, "\n".join(line for f in report.findings for line in f.lines())
+    assert report.reference == "numpy reference" and report.max_error["Y"] == 0.0
+    w = report.problem.inputs["W"]
+    assert (w >= 0).all() and (w <= 4).all() and (w == np.round(w)).all()

@@ -130,7 +130,8 @@ class _Context:
         self.first_iteration: dict[ir.ScalarExpr, bool] = {}
         self.wgmma_forms: dict[WgmmaForm, None] = {}  # in order of first use
         self.tiles = self.exprs.tiles
-        self.element_registers: list[str] = []  # elements read before a loop
+        # registers holding elements read before the statement or loop that uses them
+        self.element_registers: list[str] = []
         self.wgmma_operands = {t for s in walk(kernel.body) if isinstance(s, ir.Mma)
                                for t in mma_registers(s)}
 

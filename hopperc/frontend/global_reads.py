@@ -37,8 +37,11 @@ class _Box:
     role: ir.RoleInfo | None
 
 
-def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: int) -> None:
-    """Refuse, at the read, a read of a box another block may store."""
+def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: int,
+                       element_reads: dict[str, Span]) -> None:
+    """Refuse, at the read, a read of a box another block may store, and a read
+    of elements (`element_reads`: tensor -> its first element read) of a tensor
+    the kernel stores."""
     stores: dict[str, list[_Box]] = {}
     reads: list[_Box] = []
     wg = {ir.Scalar(ir.ScalarKind.BUILTIN, "wg"): (0, max(1, threads // 128) - 1)}
@@ -48,7 +51,15 @@ def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: i
                 stores.setdefault(box.tensor, []).append(_Box(box, stmt.span, ranges, role))
             else:
                 reads.append(_Box(box, stmt.span, ranges, role))
-    _refuse_row_stored(body, reads)
+    _refuse_row_stored(body, reads, element_reads)
+    for tensor, span in element_reads.items():
+        if tensor in stores:
+            raise CompileError(span, f"this reads an element of '{tensor}', which the kernel "
+                                     f"stores (line {stores[tensor][0].span.line}): elements "
+                                     "are read as scalars that steer control flow and "
+                                     "coordinates, and nothing orders a block's stores before "
+                                     "them; read elements only of tensors the kernel does not "
+                                     "write")
     axes = [g for g in grid if g.dim is not None or g.divisor > 1]
     for read in reads:
         for store in stores.get(read.box.tensor, ()):
@@ -63,7 +74,7 @@ def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: i
                 raise CompileError(read.span, _message(read, store, axes, apart))
 
 
-def _refuse_row_stored(body: ir.Block, reads: list[_Box]) -> None:
+def _refuse_row_stored(body: ir.Block, reads: list[_Box], element_reads: dict[str, Span]) -> None:
     """A tensor written by st.global from registers (ir.GlobalRowStore) is only
     written that way: no pass orders those generic writes of many threads before
     a read of them (ld.global, or a TMA load through the async proxy, which
@@ -80,11 +91,12 @@ def _refuse_row_stored(body: ir.Block, reads: list[_Box]) -> None:
             bulk_stored.setdefault(stmt.tensor, stmt.span)
             if stmt.tensor in row_stored:
                 raise CompileError(stmt.span, _mixed(stmt.tensor, row_stored[stmt.tensor]))
-    for read in reads:
-        if read.box.tensor in row_stored:
-            raise CompileError(read.span, (
-                f"this reads '{read.box.tensor}', which the kernel stores from registers "
-                f"(line {row_stored[read.box.tensor].line}): nothing orders those stores "
+    read_spans = [(read.box.tensor, read.span) for read in reads] + list(element_reads.items())
+    for tensor, span in read_spans:
+        if tensor in row_stored:
+            raise CompileError(span, (
+                f"this reads '{tensor}', which the kernel stores from registers "
+                f"(line {row_stored[tensor].line}): nothing orders those stores "
                 "before a read; write the values to a tensor the kernel does not read"))
 
 
@@ -182,10 +194,8 @@ def _loop_span(form: index_algebra.Linear, ranges: Ranges, tile: ir.Scalar | Non
 def _scalars(expr: ir.ScalarExpr) -> Iterator[ir.Scalar]:
     if isinstance(expr, ir.Scalar):
         yield expr
-        return
-    yield from _scalars(expr.left)
-    if expr.right is not None:
-        yield from _scalars(expr.right)
+    for operand in ir.operands(expr):
+        yield from _scalars(operand)
 
 
 def _boxes(stmt: ir.Stmt) -> list[tuple[GlobalBox, bool]]:

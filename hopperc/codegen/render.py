@@ -375,10 +375,16 @@ class _Context:
 
     def take_tile(self, stmt: ir.TakeTile) -> str:
         """C++ setting the grid coordinates to those of tile `stmt.index`."""
-        extents = tuple(self.scalar(e) for e in raster.run_extents(self.kernel))
         targets = tuple(names.grid_coordinate(axis.name) for axis in self.kernel.grid)
+        if stmt.walk is not None:
+            return raster.walk_cxx(stmt.walk, self.scalar(stmt.index), self.scalar, targets)
+        extents = tuple(self.scalar(e) for e in raster.run_extents(self.kernel))
         return raster.coordinates_cxx(self.scalar(stmt.index), extents, targets,
                                       self.kernel.cluster[0], "static_cast<int>(hk_cluster_rank())")
+
+    def start_tile_walk(self, stmt: ir.StartTileWalk) -> str:
+        """C++ declaring a ragged walk's registers (its tiles counted)."""
+        return raster.count_cxx(stmt.walk, self.scalar)
 
     def carried(self, register: str) -> str:
         return names.carried(register)

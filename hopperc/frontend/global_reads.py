@@ -47,7 +47,7 @@ def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: i
                 stores.setdefault(box.tensor, []).append(_Box(box, stmt.span, ranges, role))
             else:
                 reads.append(_Box(box, stmt.span, ranges, role))
-    axes = [g for g in grid if g.dim is not None or g.divisor > 1]
+    axes = [g for g in grid if g.extent != ir.const(1)]
     for read in reads:
         for store in stores.get(read.box.tensor, ()):
             if store.role != read.role and not _apart_in_block(store, read):

@@ -129,10 +129,13 @@ def ragged_walk(grid: tuple[ir.GridAxis, ...]) -> ir.TileWalk | None:
 def group_tiles(walk: ir.TileWalk, group: ir.ScalarExpr) -> ir.ScalarExpr:
     """The tiles of the slowest axis's value `group`: the faster extents' product,
     each negative extent counted as 0 (x * (x > 0))."""
-    tiles: ir.ScalarExpr = ir.const(1)
+    factors = []
     for e in walk.extents[:-1]:
         e = substitute(e, ir.ScalarKind.TILE, walk.slowest, group)
-        tiles = ir.ScalarOp("*", tiles, ir.ScalarOp("*", e, ir.ScalarOp(">", e, ir.const(0))))
+        factors.append(ir.ScalarOp("*", e, ir.ScalarOp(">", e, ir.const(0))))
+    tiles = factors[0]
+    for factor in factors[1:]:
+        tiles = ir.ScalarOp("*", tiles, factor)
     return tiles
 
 

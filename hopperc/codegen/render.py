@@ -6,14 +6,14 @@ every statement is preceded by `#line` so NVRTC errors point into the .hk file.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import jinja2
 
 from hopperc import __version__
 from hopperc.codegen import names
-from hopperc.codegen.cexpr import ExprRenderer, RoleContext, scalar
+from hopperc.codegen.cexpr import ExprRenderer, RoleContext, element_reader, scalar
 from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, matrix_store,
                                       per_element, row_partials)
 from hopperc.codegen.launch import LaunchInfo, launch_info
@@ -21,7 +21,8 @@ from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
-from hopperc.ir.accesses import mma_registers, walk
+from hopperc.ir.accesses import bodies, mma_registers, walk
+from hopperc.ir.elements import element_tensors, loop_invariant_elements, statement_elements
 from hopperc.ir.printer import explain, statement
 from hopperc.ir.layout import (block_bytes, column_blocks, copy_box, multicast_slice,
                                packs_pairs, tile_registers)
@@ -87,6 +88,7 @@ def render(kernel: ir.Kernel, source_name: str) -> tuple[str, LaunchInfo]:
         kernel_line=_line_directive(kernel.span.line, source_name), kernel=kernel,
         symbol=names.kernel_symbol(kernel.name), params=params, grid_axes=grid_axes,
         carried=[names.carried(r) for r in kernel.carried], alignment=launch.alignment,
+        element_readers=[element_reader(kernel.tensor(t)) for t in element_tensors(kernel)],
         wgmma_forms=list(cx.wgmma_forms), body="\n".join(lines))
     return text, launch
 
@@ -128,6 +130,7 @@ class _Context:
         self.first_iteration: dict[ir.ScalarExpr, bool] = {}
         self.wgmma_forms: dict[WgmmaForm, None] = {}  # in order of first use
         self.tiles = self.exprs.tiles
+        self.element_registers: list[str] = []  # elements read before a loop
         self.wgmma_operands = {t for s in walk(kernel.body) if isinstance(s, ir.Mma)
                                for t in mma_registers(s)}
 
@@ -170,6 +173,13 @@ class _Context:
         span = getattr(stmt, "span", None)
         if span is not None:
             lines.append(_line_directive(span.line, self.source_name))
+        # A ragged walk reads its extents' elements at each value it passes
+        read = loop_invariant_elements(stmt) if isinstance(stmt, ir.ForLoop) else \
+            [] if bodies(stmt) or isinstance(stmt, _WALKS) else statement_elements(stmt)
+        if any(element not in role.elements for element in read):
+            role = self._read_elements(read, role, pad, lines)
+            if span is not None:  # the statement's own directive ends the lines before it
+                lines.append(_line_directive(span.line, self.source_name))
         self.role = role
         match stmt:
             case ir.ForLoop(var=var, start=start, stop=stop, body=body) if _overwrites_first(stmt):
@@ -240,6 +250,23 @@ class _Context:
                 self._leaf(stmt, pad, lines)
             case _:
                 self._leaf(stmt, pad, lines)
+
+    def _read_elements(self, read: list[ir.TensorElement], role: RoleContext, pad: str,
+                       lines: list[str]) -> RoleContext:
+        """Read each element once into a register, before the loop whose iterations
+        keep its indices or the statement that reads it (an element-wise statement
+        reads it for each of its elements): the async copies, barriers and shared
+        stores are `asm volatile` with a memory clobber, after which NVVM may not
+        reuse a value it loaded before them."""
+        elements = dict(role.elements)
+        for element in read:
+            if element not in elements:
+                name = f"hk_element{len(self.element_registers)}"
+                self.element_registers.append(name)
+                value = scalar(element, replace(role, elements=elements))
+                lines.append(f"{pad}[[maybe_unused]] const auto {name} = {value};")
+                elements[element] = name
+        return replace(role, elements=elements)
 
     def _leaf(self, stmt: ir.Stmt, pad: str, lines: list[str], elected: bool = False,
               when: str | None = None) -> None:
@@ -402,13 +429,14 @@ def _lane_dependent(cond: ir.ScalarExpr) -> bool:
     match cond:
         case ir.Scalar(kind=ir.ScalarKind.BUILTIN, name=name):
             return name in ("lane", "thread")
-        case ir.ScalarOp(left=left, right=right):
-            return _lane_dependent(left) or (right is not None and _lane_dependent(right))
-    return False
+    return any(_lane_dependent(operand) for operand in ir.operands(cond))
 
 
 def _only_releases(elect: ir.ElectLane) -> bool:
     return all(isinstance(s, ir.StageRelease) for s in elect.body.stmts)
+
+
+_WALKS = (ir.TakeTile, ir.StartTileWalk)
 
 
 def _overwrites_first(loop: ir.ForLoop) -> bool:

@@ -117,27 +117,30 @@ def _check_extent_ops(expr: ir.ScalarExpr, span: Span) -> None:
 
 def _grid_extent(g: ast.GridDim, kernel: ast.Kernel, scope: Scope) -> ir.ScalarExpr:
     """A positive integer expression of dimensions, tile constants and i32 scalar
-    parameters; in a ragged grid, of `tile.<last axis>` too (ir/raster.py)."""
+    parameters; in a ragged grid, of tensor elements and (but for the last
+    axis) `tile.<last axis>` too (ir/raster.py)."""
     extent = scalar_expr(g.extent, scope, builtins=frozenset())
     _check_extent_ops(extent, g.extent.span)
     if is_const(extent) and extent.value < 1:
         raise CompileError(g.extent.span, f"a grid extent must be positive, not {extent.value}")
     tiles = names(extent, ir.ScalarKind.TILE)
-    if not tiles:
+    reads_data = next(ir.tensor_elements(extent), None) is not None
+    if not tiles and not reads_data:
         return extent
     slowest = kernel.grid[-1]
-    if g is slowest:
+    if g is slowest and tiles:
         raise CompileError(g.extent.span, "the last grid axis's extent cannot read tile "
                                           "coordinates; the faster axes' extents may read "
                                           f"tile.{slowest.name}")
-    if tiles != {slowest.name}:
+    if tiles - {slowest.name}:
         raise CompileError(g.extent.span, f"a grid extent may read only tile.{slowest.name}, "
                                           "the last (slowest) axis")
     if not kernel.persistent:
+        varies = f"varies with tile.{slowest.name}" if tiles else "reads tensor elements"
         raise CompileError(g.extent.span, (
-            f"this extent varies with tile.{slowest.name} (a ragged grid): only a persistent "
-            "kernel walks such a grid; add 'persistent', or use a static bound and skip the "
-            "tiles past the end with a condition"))
+            f"this extent {varies} (a ragged grid): only a persistent kernel walks such a "
+            "grid; add 'persistent', or use a static bound and skip the tiles past the end "
+            "with a condition"))
     return extent
 
 

@@ -120,8 +120,10 @@ def launch_grid(grid: tuple[ir.GridAxis, ...]) -> list[GridShape]:
 
 
 def ragged_walk(grid: tuple[ir.GridAxis, ...]) -> ir.TileWalk | None:
-    """The walk of a ragged grid (an extent reads a tile coordinate), else None."""
-    if not any(names(axis.extent, ir.ScalarKind.TILE) for axis in grid):
+    """The walk of a ragged grid (an extent reads a tile coordinate or a tensor
+    element), else None."""
+    if not any(names(axis.extent, ir.ScalarKind.TILE) or
+               next(ir.tensor_elements(axis.extent), None) is not None for axis in grid):
         return None
     return ir.TileWalk(tuple(a.name for a in grid), tuple(a.extent for a in grid))
 

@@ -6,6 +6,7 @@ are used."""
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,11 +14,13 @@ import numpy as np
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
+from hopperc.ir.elements import element_tensors
 from hopperc.ir.raster import count_tiles, launch_grid, ragged_walk, run_extents
 from hopperc.runtime.launch_rules import TensorShape, extent_names, illegal_shape
 from hopperc.sim.shapes import (  # noqa: F401 - default_dims re-exported
-    MAX_BLOCKS, default_dims, index_ranges)
-from hopperc.sim.values import round_to, scalar
+    MAX_BLOCKS, default_dims, index_ranges, ring_depth)
+from hopperc.sim.element_inputs import DATA_SETS, draw_elements
+from hopperc.sim.values import element_key, round_to, scalar
 
 PERSISTENT_BLOCKS = 2  # a persistent kernel's blocks, standing for the SMs
 # Tensors live as f32 arrays: the inputs, a copy per schedule, the reference's
@@ -38,14 +41,33 @@ class Problem:
     blocks: int = 0  # blocks in the whole grid, when `grid` is a subset of it
     tiles: int = 0  # a persistent kernel's output tiles, which its blocks share
     cluster: int = 1  # blocks per cluster: `grid` lists each cluster's blocks together
+    element_tensors: tuple[str, ...] = ()  # read as scalars (TensorElement)
+    # Other data sets of the i32 tensors read as scalars (`element_inputs.py`)
+    element_sets: tuple[dict[str, np.ndarray], ...] = ()
+
+    @property
+    def data_sets(self) -> int:
+        return 1 + len(self.element_sets)
+
+    def data_set(self, index: int) -> "Problem":
+        """This problem with data set `index` (0: its own inputs) of the tensors
+        read as scalars."""
+        if index == 0:
+            return self
+        return dataclasses.replace(self, inputs={**self.inputs,
+                                                 **self.element_sets[index - 1]})
 
     def clusters(self) -> list[list[dict[str, int]]]:
         """The blocks of `grid`, a cluster at a time (each block's `@rank` in it)."""
         return [self.grid[i:i + self.cluster] for i in range(0, len(self.grid), self.cluster)]
 
     def env(self, block: dict[str, int]) -> dict[str, int]:
-        return {**self.dims, **self.scalars,
+        return {**self.dims, **self.scalars, **self.elements(),
                 **{k if k.startswith("@") else f"tile.{k}": v for k, v in block.items()}}
+
+    def elements(self) -> dict[str, np.ndarray]:
+        """The data of the tensors whose elements the kernel reads as scalars."""
+        return {element_key(name): self.inputs[name] for name in self.element_tensors}
 
     def fresh_tensors(self) -> dict[str, np.ndarray]:
         return {name: data.copy() for name, data in self.inputs.items()}
@@ -94,9 +116,18 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
     stored = {s.tensor for s in walk(kernel.body) if isinstance(s, ir.AsyncStore)}
     inputs = {}
     indices = index_ranges(kernel, dims)
+    elements = tuple(element_tensors(kernel))
+    element_sets = []
+    for data_set in range(DATA_SETS):
+        element_sets.append({t.name: draw_elements(kernel, t, dims, rng, data_set,
+                                                   2 * ring_depth(kernel) + 1)
+                             for t in kernel.tensors
+                             if t.name in elements and t.dtype is ir.DType.I32})
     for t in kernel.tensors:
         shape = tuple(dims[d] if isinstance(d, str) else d for d in t.dims)
-        if t.name in stored:
+        if t.name in element_sets[0]:
+            inputs[t.name] = element_sets[0][t.name]
+        elif t.name in stored:
             inputs[t.name] = np.zeros(shape, dtype=np.float32)
         elif t.name in indices:  # valid indices or lengths, not -1 / 0 / 1
             inputs[t.name] = rng.integers(0, max(indices[t.name], 1), shape).astype(np.float32)
@@ -107,7 +138,7 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
                for s in kernel.scalars}
     check_launch(kernel, dims, {s.name: scalars[s.name] for s in kernel.scalars
                                 if s.dtype is ir.DType.I32})
-    env = {**dims, **scalars}
+    env = {**dims, **scalars, **{element_key(name): inputs[name] for name in elements}}
     names = [axis.name for axis in kernel.grid]
     ragged = ragged_walk(kernel.grid)
     if ragged is not None:  # a ragged grid: the tiles its walk counts
@@ -127,7 +158,8 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
             grid = [{"@cluster": c, "@clusters": resident, "@rank": r}
                     for c in range(resident) for r in range(size)]
         return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid, tiles=blocks,
-                       cluster=size)
+                       cluster=size, element_tensors=elements,
+                       element_sets=tuple(element_sets[1:]))
     extents = [scalar(axis.extent, env) for axis in kernel.grid]
     shape = list(kernel.cluster[:len(extents)])
     size = math.prod(kernel.cluster)
@@ -142,7 +174,8 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
             grid.append({**{n: int(c) for n, c in zip(names, block)},
                          **({"@rank": rank} if size > 1 else {})})
     return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid,
-                   blocks if len(grid) < blocks else 0, cluster=size)
+                   blocks if len(grid) < blocks else 0, cluster=size, element_tensors=elements,
+                   element_sets=tuple(element_sets[1:]))
 
 
 def representative_blocks(extents: list[int], limit: int) -> list[tuple[int, ...]]:

@@ -12,6 +12,7 @@ import numpy as np
 
 from hopperc import driver
 from hopperc.diagnostics import SourceFile
+from hopperc.explain import schedule
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
 from hopperc.runtime.launch_rules import evaluate_extent, illegal_shape
@@ -223,3 +224,9 @@ def test_negative_roles_walking_apart_are_caught():
     report = simulate(shifted, front_end, problem, 1, 0)
     assert not report.ok
     assert simulate(lowered, front_end, problem, 1, 0).ok
+
+
+def test_explain_says_how_a_ragged_grid_is_walked():
+    _, lowered = _kernels(GROUPED)
+    assert any("persistent over a ragged grid: each role counts the tiles (a loop over "
+               "tile.g)" in line for line in schedule(lowered))

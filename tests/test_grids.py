@@ -230,3 +230,19 @@ def test_explain_says_how_a_ragged_grid_is_walked():
     _, lowered = _kernels(GROUPED)
     assert any("persistent over a ragged grid: each role counts the tiles (a loop over "
                "tile.g)" in line for line in schedule(lowered))
+
+
+def test_pingpong_over_a_ragged_grid_checks_clean():
+    """The turning role's warpgroups each walk every tile (the turn is inside the
+    loop, after TakeTile), so their cursors agree with the producer's."""
+    text = RAGGED_GEMM.replace("persistent", "persistent pingpong").replace(
+        "shared sc: bf16[BM, BN]", "shared sc: bf16[2, BM, BN]").replace(
+        "role math: warpgroup {", "role math: warpgroup x2 regs 232 {").replace(
+        "role load: warp {", "role load: warp regs 40 {").replace("sc = bf16(acc)",
+                                                                 "sc[wg] = bf16(acc)").replace(
+        "tile.n] <- sc", "tile.n] <- sc[wg]")
+    front_end, lowered = _kernels(text)
+    problem = make_problem(lowered, default_dims(lowered))
+    assert problem.tiles > 2 * len(problem.grid)
+    report = simulate(lowered, front_end, problem, 2, 100)
+    assert report.ok, [f.headline() for f in report.findings]

@@ -16,6 +16,7 @@ from hopperc.explain import schedule
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
 from hopperc.runtime.launch_rules import evaluate_extent, illegal_shape
+from hopperc.runtime.spec import parse_spec
 from hopperc.sim import block as sim_block
 from hopperc.sim.explore import simulate
 from hopperc.sim.problem import default_dims, launch_tensors, make_problem
@@ -246,3 +247,16 @@ def test_pingpong_over_a_ragged_grid_checks_clean():
     assert problem.tiles > 2 * len(problem.grid)
     report = simulate(lowered, front_end, problem, 2, 100)
     assert report.ok, [f.headline() for f in report.findings]
+
+
+def test_a_ragged_grid_launches_one_block_per_sm():
+    """Only the kernel counts a ragged grid's tiles: the metadata has no extents,
+    and the launch is one block per SM whatever the shape."""
+    meta = _meta(GROUPED)
+    assert [axis["tiles"] for axis in meta["grid"]] == [None, None, None]
+    assert meta["grid"][0]["extent"] == "OFFS[tile.g + 1] - OFFS[tile.g]"
+    spec = parse_spec(meta)
+    assert spec.ragged and spec.persistent
+    assert spec.grid_dims({"M": 64, "N": 64, "G1": 2}, sms=132) == (132, 1, 1)
+    assert illegal_shape([], raster.launch_grid(_kernels(GROUPED)[1].grid), (1, 1, 1), True,
+                         {"M": 64, "N": 64, "G1": 2}) is None

@@ -12,9 +12,12 @@ from hopperc.backend.nvrtc import Resources
 from hopperc.codegen.launch import LaunchInfo
 from hopperc.codegen.names import kernel_symbol
 from hopperc.ir import nodes as ir
+from hopperc.ir.printer import scalar as print_scalar
+from hopperc.ir.raster import launch_grid
 from hopperc.runtime import ragged_view
+from hopperc.runtime.launch_rules import GridShape, extent_text
 
-SCHEMA = "hopperc.launch/2"
+SCHEMA = "hopperc.launch/3"
 GRID_AXES = ("x", "y", "z")
 _DATA_TYPE_NAMES = {
     ir.DType.BF16: "BFLOAT16", ir.DType.F16: "FLOAT16", ir.DType.F32: "FLOAT32",
@@ -33,8 +36,10 @@ def launch_metadata(kernel: ir.Kernel, launch: LaunchInfo, source: str, arch: st
         "symbol": kernel_symbol(kernel.name),
         "block": [kernel.threads, 1, 1],
         "cluster": list(kernel.cluster),
-        "grid": [_grid_axis(axis, i) for i, axis in enumerate(kernel.grid)],
-        # persistent: launch min(SMs, tiles) blocks along x; each loops over tiles
+        "grid": [_grid_axis(axis, shape) for axis, shape in
+                 zip(kernel.grid, launch_grid(kernel.grid))],
+        # persistent: launch min(SMs, tiles) blocks along x (one per SM for a ragged
+        # grid); each loops over tiles
         "persistent": kernel.persistent,
         "dynamic_shared_memory_bytes": launch.dynamic_shared_bytes,
         "constants": dict(kernel.consts),
@@ -50,10 +55,10 @@ def launch_metadata(kernel: ir.Kernel, launch: LaunchInfo, source: str, arch: st
     }
 
 
-def _grid_axis(axis: ir.GridAxis, index: int) -> dict[str, Any]:
-    extent = f"ceil({axis.dim} / {axis.divisor})" if axis.dim else str(axis.divisor)
-    return {"axis": GRID_AXES[index], "name": axis.name, "dim": axis.dim,
-            "divisor": axis.divisor, "extent": extent}
+def _grid_axis(axis: ir.GridAxis, shape: GridShape) -> dict[str, Any]:
+    return {"axis": GRID_AXES[shape.axis], "name": axis.name, "tiles": shape.extent,
+            "extent": print_scalar(axis.extent) if shape.extent is None
+            else extent_text(shape.extent)}
 
 
 def _param(p, kernel: ir.Kernel) -> dict[str, Any]:

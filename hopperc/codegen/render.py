@@ -162,8 +162,9 @@ class _Context:
         span = getattr(stmt, "span", None)
         if span is not None:
             lines.append(_line_directive(span.line, self.source_name))
+        # A ragged walk reads its extents' elements at each value it passes
         read = loop_invariant_elements(stmt) if isinstance(stmt, ir.ForLoop) else \
-            [] if bodies(stmt) else statement_elements(stmt)
+            [] if bodies(stmt) or isinstance(stmt, _WALKS) else statement_elements(stmt)
         if any(element not in role.elements for element in read):
             role = self._read_elements(read, role, pad, lines)
             if span is not None:  # the statement's own directive ends the lines before it
@@ -372,10 +373,16 @@ class _Context:
 
     def take_tile(self, stmt: ir.TakeTile) -> str:
         """C++ setting the grid coordinates to those of tile `stmt.index`."""
-        extents = tuple(self.scalar(e) for e in raster.run_extents(self.kernel))
         targets = tuple(names.grid_coordinate(axis.name) for axis in self.kernel.grid)
+        if stmt.walk is not None:
+            return raster.walk_cxx(stmt.walk, self.scalar(stmt.index), self.scalar, targets)
+        extents = tuple(self.scalar(e) for e in raster.run_extents(self.kernel))
         return raster.coordinates_cxx(self.scalar(stmt.index), extents, targets,
                                       self.kernel.cluster[0], "static_cast<int>(hk_cluster_rank())")
+
+    def start_tile_walk(self, stmt: ir.StartTileWalk) -> str:
+        """C++ declaring a ragged walk's registers (its tiles counted)."""
+        return raster.count_cxx(stmt.walk, self.scalar)
 
     def carried(self, register: str) -> str:
         return names.carried(register)
@@ -398,6 +405,9 @@ def _lane_dependent(cond: ir.ScalarExpr) -> bool:
 
 def _only_releases(elect: ir.ElectLane) -> bool:
     return all(isinstance(s, ir.StageRelease) for s in elect.body.stmts)
+
+
+_WALKS = (ir.TakeTile, ir.StartTileWalk)
 
 
 def _overwrites_first(loop: ir.ForLoop) -> bool:

@@ -60,7 +60,7 @@ def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: i
                                      "coordinates, and nothing orders a block's stores before "
                                      "them; read elements only of tensors the kernel does not "
                                      "write")
-    axes = [g for g in grid if g.dim is not None or g.divisor > 1]
+    axes = [g for g in grid if g.extent != ir.const(1)]
     for read in reads:
         for store in stores.get(read.box.tensor, ()):
             if store.role != read.role and not _apart_in_block(store, read):

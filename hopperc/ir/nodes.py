@@ -359,12 +359,43 @@ class Mma:
 
 
 @dataclass(frozen=True)
+class TileWalk:
+    """A ragged grid's tiles (ir/raster.py): the axes' extents, first fastest,
+    where the faster ones read tile.<slowest>. A walking role keeps a cursor over
+    the slowest axis in the carried registers raster.WALK_GROUP (its value) and
+    raster.WALK_FIRST (the linear index of that value's first tile)."""
+
+    axes: tuple[str, ...]
+    extents: tuple[ScalarExpr, ...]
+
+    def __post_init__(self) -> None:
+        assert len(self.axes) == len(self.extents) >= 1
+
+    @property
+    def slowest(self) -> str:
+        return self.axes[-1]
+
+
+@dataclass(frozen=True)
+class StartTileWalk:
+    """Before a persistent block's tile loop over a ragged grid: the register
+    raster.WALK_TOTAL counts the grid's tiles (the sum over the slowest axis of
+    the faster extents' product) and the cursor starts at the slowest axis's 0."""
+
+    walk: TileWalk
+    span: Span
+
+
+@dataclass(frozen=True)
 class TakeTile:
     """A persistent block takes output tile `index` (linear, in ir/raster.py's
-    order): from here on tile.AXIS are that tile's coordinates."""
+    order): from here on tile.AXIS are that tile's coordinates. With `walk` (a
+    ragged grid) the cursor moves forward to the slowest axis's value holding
+    `index` first; indices only grow, so a block's walk is O(that extent)."""
 
     index: ScalarExpr
     span: Span
+    walk: TileWalk | None = None
 
 
 @dataclass(frozen=True)
@@ -396,8 +427,8 @@ class ManualRegion:
 
 
 Stmt = (RoleBlock | ForLoop | IfThen | AsyncLoad | AsyncStore | TileDef | TileAssign
-        | RowPartials | SharedStore | GlobalRowStore | Mma | TakeTile | ElectLane | OneThread
-        | ManualRegion | PhaseFlip | StageAdvance | SyncStmt)
+        | RowPartials | SharedStore | GlobalRowStore | Mma | TakeTile | StartTileWalk | ElectLane
+        | OneThread | ManualRegion | PhaseFlip | StageAdvance | SyncStmt)
 
 
 # ---------------------------------------------------------------- kernel

@@ -108,8 +108,12 @@ def statement(stmt: ir.Stmt) -> str:
             return "one_thread:"
         case ir.ElectLane():
             return "elect:"
-        case ir.TakeTile(index=index):
+        case ir.TakeTile(index=index, walk=None):
             return f"take tile {scalar(index)}"
+        case ir.TakeTile(index=index, walk=walk):
+            return f"take tile {scalar(index)} walking tile.{walk.slowest}"
+        case ir.StartTileWalk(walk=walk):
+            return f"start walk over tile.{walk.slowest}"
         case ir.ManualRegion():
             return "manual:"
         case ir.AsyncLoad(engine=e, dst=dst, tensor=t, coords=c, nbytes=n, barrier=b):
@@ -204,8 +208,7 @@ def print_kernel(kernel: ir.Kernel) -> str:
     for s in kernel.scalars:
         lines.append(f"  scalar {s.name}: {s.dtype}")
     for g in kernel.grid:
-        extent = f"ceil({g.dim} / {g.divisor})" if g.dim else str(g.divisor)
-        lines.append(f"  grid tile.{g.name} < {extent}")
+        lines.append(f"  grid tile.{g.name} < {scalar(g.extent)}")
     for b in kernel.buffers:
         reuses = f" reuses {b.reuses}" if b.reuses else ""
         lines.append(f"  shared {b.name}: {b.dtype}{list(b.shape)} stages {b.stages} "

@@ -24,7 +24,8 @@ from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
 from hopperc.sim.row_stores import stored_elements
 from hopperc.sim.values import (PER_THREAD, elementwise, matrix_product, per_lane, read_box,
-                                row_partials, scalar, taken_tile, undefined, write_box)
+                                row_partials, scalar, started_walk, taken_tile, undefined,
+                                write_box)
 from hopperc.sim.views import Place, place_shape
 
 
@@ -191,8 +192,11 @@ class _Block:
                     self.write(self.place(partials, instance),
                                row_partials(op, self.values[instance][tile],
                                             self.tiles[tile].threads, width))
-            case ir.TakeTile(index=index, span=span):
-                self.env.update(taken_tile(self.kernel, self.scalar(index, span=span), self.env))
+            case ir.TakeTile(index=index, span=span, walk=walk):
+                self.env.update(taken_tile(self.kernel, self.scalar(index, span=span), self.env,
+                                           walk))
+            case ir.StartTileWalk(walk=walk):
+                self.env.update(started_walk(walk, self.env))
             case _:
                 pass  # synchronization: the reference has no concurrency to order
 

@@ -102,13 +102,40 @@ def element(data: np.ndarray, indices) -> int | float:
     return int(value) if value.is_integer() else value
 
 
-def taken_tile(kernel: ir.Kernel, index: int, env: Mapping[str, int]) -> dict[str, int]:
+def taken_tile(kernel: ir.Kernel, index: int, env: Mapping[str, int],
+               walk: ir.TileWalk | None = None) -> dict[str, int]:
     """The grid coordinates (`tile.m`, ...) of a persistent block's tile `index`
-    (with clusters: of its tile in its cluster's run `index`)."""
+    (with clusters: of its tile in its cluster's run `index`); over a ragged
+    grid (`walk`), the cursor registers moved to it as well."""
+    if walk is not None:
+        return _walked_tile(walk, index, env)
     extents = tuple(scalar(e, env) for e in raster.run_extents(kernel))
     coords = raster.in_cluster(raster.coordinates(index, extents), kernel.cluster[0],
                                env.get("@rank", 0))
     return {f"tile.{axis.name}": c for axis, c in zip(kernel.grid, coords)}
+
+
+def started_walk(walk: ir.TileWalk, env: Mapping[str, int]) -> dict[str, int]:
+    """A ragged walk's registers at its start: the grid's tiles, the cursor at 0."""
+    total = raster.count_tiles(walk, lambda e, g: scalar(e, {**env, f"tile.{walk.slowest}": g}))
+    return {raster.WALK_TOTAL: total, raster.WALK_GROUP: 0, raster.WALK_FIRST: 0}
+
+
+def _walked_tile(walk: ir.TileWalk, index: int, env: Mapping[str, int]) -> dict[str, int]:
+    group_env = dict(env)
+
+    def tiles(group: int) -> int:
+        group_env[f"tile.{walk.slowest}"] = group
+        return scalar(raster.group_tiles(walk, ir.Scalar(ir.ScalarKind.TILE, walk.slowest)),
+                      group_env)
+
+    group, first = raster.advance(index, env[raster.WALK_GROUP], env[raster.WALK_FIRST],
+                                  scalar(walk.extents[-1], env), tiles)
+    group_env[f"tile.{walk.slowest}"] = group
+    faster = raster.within_group(index - first, tuple(
+        scalar(e, group_env) for e in walk.extents[:-1]))
+    return {raster.WALK_GROUP: group, raster.WALK_FIRST: first, f"tile.{walk.slowest}": group,
+            **{f"tile.{axis}": c for axis, c in zip(walk.axes, faster)}}
 
 
 def compile_scalar(expr: ir.ScalarExpr) -> Callable[[Mapping[str, int]], int]:

@@ -97,10 +97,10 @@ def _stores(monkeypatch) -> collections.Counter:
     stores: collections.Counter = collections.Counter()
     write_box = sim_block.write_box
 
-    def counted(data, origin, values):
+    def counted(data, origin, values, *clip):
         if data.dtype != object:  # not the record of who wrote each element
             stores[tuple(origin)] += 1
-        write_box(data, origin, values)
+        write_box(data, origin, values, *clip)
     monkeypatch.setattr(sim_block, "write_box", counted)
     return stores
 

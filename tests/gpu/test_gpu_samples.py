@@ -16,6 +16,25 @@ def _relu_mm(torch, a, b):
     return torch.relu(a.float() @ b.float().T)
 
 
+def _grouped(torch, t):
+    """Expert g's rows OFFS[g] .. OFFS[g + 1] - 1 of A times B[g]; C's other rows
+    as the kernel left them (the reference of its statements checks those)."""
+    c, offsets = t["C"].clone(), t["OFFS"].tolist()
+    for g in range(min(t["B"].shape[0], len(offsets) - 1)):
+        rows = slice(offsets[g], max(offsets[g], offsets[g + 1]))
+        c[rows] = (t["A"][rows].float() @ t["B"][g].float().T).bfloat16()
+    return {"C": c}
+
+
+def _grouped_masked(torch, t):
+    """The first CNT[g] rows of A[g] times B[g]; C's other rows as the kernel left them."""
+    c = t["C"].clone()
+    for g, count in enumerate(t["CNT"].tolist()):
+        rows = slice(0, max(count, 0))
+        c[g, rows] = (t["A"][g, rows].float() @ t["B"][g].float().T).bfloat16()
+    return {"C": c}
+
+
 TORCH_REFERENCE = {
     "tma_copy": lambda torch, t: {"Y": t["X"]},
     "scale_rows": lambda torch, t: {"Y": (t["X"].float() * t["S"][:, None]).bfloat16()},
@@ -37,6 +56,8 @@ TORCH_REFERENCE = {
     "softmax_wide": lambda torch, t: {"Y": torch.softmax(t["X"].float(), dim=1).bfloat16()},
     "attention_fwd": lambda torch, t: {"O": torch.nn.functional.scaled_dot_product_attention(
         *(t[n].float()[None, None] for n in "QKV"))[0, 0].bfloat16()},
+    "grouped_gemm": _grouped,
+    "grouped_gemm_masked": _grouped_masked,
     "rmsnorm": lambda torch, t: {"Y": (t["X"].float() * torch.rsqrt(
         (t["X"].float() ** 2).mean(dim=1, keepdim=True) + 1e-6) * t["W"].float()).bfloat16()},
 }

@@ -146,3 +146,18 @@ def test_main_loop_within_ten_percent_of_gemm_persistent(sass, name):
     assert not any(i.base in ("LDG", "S2R") for i in body)
     waits = sum(i.opcode.startswith("SYNCS.PHASECHK") for i in body)
     assert sum(i.base == "BRA" for i in body) == waits + 1
+
+
+def test_check_draws_counts_of_every_awkward_size():
+    """CNT bounds C's ragged stores along MAX_M: check draws counts cycling
+    through empty, one row, not a multiple of the tile, shorter than a tile,
+    a whole tile and a long one, each at most MAX_M, every size in some data set."""
+    _, lowered = _kernels(MASKED)
+    from hopperc.sim.problem import default_dims
+    dims = default_dims(lowered)
+    problem = make_problem(lowered, dims)
+    drawn = [problem.data_set(i).inputs["CNT"].astype(int) for i in range(problem.data_sets)]
+    sizes = {int(c) for counts in drawn for c in counts}
+    box = 64  # C's stores: a warpgroup's 64 rows
+    assert {0, 1, box // 2, box, box + box // 2 + 1} <= sizes
+    assert max(sizes) > 2 * BM and max(sizes) <= dims["MAX_M"]

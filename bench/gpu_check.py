@@ -15,7 +15,9 @@ not see them when it is itself a venv). Then, each step with a time limit:
      the same time compute-sanitizer racecheck and synccheck of `hopperc run` on
      every sample (correctness only: they share the GPU);
   2. alone on the GPU, bench/gemm.py on every GEMM sample (against cuBLAS) and
-     bench/attention.py, causal and not (against PyTorch's SDPA).
+     bench/attention.py, causal and not (against PyTorch's SDPA), and
+     bench/grouped_gemm.py, both layouts (against torch._grouped_mm or a matmul
+     per expert).
 The report says each step's outcome; a step that could not run says why.
 Exit status: 0 when every step passed; 3 when every step that ran passed but
 compute-sanitizer refused the device; 1 otherwise (a failure, a timeout, no GPU).
@@ -295,7 +297,9 @@ def benchmarks(check: Check) -> None:
     runs = [(f"bench {s} vs cuBLAS", ["bench/gemm.py", "--sample", s], 45)
             for s in GEMM_SAMPLES]
     runs += [("bench attention_fwd vs SDPA", ["bench/attention.py"], 60),
-             ("bench attention_fwd causal vs SDPA", ["bench/attention.py", "--causal"], 60)]
+             ("bench attention_fwd causal vs SDPA", ["bench/attention.py", "--causal"], 60),
+             ("bench grouped_gemm vs PyTorch", ["bench/grouped_gemm.py"], 60),
+             ("bench grouped_gemm_masked vs PyTorch", ["bench/grouped_gemm.py", "--masked"], 60)]
     for name, arguments, limit in runs:
         step = check.step(name)
         if check.left() < 10:
@@ -331,7 +335,8 @@ def not_run(check: Check, reason: str) -> None:
         for tool in SANITIZER_TOOLS:
             check.sanitizer[(sample.stem, tool)] = Step(f"{tool} {sample.stem}", note=reason)
     for name in ["GPU tests", *(f"bench {s} vs cuBLAS" for s in GEMM_SAMPLES),
-                 "bench attention_fwd vs SDPA", "bench attention_fwd causal vs SDPA"]:
+                 "bench attention_fwd vs SDPA", "bench attention_fwd causal vs SDPA",
+                 "bench grouped_gemm vs PyTorch", "bench grouped_gemm_masked vs PyTorch"]:
         check.finish(check.step(name), None, NOT_RUN, reason)
 
 

@@ -161,3 +161,18 @@ def test_check_draws_counts_of_every_awkward_size():
     box = 64  # C's stores: a warpgroup's 64 rows
     assert {0, 1, box // 2, box, box + box // 2 + 1} <= sizes
     assert max(sizes) > 2 * BM and max(sizes) <= dims["MAX_M"]
+
+
+def test_bench_says_what_it_needs_without_a_gpu():
+    """bench/grouped_gemm.py exits 2 with one line on a machine without a GPU."""
+    import subprocess
+    import sys
+
+    from hopperc.runtime import gpu_available
+    if gpu_available():
+        pytest.skip("a GPU is present: bench/gpu_check.py runs the benchmark")
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "grouped_gemm.py"), "--runs",
+                           "1"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("bench/grouped_gemm.py: "), \
+        proc.stderr
+    assert "Traceback" not in proc.stderr

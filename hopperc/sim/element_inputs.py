@@ -89,8 +89,8 @@ def draw_elements(kernel: ir.Kernel, tensor: ir.TensorParam, dims: dict[str, int
     if axis is None and counts is not None:
         dim, box = counts
         sizes = group_sizes(box, iterations)
-        start = data_set * int(np.prod(shape))
-        drawn = [min(sizes[(start + n) % len(sizes)], dims[dim]) for n in range(int(np.prod(shape)))]
+        count = int(np.prod(shape))
+        drawn = [min(sizes[(data_set * count + n) % len(sizes)], dims[dim]) for n in range(count)]
         return np.array(drawn, dtype=np.float32).reshape(shape)
     if axis is None:
         return rng.integers(0, bound + 1, shape).astype(np.float32)

@@ -8,6 +8,7 @@ from hopperc.frontend import ast, limits
 from hopperc.frontend.literals import check_int32
 from hopperc.frontend.scope import Scope, const_value, is_const, scalar_expr
 from hopperc.ir import nodes as ir
+from hopperc.ir.elements import tensor_elements_in
 from hopperc.ir.index_algebra import names
 from hopperc.runtime.launch_rules import EXTENT_OPS
 
@@ -124,7 +125,7 @@ def _grid_extent(g: ast.GridDim, kernel: ast.Kernel, scope: Scope) -> ir.ScalarE
     if is_const(extent) and extent.value < 1:
         raise CompileError(g.extent.span, f"a grid extent must be positive, not {extent.value}")
     tiles = names(extent, ir.ScalarKind.TILE)
-    reads_data = next(ir.tensor_elements(extent), None) is not None
+    reads_data = next(tensor_elements_in(extent), None) is not None
     if not tiles and not reads_data:
         return extent
     slowest = kernel.grid[-1]

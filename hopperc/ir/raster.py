@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Callable
 
 from hopperc.ir import nodes as ir
+from hopperc.ir.elements import tensor_elements_in
 from hopperc.ir.index_algebra import names, substitute
 from hopperc.runtime.launch_rules import EXTENT_OPS, Extent, GridShape
 
@@ -124,7 +125,7 @@ def ragged_walk(grid: tuple[ir.GridAxis, ...]) -> ir.TileWalk | None:
     """The walk of a ragged grid (an extent reads a tile coordinate or a tensor
     element), else None."""
     if not any(names(axis.extent, ir.ScalarKind.TILE) or
-               next(ir.tensor_elements(axis.extent), None) is not None for axis in grid):
+               next(tensor_elements_in(axis.extent), None) is not None for axis in grid):
         return None
     return ir.TileWalk(tuple(a.name for a in grid), tuple(a.extent for a in grid))
 

@@ -82,6 +82,9 @@ class Problem:
         if self.blocks > len(self.grid):
             run = (f"{self.blocks} blocks, {len(self.grid)} simulated (the first, the last, the "
                    "last along each grid axis, and blocks spread between them)")
+        if self.element_sets:
+            run += (f", {self.data_sets} data sets of {', '.join(self.element_sets[0])} (read as "
+                    "scalars)")
         return f"{dims or 'no dimensions'}, {run}"
 
 
@@ -118,7 +121,8 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
     indices = index_ranges(kernel, dims)
     elements = tuple(element_tensors(kernel))
     element_sets = []
-    for data_set in range(DATA_SETS):
+    drawn = any(t.name in elements and t.dtype is ir.DType.I32 for t in kernel.tensors)
+    for data_set in range(DATA_SETS if drawn else 1):
         element_sets.append({t.name: draw_elements(kernel, t, dims, rng, data_set,
                                                    2 * ring_depth(kernel) + 1)
                              for t in kernel.tensors

@@ -17,7 +17,7 @@ from hopperc.explain import schedule
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
 from hopperc.ir.verify import VerifyError, verify
-from hopperc.runtime.launch_rules import evaluate_extent, illegal_shape
+from hopperc.runtime.launch_rules import GridShape, evaluate_extent, illegal_shape
 from hopperc.runtime.spec import parse_spec
 from hopperc.sim import block as sim_block
 from hopperc.sim.explore import simulate
@@ -270,3 +270,12 @@ def test_verify_refuses_a_walk_whose_registers_are_not_declared():
     broken = m.edit(front_end, m.remove(ir.StartTileWalk))
     with pytest.raises(VerifyError, match="walks tile.g with no StartTileWalk before its loop"):
         verify(broken, "front-end")
+
+
+def test_launch_refuses_an_extent_that_divides_by_zero_or_is_negative():
+    grid = [GridShape(0, {"op": "/", "args": [{"dim": "M"}, {"scalar": "S"}]}),
+            GridShape(1, {"op": "-", "args": [{"dim": "N"}, 4]})]
+    assert "a grid extent divides by 0 (ceil(M / S))" in illegal_shape(
+        [], grid, (1, 1, 1), False, {"M": 64, "N": 8}, {"S": 0}).message
+    assert "grid y extent (N - 4) is -2" in illegal_shape(
+        [], grid, (1, 1, 1), False, {"M": 64, "N": 2}, {"S": 1}).message

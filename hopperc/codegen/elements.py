@@ -29,6 +29,7 @@ class PerElement:
     row: str
     col: str
     assign: str
+    hoisted: str = ""  # declarations ahead of the loop (row vectors' values)
 
 
 @dataclass(frozen=True)
@@ -88,17 +89,22 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
     rows, cols = element_grid(shape)
     in_plane = plane_rows(shape)
     plane_row = "hk_r" if in_plane == rows else f"(hk_r % {in_plane})"
-    text = from_float(dtype, exprs.value(_unrounded(value, dtype), role, plane_row))
+    thread = _thread(role, threads)
+    wgmma = register_layout((rows, cols), threads) is ir.Layout.WGMMA and (
+        isinstance(stmt, ir.SharedStore) or definition.layout is ir.Layout.WGMMA)
+    hoisted, names_of = _hoisted_row_vectors(value, exprs, role, thread) if wgmma else ("", {})
+    text = from_float(dtype, exprs.value(_unrounded(value, dtype), role, plane_row, names_of))
     if isinstance(stmt, ir.SharedStore):
         assign = shared_store(dtype, exprs.element_address(stmt.dst, role), text) + ";"
     else:
         assign = tile_store(definition, text)
-    thread = _thread(role, threads)
     elements = rows * cols
     if not isinstance(stmt, ir.SharedStore) and definition.layout is ir.Layout.ROWS:
         return PerElement(ROW_SLOTS, thread, ROWS_ROW, "0", assign)
     if not isinstance(stmt, ir.SharedStore) and definition.layout is ir.Layout.EVERY_ROW:
         return PerElement(shape[0], thread, "hk_k", "0", assign)
+    if wgmma:
+        return PerElement(-(-elements // threads), thread, WGMMA_ROW, WGMMA_COL, assign, hoisted)
     if register_layout((rows, cols), threads) is ir.Layout.WGMMA:
         row, col = WGMMA_ROW, WGMMA_COL
     else:
@@ -107,6 +113,35 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
         if elements % threads:  # the last slot holds elements for some threads only
             assign = f"if (hk_k * {threads} + hk_t < {elements}) {{ {assign} }}"
     return PerElement(-(-elements // threads), thread, row, col, assign)
+
+
+def _hoisted_row_vectors(value: ir.TileExpr, exprs: ExprRenderer, role: RoleContext,
+                         thread: str) -> tuple[str, dict[ir.SharedRead, str]]:
+    """In the wgmma layout a thread's slots lie in two rows (slot k in row
+    WGMMA_ROW, which takes (k / 2) % 2), so a row vector read from shared memory is
+    two values per thread: load them once ahead of the loop over the slots (the
+    loads are volatile, so ptxas would otherwise keep one per slot)."""
+    reads = list(dict.fromkeys(_row_vector_reads(value)))
+    first_row = f"16 * (({thread}) / 32) + (({thread}) % 32) / 4"
+    lines, names_of = [], {}
+    for i, read in enumerate(reads):
+        name = f"hk_row_vector{i}"
+        pair = ", ".join(exprs.vector_element(read, role, f"{first_row} + {8 * j}")
+                         for j in range(2))
+        lines.append(f"const float {name}[2] = {{ {pair} }};")
+        names_of[read] = f"{name}[(hk_k / 2) % 2]"
+    return " ".join(lines), names_of
+
+
+def _row_vector_reads(value: ir.TileExpr):
+    match value:
+        case ir.SharedRead(broadcast="rows"):
+            yield value
+        case ir.Elementwise(args=args):
+            for arg in args:
+                yield from _row_vector_reads(arg)
+        case ir.Convert(operand=operand):
+            yield from _row_vector_reads(operand)
 
 
 def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:

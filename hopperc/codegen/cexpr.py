@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from hopperc.codegen import names
@@ -23,10 +23,12 @@ _SHARED_ACCESS = {1: "u8", 2: "u16"}
 
 @dataclass
 class RoleContext:
-    """What builtins mean where the code runs: the role's first warp and threads."""
+    """What builtins mean where the code runs: the role's first warp and threads;
+    and the registers holding elements read before the loops around the code."""
 
     first_warp: int
     threads: int
+    elements: dict[ir.TensorElement, str] = field(default_factory=dict)
 
 
 def scalar(expr: ir.ScalarExpr, role: RoleContext) -> str:
@@ -41,6 +43,11 @@ def scalar(expr: ir.ScalarExpr, role: RoleContext) -> str:
             case ir.ScalarKind.CARRIED:
                 return names.carried(expr.name)
         return names.user(expr.name)
+    if isinstance(expr, ir.TensorElement) and expr in role.elements:
+        return role.elements[expr]
+    if isinstance(expr, ir.TensorElement):
+        indices = ", ".join(scalar(i, role) for i in expr.indices)
+        return f"{names.element_reader(expr.tensor)}({indices})"
     if expr.op == "not":
         return f"!({scalar(expr.left, role)})"
     left, right = scalar(expr.left, role), scalar(expr.right, role)
@@ -50,6 +57,21 @@ def scalar(expr: ir.ScalarExpr, role: RoleContext) -> str:
         return f"({left} / {right})"
     op = {"and": "&&", "or": "||"}.get(expr.op, expr.op)
     return f"({left} {op} {right})"
+
+
+def element_reader(tensor: ir.TensorParam) -> str:
+    """The definition of the kernel's reader of `tensor`'s elements (a lambda at the
+    kernel's start): `ld.global.nc` of the element, 0 where an index is outside
+    [0, dim) (the predicate, as vectors read past a tensor's end)."""
+    dims = [str(d) if isinstance(d, int) else names.user(d) for d in tensor.dims]
+    params = ", ".join(f"int hk_i{a}" for a in range(len(dims)))
+    inside = " && ".join(f"hk_i{a} >= 0 && hk_i{a} < {d}" for a, d in enumerate(dims))
+    offset = "static_cast<long long>(hk_i0)"
+    for a, d in enumerate(dims[1:], 1):
+        offset = f"({offset}) * {d} + hk_i{a}"
+    return (f"auto {names.element_reader(tensor.name)} = [&]({params}) -> {tensor.dtype.storage} "
+            f"{{ return {inside} ? __ldg({names.user(tensor.name)} + {offset}) : "
+            f"{tensor.dtype.storage}(0); }};")
 
 
 def _builtin(name: str, role: RoleContext) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
+from hopperc.ir.elements import element_tensors
 from hopperc.ir.layout import MBARRIER_BYTES, copy_box, shared_layout
 
 # The dynamic shared memory window is only 16-byte aligned; the kernel rounds
@@ -67,6 +68,7 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
                 maps.append(TensorMap(tensor_map_label(stmt.tensor, ordinal), stmt.tensor,
                                       kernel.tensor(stmt.tensor).dtype, box, buf.swizzle))
         pointers |= vector_tensors(stmt)
+    pointers.update(element_tensors(kernel))
     params: list[Param] = []
     for t in kernel.tensors:
         params.extend(Param(m.param, "tensor_map", "hk_tensor_map", t.name)

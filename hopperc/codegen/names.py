@@ -21,7 +21,8 @@ COMPILER_PREFIX = "hk_"
 GRID_STEM = "hk_tile_"
 TENSOR_MAP_STEM = "hk_tmap"
 CARRIED_STEM = "hk_reg_"
-DERIVED_STEMS = (GRID_STEM, TENSOR_MAP_STEM, CARRIED_STEM)
+ELEMENT_STEM = "hk_elem_"
+DERIVED_STEMS = (GRID_STEM, TENSOR_MAP_STEM, CARRIED_STEM, ELEMENT_STEM)
 
 
 def user(name: str) -> str:
@@ -42,6 +43,11 @@ def grid_coordinate(axis: str) -> str:
 def tensor_map(label: str) -> str:
     """The tensor-map parameter labelled `label` in the metadata (`tmap_X`, `tmap2_X`)."""
     return COMPILER_PREFIX + label
+
+
+def element_reader(tensor: str) -> str:
+    """The kernel's function reading one element of `tensor` (a TensorElement)."""
+    return ELEMENT_STEM + tensor
 
 
 def carried(name: str) -> str:

@@ -6,14 +6,14 @@ every statement is preceded by `#line` so NVRTC errors point into the .hk file.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import jinja2
 
 from hopperc import __version__
 from hopperc.codegen import names
-from hopperc.codegen.cexpr import ExprRenderer, RoleContext, scalar
+from hopperc.codegen.cexpr import ExprRenderer, RoleContext, element_reader, scalar
 from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, matrix_store,
                                       per_element, row_partials)
 from hopperc.codegen.launch import LaunchInfo, launch_info
@@ -22,6 +22,7 @@ from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
 from hopperc.ir.accesses import mma_registers, walk
+from hopperc.ir.elements import element_tensors, loop_invariant_elements
 from hopperc.ir.printer import explain, statement
 from hopperc.ir.layout import (block_bytes, column_blocks, copy_box, multicast_slice,
                                packs_pairs, tile_registers)
@@ -87,6 +88,7 @@ def render(kernel: ir.Kernel, source_name: str) -> tuple[str, LaunchInfo]:
         kernel_line=_line_directive(kernel.span.line, source_name), kernel=kernel,
         symbol=names.kernel_symbol(kernel.name), params=params, grid_axes=grid_axes,
         carried=[names.carried(r) for r in kernel.carried], alignment=launch.alignment,
+        element_readers=[element_reader(kernel.tensor(t)) for t in element_tensors(kernel)],
         wgmma_forms=list(cx.wgmma_forms), body="\n".join(lines))
     return text, launch
 
@@ -128,6 +130,7 @@ class _Context:
         self.first_iteration: dict[ir.ScalarExpr, bool] = {}
         self.wgmma_forms: dict[WgmmaForm, None] = {}  # in order of first use
         self.tiles = self.exprs.tiles
+        self.element_registers: list[str] = []  # elements read before a loop
         self.wgmma_operands = {t for s in walk(kernel.body) if isinstance(s, ir.Mma)
                                for t in mma_registers(s)}
 
@@ -171,6 +174,8 @@ class _Context:
         if span is not None:
             lines.append(_line_directive(span.line, self.source_name))
         self.role = role
+        if isinstance(stmt, ir.ForLoop):
+            role = self._read_invariant_elements(stmt, role, pad, lines)
         match stmt:
             case ir.ForLoop(var=var, start=start, stop=stop, body=body) if _overwrites_first(stmt):
                 # The first iteration is rendered apart, so each wgmma's scale-d is an
@@ -240,6 +245,21 @@ class _Context:
                 self._leaf(stmt, pad, lines)
             case _:
                 self._leaf(stmt, pad, lines)
+
+    def _read_invariant_elements(self, loop: ir.ForLoop, role: RoleContext, pad: str,
+                                 lines: list[str]) -> RoleContext:
+        """Read the elements whose indices the loop does not change once, before it:
+        the async copies and barriers in the loop are `asm volatile` with a memory
+        clobber, after which NVVM may not reuse a value it loaded before them."""
+        elements = dict(role.elements)
+        for element in loop_invariant_elements(loop):
+            if element not in elements:
+                name = f"hk_element{len(self.element_registers)}"
+                self.element_registers.append(name)
+                value = scalar(element, replace(role, elements=elements))
+                lines.append(f"{pad}const auto {name} = {value};")
+                elements[element] = name
+        return replace(role, elements=elements)
 
     def _leaf(self, stmt: ir.Stmt, pad: str, lines: list[str], elected: bool = False,
               when: str | None = None) -> None:
@@ -396,9 +416,7 @@ def _lane_dependent(cond: ir.ScalarExpr) -> bool:
     match cond:
         case ir.Scalar(kind=ir.ScalarKind.BUILTIN, name=name):
             return name in ("lane", "thread")
-        case ir.ScalarOp(left=left, right=right):
-            return _lane_dependent(left) or (right is not None and _lane_dependent(right))
-    return False
+    return any(_lane_dependent(operand) for operand in ir.operands(cond))
 
 
 def _only_releases(elect: ir.ElectLane) -> bool:

@@ -202,6 +202,17 @@ class TileDecl:
 
 
 @dataclass(frozen=True)
+class ScalarDecl:
+    """`name: i32 = value` / `name: f32 = value`: an immutable scalar, its expression
+    substituted wherever the name is used after it in its block."""
+
+    name: str
+    dtype: str
+    value: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
 class Assign:
     target: Expr
     op: str  # "=" | "+="
@@ -230,7 +241,7 @@ class SyncStmt:
     span: Span
 
 
-Stmt = (SharedDecl | MBarrierDecl | Role | For | If | Copy | TileDecl | Assign | Elect
+Stmt = (SharedDecl | MBarrierDecl | Role | For | If | Copy | TileDecl | ScalarDecl | Assign | Elect
         | Manual | SyncStmt)
 
 

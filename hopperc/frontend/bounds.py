@@ -31,7 +31,7 @@ def index_range(expr: ir.ScalarExpr, ranges: dict[str, Range | None], warpgroups
     so every value is allowed)."""
     if isinstance(expr, ir.Scalar):
         return _leaf(expr, ranges, warpgroups)
-    if expr.right is None:
+    if isinstance(expr, ir.TensorElement) or expr.right is None:
         return UNKNOWN
     left = index_range(expr.left, ranges, warpgroups)
     right = index_range(expr.right, ranges, warpgroups)
@@ -103,5 +103,4 @@ def check_index(expr: ir.ScalarExpr, count: int, ranges, warpgroups: int, span: 
 def _loops_in(expr: ir.ScalarExpr, ranges) -> list:
     if isinstance(expr, ir.Scalar):
         return [ranges.get(expr.name, UNKNOWN)] if expr.kind is ir.ScalarKind.LOOP else []
-    right = [] if expr.right is None else _loops_in(expr.right, ranges)
-    return _loops_in(expr.left, ranges) + right
+    return [r for operand in ir.operands(expr) for r in _loops_in(operand, ranges)]

@@ -36,8 +36,11 @@ class _Box:
     role: ir.RoleInfo | None
 
 
-def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: int) -> None:
-    """Refuse, at the read, a read of a box another block may store."""
+def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: int,
+                       element_reads: dict[str, Span]) -> None:
+    """Refuse, at the read, a read of a box another block may store, and a read
+    of elements (`element_reads`: tensor -> its first element read) of a tensor
+    the kernel stores."""
     stores: dict[str, list[_Box]] = {}
     reads: list[_Box] = []
     wg = {ir.Scalar(ir.ScalarKind.BUILTIN, "wg"): (0, max(1, threads // 128) - 1)}
@@ -47,6 +50,14 @@ def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: i
                 stores.setdefault(box.tensor, []).append(_Box(box, stmt.span, ranges, role))
             else:
                 reads.append(_Box(box, stmt.span, ranges, role))
+    for tensor, span in element_reads.items():
+        if tensor in stores:
+            raise CompileError(span, f"this reads an element of '{tensor}', which the kernel "
+                                     f"stores (line {stores[tensor][0].span.line}): elements "
+                                     "are read as scalars that steer control flow and "
+                                     "coordinates, and nothing orders a block's stores before "
+                                     "them; read elements only of tensors the kernel does not "
+                                     "write")
     axes = [g for g in grid if g.dim is not None or g.divisor > 1]
     for read in reads:
         for store in stores.get(read.box.tensor, ()):
@@ -148,10 +159,8 @@ def _loop_span(form: index_algebra.Linear, ranges: Ranges, tile: ir.Scalar | Non
 def _scalars(expr: ir.ScalarExpr) -> Iterator[ir.Scalar]:
     if isinstance(expr, ir.Scalar):
         yield expr
-        return
-    yield from _scalars(expr.left)
-    if expr.right is not None:
-        yield from _scalars(expr.right)
+    for operand in ir.operands(expr):
+        yield from _scalars(operand)
 
 
 def _boxes(stmt: ir.Stmt) -> list[tuple[GlobalBox, bool]]:

@@ -324,6 +324,10 @@ class _ToAst(Transformer):
         name, dtype, *shape, init = children
         return ast.TileDecl(str(name), dtype, tuple(shape), init, self._s(meta))
 
+    def scalar_decl(self, meta, children):
+        name, dtype, value = children
+        return ast.ScalarDecl(str(name), dtype, value, self._s(meta))
+
     def assign(self, meta, children):
         target, op, value = children
         return ast.Assign(target, str(op), value, self._s(meta))

@@ -41,8 +41,18 @@ class VectorSymbol:
     span: Span
 
 
+@dataclass(frozen=True)
+class ScalarSymbol:
+    """`n: i32 = OFFS[g]`: an immutable scalar; its uses are its value, substituted
+    (an i32 scalar's a ScalarExpr, an f32 scalar's a TileExpr of scalars)."""
+
+    dtype: DType
+    value: ir.ScalarExpr | ir.TileExpr
+    span: Span
+
+
 Symbol = (int | ir.TensorParam | ir.ScalarParam | ir.SharedBuffer | ir.MBarrierArray
-          | TileSymbol | VectorSymbol | str)
+          | TileSymbol | VectorSymbol | ScalarSymbol | str)
 
 
 class Scope:
@@ -63,6 +73,9 @@ class Scope:
         # buffer): the analyzer puts them ahead of the statement.
         self.running = 0
         self.row_partials: list[tuple[ir.RowPartials, ir.SharedBuffer]] = []
+        # Tensor -> where its elements are first read as scalars (global_reads refuses
+        # reading elements of a tensor the kernel stores there).
+        self.element_reads: dict[str, Span] = {}
 
     def declare(self, name: str, symbol: Symbol, span: Span) -> None:
         for table in self.tables:
@@ -116,6 +129,11 @@ def scalar_expr(expr: ast.Expr, scope: Scope, *, builtins: frozenset[str] = froz
                 if symbol.dtype is not DType.I32:
                     raise CompileError(span, f"'{name}' is {symbol.dtype}; an index needs i32")
                 return ir.Scalar(ir.ScalarKind.PARAM, name)
+            if isinstance(symbol, ScalarSymbol):
+                if symbol.dtype is not DType.I32:
+                    raise CompileError(span, f"'{name}' is {symbol.dtype}; an integer expression "
+                                             "needs i32")
+                return symbol.value
             raise CompileError(span, f"'{name}' is not an integer value")
         case ast.Attribute(value=ast.Name(id="tile"), attr=axis, span=span):
             if axis not in scope.grid_axes:
@@ -135,7 +153,34 @@ def scalar_expr(expr: ast.Expr, scope: Scope, *, builtins: frozenset[str] = froz
                         scalar_expr(right, scope, builtins=builtins), span)
         case ast.Not(operand=operand, span=span):
             return ir.ScalarOp("not", scalar_expr(operand, scope, builtins=builtins))
+        case ast.Subscript(value=ast.Name(id=name, span=name_span), span=span) if isinstance(
+                scope.lookup(name, name_span), ir.TensorParam):
+            element, dtype = tensor_element(expr, scope, builtins)
+            if dtype is not DType.I32:
+                raise CompileError(span, f"'{name}' is {dtype}; an integer expression needs an "
+                                         "i32 element")
+            return element
     raise CompileError(expr.span, "expected an integer expression here")
+
+
+def tensor_element(expr: ast.Subscript, scope: Scope,
+                   builtins: frozenset[str] = frozenset(BUILTINS)) -> tuple[ir.TensorElement, DType]:
+    """`T[i, j]`, T a global i32 or f32 tensor: the element and its dtype."""
+    tensor = scope.lookup(expr.value.id, expr.value.span)
+    if tensor.dtype not in (DType.I32, DType.F32):
+        raise CompileError(expr.span, f"'{tensor.name}' is {tensor.dtype}: only elements of i32 "
+                                      "and f32 tensors are read as scalars")
+    if len(expr.indices) != len(tensor.dims):
+        raise CompileError(expr.span, f"'{tensor.name}' has {len(tensor.dims)} dimension"
+                                      f"{'s' * (len(tensor.dims) > 1)}: an element takes one "
+                                      f"index per dimension, not {len(expr.indices)}")
+    for index in expr.indices:
+        if isinstance(index, (ast.FullSlice, ast.RangeSlice, ast.NewAxis)):
+            raise CompileError(index.span, f"an element of '{tensor.name}' takes an integer "
+                                           "index per dimension, not a slice")
+    indices = tuple(scalar_expr(i, scope, builtins=builtins) for i in expr.indices)
+    scope.element_reads.setdefault(tensor.name, expr.span)
+    return ir.TensorElement(tensor.name, indices), tensor.dtype
 
 
 def fold(op: str, left: ir.ScalarExpr, right: ir.ScalarExpr, span: Span) -> ir.ScalarExpr:

@@ -16,7 +16,9 @@ from hopperc.frontend.global_reads import check_global_reads
 from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.register_tiles import RegisterTiles, accumulator_names
 from hopperc.frontend.specialize import specialize
-from hopperc.frontend.scope import DIVERGENT_BUILTINS, Scope, TileSymbol, const_value, scalar_expr
+from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, ScalarSymbol, TileSymbol,
+                                   const_value, scalar_expr)
+from hopperc.frontend.scalars import scalar_decl
 from hopperc.frontend.tiles import buffer_view, require_warpgroup_view
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, issued_per_warpgroup
@@ -69,7 +71,7 @@ class _Analyzer(RegisterTiles):
                    if k.pingpong else None)
         body = self._top_level(k.body, roles, turning)
         limits.check_tile_registers(body, roles, self.threads)
-        check_global_reads(body, grid, self.threads)
+        check_global_reads(body, grid, self.threads, self.scope.element_reads)
         if self.manual:
             body = ir.Block((ir.ManualRegion(body, k.body.span),))
         _, smem = shared_layout(tuple(self.buffers), sum(b.count for b in self.barriers))
@@ -183,6 +185,10 @@ class _Analyzer(RegisterTiles):
                 return [copy]
             case ast.TileDecl():
                 return self._after_row_partials(running, lambda: self._tile_decl(stmt))
+            case ast.ScalarDecl():
+                self.scope.declare(stmt.name, scalar_decl(stmt, self.scope, self._warpgroups),
+                                   stmt.span)
+                return []
             case ast.Assign():
                 return self._after_row_partials(running, lambda: [self._assign(stmt)])
             case ast.Elect():
@@ -267,6 +273,10 @@ class _Analyzer(RegisterTiles):
         target = stmt.target
         if isinstance(target, ast.Name):
             symbol = self.scope.lookup(target.id, target.span)
+            if isinstance(symbol, ScalarSymbol):
+                raise CompileError(stmt.span, f"'{target.id}' is a scalar (line "
+                                              f"{symbol.span.line}), which cannot change; "
+                                              "declare a new one")
             if isinstance(symbol, TileSymbol):
                 if isinstance(stmt.value, ast.BinOp) and stmt.value.op == "@":
                     return lower_mma(target.id, symbol, stmt.value, stmt.op == "+=", self.scope,

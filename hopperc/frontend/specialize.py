@@ -40,7 +40,7 @@ def specialize(kernel: ast.Kernel) -> ast.Kernel:
     decls = tuple(s for s in stmts if isinstance(s, (ast.SharedDecl, ast.MBarrierDecl)))
     code = ast.Block(tuple(s for s in stmts if s not in decls), kernel.body.span)
     produced = _keep(code, lambda s: _loads_ring(s, rings))
-    if not produced.stmts:
+    if not _selects(produced):
         raise CompileError(kernel.clause_span("specialize"), "'specialize' moves loads into "
                                                              "rings (buffers with 'stages') to a "
                                                              "producer warp; this kernel has none")
@@ -63,24 +63,31 @@ def _loads_ring(stmt, rings: set[str]) -> bool:
 
 
 def _keep(block: ast.Block, keep, structure: bool = True) -> ast.Block:
-    """The statements `keep` selects. With `structure`, a loop or condition is
-    kept (with what it selects inside) when it selects anything; without, every
-    loop and condition is kept, filtered."""
+    """The statements `keep` selects, and every scalar declaration (both roles
+    may bound loops by it). With `structure`, a loop or condition is kept (with
+    what it selects inside) when it selects anything but declarations; without,
+    every loop and condition is kept, filtered."""
     out = []
     for stmt in block.stmts:
         match stmt:
             case ast.For(body=body):
                 inner = _keep(body, keep, structure)
-                if inner.stmts or not structure:
+                if _selects(inner) or not structure:
                     out.append(replace(stmt, body=inner))
             case ast.If(then=then, orelse=orelse):
                 then_kept = _keep(then, keep, structure)
                 else_kept = _keep(orelse, keep, structure) if orelse is not None else None
-                if then_kept.stmts or (else_kept and else_kept.stmts) or not structure:
+                if _selects(then_kept) or (else_kept and _selects(else_kept)) or not structure:
                     out.append(replace(stmt, then=then_kept, orelse=else_kept))
+            case ast.ScalarDecl():
+                out.append(stmt)
             case _ if keep(stmt):
                 out.append(stmt)
     return ast.Block(tuple(out), block.span)
+
+
+def _selects(block: ast.Block) -> bool:
+    return any(not isinstance(s, ast.ScalarDecl) for s in block.stmts)
 
 
 def _leaves(block: ast.Block):
@@ -92,5 +99,7 @@ def _leaves(block: ast.Block):
                 yield from _leaves(then)
                 if orelse is not None:
                     yield from _leaves(orelse)
+            case ast.ScalarDecl():
+                pass
             case _:
                 yield stmt

@@ -12,7 +12,8 @@ from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType, Swizzle
 from hopperc.frontend import ast
 from hopperc.frontend.bounds import check_index
-from hopperc.frontend.scope import Scope, TileSymbol, VectorSymbol, const_value, scalar_expr
+from hopperc.frontend.scope import (Scope, ScalarSymbol, TileSymbol, VectorSymbol, const_value,
+                                   scalar_expr, tensor_element)
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, warpgroup_offset
 from hopperc.ir.layout import MAX_EVERY_ROW, plane_rows
@@ -108,6 +109,9 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
                 return Typed(ir.TileRef(name), symbol.dtype, symbol.shape)
             if isinstance(symbol, ir.ScalarParam):
                 return Typed(ir.ScalarValue(ir.Scalar(ir.ScalarKind.PARAM, name)), None, None)
+            if isinstance(symbol, ScalarSymbol):
+                value = symbol.value if symbol.dtype is DType.F32 else ir.ScalarValue(symbol.value)
+                return Typed(value, None, None)
             if isinstance(symbol, VectorSymbol):
                 raise CompileError(span, f"vector '{name}' needs a broadcast: {name}[:, None] "
                                          f"(one value per row) or {name}[None, :] (per column)")
@@ -127,6 +131,9 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
                                                   f"rows: {name}[:, None]")
                 return Typed(ir.RowValues(name), tile.dtype, ("vector", "rows", tile.shape[0]))
             return _columns(name, tile, a, b, scope, expr.span)
+        case ast.Subscript(value=ast.Name(id=name)) if isinstance(
+                scope.lookup(name, expr.value.span), ir.TensorParam):
+            return Typed(ir.ScalarValue(tensor_element(expr, scope)[0]), None, None)
         case ast.Call(func="rowmax" | "rowsum" as func, args=args, span=span):
             return _row_reduce(func, args, scope, span)
         case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if isinstance(

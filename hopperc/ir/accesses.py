@@ -168,14 +168,14 @@ def builtins_in(expr: ir.ScalarExpr) -> set[str]:
     """The per-thread builtins (`lane`, `wg`, ...) an index uses."""
     if isinstance(expr, ir.Scalar):
         return {expr.name} if expr.kind is ir.ScalarKind.BUILTIN else set()
-    return builtins_in(expr.left) | (builtins_in(expr.right) if expr.right is not None else set())
+    return set().union(*(builtins_in(e) for e in ir.operands(expr)))
 
 
 def scalars_in(expr: ir.ScalarExpr) -> set[ir.Scalar]:
     """Every leaf of a scalar expression (constants, dimensions, tile coordinates...)."""
     if isinstance(expr, ir.Scalar):
         return {expr}
-    return scalars_in(expr.left) | (scalars_in(expr.right) if expr.right is not None else set())
+    return set().union(*(scalars_in(e) for e in ir.operands(expr)))
 
 
 def _is_wg(expr: ir.ScalarExpr) -> bool:

@@ -2,8 +2,8 @@
 tensors compared by them: whether two indices, or two boxes' coordinates, are
 provably different where both are evaluated with the
 same values of their variables. An expression is a sum of leaves times
-constants; anything else (a product of two variables, a division, a `%`) is a
-leaf of its own. A carried register (a ring's stage or phase) is never
+constants; anything else (a product of two variables, a division, a `%`, a tensor's
+element) is a leaf of its own. A carried register (a ring's stage or phase) is never
 compared: it changes between the statements of one iteration.
 
 Only a caller that knows both expressions are evaluated at one point may use
@@ -25,7 +25,7 @@ def linear(expr: ir.ScalarExpr) -> Linear | None:
         if expr.kind is ir.ScalarKind.CONST:
             return {}, int(expr.value)
         return None if expr.kind is ir.ScalarKind.CARRIED else ({expr: 1}, 0)
-    if expr.right is not None and expr.op in ("+", "-", "*"):
+    if isinstance(expr, ir.ScalarOp) and expr.right is not None and expr.op in ("+", "-", "*"):
         left, right = linear(expr.left), linear(expr.right)
         if left is None or right is None:
             return None
@@ -69,7 +69,7 @@ def carries(expr: ir.ScalarExpr) -> bool:
     """Whether `expr` names a carried register."""
     if isinstance(expr, ir.Scalar):
         return expr.kind is ir.ScalarKind.CARRIED
-    return carries(expr.left) or (expr.right is not None and carries(expr.right))
+    return any(carries(operand) for operand in ir.operands(expr))
 
 
 def substitute(expr: ir.ScalarExpr, kind: ir.ScalarKind, name: str,
@@ -77,15 +77,14 @@ def substitute(expr: ir.ScalarExpr, kind: ir.ScalarKind, name: str,
     """`expr` with every scalar of `kind` named `name` replaced by `value`."""
     if isinstance(expr, ir.Scalar):
         return value if expr.kind is kind and expr.name == name else expr
-    right = None if expr.right is None else substitute(expr.right, kind, name, value)
-    return ir.ScalarOp(expr.op, substitute(expr.left, kind, name, value), right)
+    return ir.with_operands(expr, lambda operand: substitute(operand, kind, name, value))
 
 
 def names(expr: ir.ScalarExpr, kind: ir.ScalarKind) -> set[str]:
     """The names of the scalars of `kind` in `expr`."""
     if isinstance(expr, ir.Scalar):
         return {expr.name} if expr.kind is kind else set()
-    return names(expr.left, kind) | (names(expr.right, kind) if expr.right is not None else set())
+    return set().union(*(names(operand, kind) for operand in ir.operands(expr)))
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,48 @@ class ScalarOp:
     right: "ScalarExpr | None" = None
 
 
-ScalarExpr = Scalar | ScalarOp
+@dataclass(frozen=True)
+class TensorElement:
+    """Element `indices` (one integer index per dimension) of global tensor `tensor`
+    (i32, or f32 in element-wise math), read by every thread that evaluates it
+    (`ld.global.nc`); an index outside [0, dim) reads 0. The kernel never stores
+    the tensor, so the value is the same wherever and whenever it is read: the
+    analyses treat it as an opaque value of its indices, equal only to a
+    structurally equal TensorElement."""
+
+    tensor: str
+    indices: tuple["ScalarExpr", ...]
+
+
+ScalarExpr = Scalar | ScalarOp | TensorElement
+
+
+def operands(expr: ScalarExpr) -> tuple[ScalarExpr, ...]:
+    """The sub-expressions an expression evaluates: an operation's operands, an
+    element's indices; none for a leaf."""
+    if isinstance(expr, ScalarOp):
+        return (expr.left,) if expr.right is None else (expr.left, expr.right)
+    if isinstance(expr, TensorElement):
+        return expr.indices
+    return ()
+
+
+def with_operands(expr: ScalarExpr, operand) -> ScalarExpr:
+    """`expr` with `operand` applied to each of its operands (a leaf as it is)."""
+    if isinstance(expr, ScalarOp):
+        return ScalarOp(expr.op, operand(expr.left),
+                        None if expr.right is None else operand(expr.right))
+    if isinstance(expr, TensorElement):
+        return TensorElement(expr.tensor, tuple(operand(i) for i in expr.indices))
+    return expr
+
+
+def tensor_elements(expr: ScalarExpr):
+    """Every TensorElement in an expression, outer ones first."""
+    if isinstance(expr, TensorElement):
+        yield expr
+    for operand in operands(expr):
+        yield from tensor_elements(operand)
 
 
 def const(value: int) -> Scalar:

@@ -20,6 +20,8 @@ def scalar(expr: ir.ScalarExpr, parent: int = 0) -> str:
             case ir.ScalarKind.TILE:
                 return f"tile.{expr.name}"
         return expr.name
+    if isinstance(expr, ir.TensorElement):
+        return f"{expr.tensor}[{', '.join(scalar(i) for i in expr.indices)}]"
     if expr.op == "not":
         return f"not {scalar(expr.left, 6)}"
     prec = _PRECEDENCE[expr.op]

@@ -206,10 +206,9 @@ class _Issue:
 
 def _substitute(expr: ir.ScalarExpr, var: ir.Scalar, value: ir.ScalarExpr) -> ir.ScalarExpr:
     """`expr` with the loop variable `var` replaced by `value`."""
-    if isinstance(expr, ir.ScalarOp):
-        return replace(expr, left=_substitute(expr.left, var, value),
-                       right=None if expr.right is None else _substitute(expr.right, var, value))
-    return value if expr == var else expr
+    if expr == var:
+        return value
+    return ir.with_operands(expr, lambda operand: _substitute(operand, var, value))
 
 
 def _release(pipe: ir.Pipeline, stage: ir.ScalarExpr, lag: int, reader: ir.Stmt,

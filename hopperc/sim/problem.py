@@ -13,11 +13,12 @@ import numpy as np
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
+from hopperc.ir.elements import element_tensors
 from hopperc.ir.raster import TILE_LOOP, extent, run_extents
 from hopperc.runtime.launch_rules import GridShape, TensorShape, illegal_shape
 from hopperc.sim.shapes import (  # noqa: F401 - default_dims re-exported
     MAX_BLOCKS, default_dims, index_ranges)
-from hopperc.sim.values import round_to, scalar
+from hopperc.sim.values import element_key, round_to, scalar
 
 PERSISTENT_BLOCKS = 2  # a persistent kernel's blocks, standing for the SMs
 # Tensors live as f32 arrays: the inputs, a copy per schedule, the reference's
@@ -38,14 +39,19 @@ class Problem:
     blocks: int = 0  # blocks in the whole grid, when `grid` is a subset of it
     tiles: int = 0  # a persistent kernel's output tiles, which its blocks share
     cluster: int = 1  # blocks per cluster: `grid` lists each cluster's blocks together
+    element_tensors: tuple[str, ...] = ()  # read as scalars (TensorElement)
 
     def clusters(self) -> list[list[dict[str, int]]]:
         """The blocks of `grid`, a cluster at a time (each block's `@rank` in it)."""
         return [self.grid[i:i + self.cluster] for i in range(0, len(self.grid), self.cluster)]
 
     def env(self, block: dict[str, int]) -> dict[str, int]:
-        return {**self.dims, **self.scalars,
+        return {**self.dims, **self.scalars, **self.elements(),
                 **{k if k.startswith("@") else f"tile.{k}": v for k, v in block.items()}}
+
+    def elements(self) -> dict[str, np.ndarray]:
+        """The data of the tensors whose elements the kernel reads as scalars."""
+        return {element_key(name): self.inputs[name] for name in self.element_tensors}
 
     def fresh_tensors(self) -> dict[str, np.ndarray]:
         return {name: data.copy() for name, data in self.inputs.items()}
@@ -102,6 +108,7 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
     scalars = {s.name: (float(round_to(s.dtype, rng.uniform(0.5, 2))) if s.dtype.is_float
                         and s.dtype is not ir.DType.I32 else int(rng.integers(1, 4)))
                for s in kernel.scalars}
+    elements = tuple(element_tensors(kernel))
     env = {**dims, **scalars}
     names = [axis.name for axis in kernel.grid]
     extents = [scalar(extent(axis), env) for axis in kernel.grid]
@@ -119,7 +126,7 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
             grid = [{"@cluster": c, "@clusters": resident, "@rank": r}
                     for c in range(resident) for r in range(size)]
         return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid, tiles=blocks,
-                       cluster=size)
+                       cluster=size, element_tensors=elements)
     shape = list(kernel.cluster[:len(extents)])
     size = math.prod(kernel.cluster)
     # Whole clusters, each block with its rank (x fastest, as %cluster_ctarank).
@@ -133,7 +140,7 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
             grid.append({**{n: int(c) for n, c in zip(names, block)},
                          **({"@rank": rank} if size > 1 else {})})
     return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid,
-                   blocks if len(grid) < blocks else 0, cluster=size)
+                   blocks if len(grid) < blocks else 0, cluster=size, element_tensors=elements)
 
 
 def representative_blocks(extents: list[int], limit: int) -> list[tuple[int, ...]]:

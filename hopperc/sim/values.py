@@ -79,10 +79,27 @@ def scalar(expr: ir.ScalarExpr, env: Mapping[str, int]) -> int:
             case ir.ScalarKind.BUILTIN:
                 return env[f"@{expr.name}"]
         return env[expr.name]
+    if isinstance(expr, ir.TensorElement):
+        return element(env[element_key(expr.tensor)], [scalar(i, env) for i in expr.indices])
     left = scalar(expr.left, env)
     if expr.op == "not":
         return int(not left)
     return INTEGER_OPS[expr.op](left, scalar(expr.right, env))
+
+
+def element_key(tensor: str) -> str:
+    """Where an environment holds the data of a tensor whose elements are read as
+    scalars (the kernel never stores it, so every block sees the inputs)."""
+    return f"[{tensor}]"
+
+
+def element(data: np.ndarray, indices) -> int | float:
+    """A tensor's element as the kernel reads it: 0 where an index is outside
+    [0, dim) (the reader's predicate); an i32 element as an int."""
+    if not all(0 <= i < n for i, n in zip(indices, data.shape)):
+        return 0
+    value = float(data[tuple(indices)])
+    return int(value) if value.is_integer() else value
 
 
 def taken_tile(kernel: ir.Kernel, index: int, env: Mapping[str, int]) -> dict[str, int]:
@@ -105,6 +122,9 @@ def compile_scalar(expr: ir.ScalarExpr) -> Callable[[Mapping[str, int]], int]:
         name = {ir.ScalarKind.TILE: f"tile.{expr.name}",
                 ir.ScalarKind.BUILTIN: f"@{expr.name}"}.get(expr.kind, expr.name)
         return lambda env: env[name]
+    if isinstance(expr, ir.TensorElement):
+        key, indices = element_key(expr.tensor), [compile_scalar(i) for i in expr.indices]
+        return lambda env: element(env[key], [index(env) for index in indices])
     left = compile_scalar(expr.left)
     if expr.op == "not":
         return lambda env: int(not left(env))
@@ -118,7 +138,7 @@ def per_lane(expr: ir.ScalarExpr, names: tuple[str, ...] = ("lane", "thread")) -
     with `names` = all builtins: between any threads."""
     if isinstance(expr, ir.Scalar):
         return expr.kind is ir.ScalarKind.BUILTIN and expr.name in names
-    return per_lane(expr.left, names) or (expr.right is not None and per_lane(expr.right, names))
+    return any(per_lane(operand, names) for operand in ir.operands(expr))
 
 
 PER_THREAD = ("lane", "thread", "warp", "wg")

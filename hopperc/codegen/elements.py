@@ -29,7 +29,7 @@ class PerElement:
     row: str
     col: str
     assign: str
-    hoisted: str = ""  # declarations ahead of the loop (row vectors' values)
+    hoisted: str = ""  # declarations ahead of the loop (row vectors, tensor elements)
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
     thread = _thread(role, threads)
     wgmma = register_layout((rows, cols), threads) is ir.Layout.WGMMA and (
         isinstance(stmt, ir.SharedStore) or definition.layout is ir.Layout.WGMMA)
-    hoisted, names_of = _hoisted_row_vectors(value, exprs, role, thread) if wgmma else ("", {})
+    hoisted, names_of = _hoisted_reads(value, exprs, role, thread) if wgmma else ("", {})
     text = from_float(dtype, exprs.value(_unrounded(value, dtype), role, plane_row, names_of))
     if isinstance(stmt, ir.SharedStore):
         assign = shared_store(dtype, exprs.element_address(stmt.dst, role), text) + ";"
@@ -115,33 +115,41 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
     return PerElement(-(-elements // threads), thread, row, col, assign)
 
 
-def _hoisted_row_vectors(value: ir.TileExpr, exprs: ExprRenderer, role: RoleContext,
-                         thread: str) -> tuple[str, dict[ir.SharedRead, str]]:
-    """In the wgmma layout a thread's slots lie in two rows (slot k in row
-    WGMMA_ROW, which takes (k / 2) % 2), so a row vector read from shared memory is
-    two values per thread: load them once ahead of the loop over the slots (the
-    loads are volatile, so ptxas would otherwise keep one per slot)."""
-    reads = list(dict.fromkeys(_row_vector_reads(value)))
+def _hoisted_reads(value: ir.TileExpr, exprs: ExprRenderer, role: RoleContext,
+                         thread: str) -> tuple[str, dict[ir.TileExpr, str]]:
+    """Values a thread reads once ahead of the loop over its slots of a wgmma-layout
+    tile rather than once per slot: a row vector from shared memory is two values
+    per thread (slot k lies in row WGMMA_ROW, which takes (k / 2) % 2), and a
+    tensor element is the same for every slot. ptxas keeps each volatile shared
+    load, and NVVM does not merge the unrolled slots' read-only global loads."""
+    leaves = list(dict.fromkeys(_slot_invariant_reads(value)))
     first_row = f"16 * (({thread}) / 32) + (({thread}) % 32) / 4"
     lines, names_of = [], {}
-    for i, read in enumerate(reads):
-        name = f"hk_row_vector{i}"
-        pair = ", ".join(exprs.vector_element(read, role, f"{first_row} + {8 * j}")
-                         for j in range(2))
-        lines.append(f"const float {name}[2] = {{ {pair} }};")
-        names_of[read] = f"{name}[(hk_k / 2) % 2]"
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, ir.SharedRead):
+            name = f"hk_row_vector{i}"
+            pair = ", ".join(exprs.vector_element(leaf, role, f"{first_row} + {8 * j}")
+                             for j in range(2))
+            lines.append(f"const float {name}[2] = {{ {pair} }};")
+            names_of[leaf] = f"{name}[(hk_k / 2) % 2]"
+        else:
+            name = f"hk_element{i}"
+            lines.append(f"const auto {name} = {exprs.value(leaf, role)};")
+            names_of[leaf] = name
     return " ".join(lines), names_of
 
 
-def _row_vector_reads(value: ir.TileExpr):
+def _slot_invariant_reads(value: ir.TileExpr):
     match value:
         case ir.SharedRead(broadcast="rows"):
             yield value
+        case ir.ScalarValue(expr=expr) if next(ir.tensor_elements(expr), None) is not None:
+            yield value
         case ir.Elementwise(args=args):
             for arg in args:
-                yield from _row_vector_reads(arg)
+                yield from _slot_invariant_reads(arg)
         case ir.Convert(operand=operand):
-            yield from _row_vector_reads(operand)
+            yield from _slot_invariant_reads(operand)
 
 
 def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:

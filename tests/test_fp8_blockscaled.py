@@ -131,3 +131,17 @@ def test_a_row_vector_is_loaded_twice_per_thread_ahead_of_the_wgmma_slots():
     e = _Context(kernel, launch_info(kernel), "t.hk").per_element(store)
     assert e.hoisted.count("hk_ld_shared_f32(") == 2
     assert "hk_ld_shared" not in e.assign and "hk_row_vector0[(hk_k / 2) % 2]" in e.assign
+
+
+def test_a_row_vector_stored_by_stmatrix_is_loaded_twice_per_thread_too():
+    """The stmatrix form of a 16-bit warpgroup tile's store reads its row vector
+    the same way: two loads ahead of the stores."""
+    text = (RING.replace("Y: f32[M, N]", "Y: bf16[M, N]")
+            .replace("    tma sx <- X", "    shared sy: bf16[BM, BN] swizzle 128B\n    tma sx <- X")
+            .replace("sx[wg] = x * VIEW", "sy[wg] = bf16(x * ss[wg][:, None])")
+            .replace("<- sx\n}", "<- sy\n}"))
+    kernel = driver.lower(driver.check(SourceFile("ring.hk", text)))
+    store = next(s for s in walk(kernel.body) if isinstance(s, ir.SharedStore))
+    m = _Context(kernel, launch_info(kernel), "t.hk").matrix_store(store)
+    assert m is not None and m.hoisted.count("hk_ld_shared_f32(") == 2
+    assert "hk_ld_shared" not in m.value and "hk_row_vector0[(hk_k / 2) % 2]" in m.value

@@ -44,6 +44,7 @@ class MatrixStore:
     value: str
     pack: str
     address: str
+    hoisted: str = ""  # declarations ahead of the stores (see PerElement)
 
 
 def matrix_store(stmt: ir.SharedStore, kernel: ir.Kernel, exprs: ExprRenderer,
@@ -60,9 +61,12 @@ def matrix_store(stmt: ir.SharedStore, kernel: ir.Kernel, exprs: ExprRenderer,
         # register limit, that spills. Element-wise stores keep them apart.
         return None
     columns = _view_shape(buf, stmt.dst)[1]
-    value = exprs.value(_unrounded(stmt.value, buf.dtype), role)
-    return MatrixStore(columns // STMATRIX_COLS, _thread(role, threads), WGMMA_ROW, WGMMA_COL,
-                       value, f"hk_pack_{buf.dtype.text}x2", exprs.element_address(stmt.dst, role))
+    thread = _thread(role, threads)
+    hoisted, names_of = _hoisted_reads(stmt.value, exprs, role, thread)
+    value = exprs.value(_unrounded(stmt.value, buf.dtype), role, hoisted=names_of)
+    return MatrixStore(columns // STMATRIX_COLS, thread, WGMMA_ROW, WGMMA_COL, value,
+                       f"hk_pack_{buf.dtype.text}x2", exprs.element_address(stmt.dst, role),
+                       hoisted)
 
 
 def _thread(role: RoleContext, threads: int) -> str:

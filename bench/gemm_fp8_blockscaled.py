@@ -32,7 +32,8 @@ from hopperc.runtime.kernel import stream_handle  # noqa: E402
 from hopperc.runtime.timing import Timer  # noqa: E402
 
 MS = (128, 4096)
-NKS = ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))
+NKS = ((2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168),
+       (7168, 2048))
 BLOCK = 128  # the scale block: 1 x 128 of A, 128 x 128 of B
 
 

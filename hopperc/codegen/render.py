@@ -21,8 +21,8 @@ from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
-from hopperc.ir.accesses import mma_registers, walk
-from hopperc.ir.elements import element_tensors, loop_invariant_elements
+from hopperc.ir.accesses import bodies, mma_registers, walk
+from hopperc.ir.elements import element_tensors, loop_invariant_elements, statement_elements
 from hopperc.ir.printer import explain, statement
 from hopperc.ir.layout import (block_bytes, column_blocks, copy_box, multicast_slice,
                                packs_pairs, tile_registers)
@@ -173,9 +173,13 @@ class _Context:
         span = getattr(stmt, "span", None)
         if span is not None:
             lines.append(_line_directive(span.line, self.source_name))
+        read = loop_invariant_elements(stmt) if isinstance(stmt, ir.ForLoop) else \
+            [] if bodies(stmt) else statement_elements(stmt)
+        if any(element not in role.elements for element in read):
+            role = self._read_elements(read, role, pad, lines)
+            if span is not None:  # the statement's own directive ends the lines before it
+                lines.append(_line_directive(span.line, self.source_name))
         self.role = role
-        if isinstance(stmt, ir.ForLoop):
-            role = self._read_invariant_elements(stmt, role, pad, lines)
         match stmt:
             case ir.ForLoop(var=var, start=start, stop=stop, body=body) if _overwrites_first(stmt):
                 # The first iteration is rendered apart, so each wgmma's scale-d is an
@@ -246,18 +250,20 @@ class _Context:
             case _:
                 self._leaf(stmt, pad, lines)
 
-    def _read_invariant_elements(self, loop: ir.ForLoop, role: RoleContext, pad: str,
-                                 lines: list[str]) -> RoleContext:
-        """Read the elements whose indices the loop does not change once, before it:
-        the async copies and barriers in the loop are `asm volatile` with a memory
-        clobber, after which NVVM may not reuse a value it loaded before them."""
+    def _read_elements(self, read: list[ir.TensorElement], role: RoleContext, pad: str,
+                       lines: list[str]) -> RoleContext:
+        """Read each element once into a register, before the loop whose iterations
+        keep its indices or the statement that reads it (an element-wise statement
+        reads it for each of its elements): the async copies, barriers and shared
+        stores are `asm volatile` with a memory clobber, after which NVVM may not
+        reuse a value it loaded before them."""
         elements = dict(role.elements)
-        for element in loop_invariant_elements(loop):
+        for element in read:
             if element not in elements:
                 name = f"hk_element{len(self.element_registers)}"
                 self.element_registers.append(name)
                 value = scalar(element, replace(role, elements=elements))
-                lines.append(f"{pad}const auto {name} = {value};")
+                lines.append(f"{pad}[[maybe_unused]] const auto {name} = {value};")
                 elements[element] = name
         return replace(role, elements=elements)
 

@@ -28,6 +28,12 @@ def element_tensors(kernel: ir.Kernel) -> list[str]:
     return [t.name for t in kernel.tensors if t.name in read]
 
 
+def statement_elements(stmt: ir.Stmt) -> list[ir.TensorElement]:
+    """The distinct elements a statement reads, each after the elements its
+    indices read."""
+    return list(dict.fromkeys(reversed(list(tensor_elements_in(stmt)))))
+
+
 def loop_invariant_elements(loop: ir.ForLoop) -> list[ir.TensorElement]:
     """The distinct elements a loop reads (bounds included) whose indices keep their
     value through it, each after the elements its indices read: their value may be

@@ -9,6 +9,7 @@ from __future__ import annotations
 from hopperc.diagnostics import ToolchainError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies, issued_per_warpgroup
+from hopperc.ir.elements import tensor_elements_in
 
 ISSUE_ONLY = (ir.AsyncLoad, ir.AsyncStore, ir.MBarrierExpectTx, ir.BulkCommit, ir.BulkWaitRead,
               ir.MBarrierInit, ir.MBarrierInval)
@@ -71,5 +72,10 @@ def verify(kernel: ir.Kernel, stage: str, *, loads_bound: bool = False,
                       manual or isinstance(stmt, ir.ManualRegion))
 
     visit(kernel.body, None, False)
+    ranks = {t.name: len(t.dims) for t in kernel.tensors}
+    for element in tensor_elements_in((kernel.body, kernel.grid)):
+        if ranks.get(element.tensor) != len(element.indices):
+            problems.append(f"element {element.tensor}[{len(element.indices)} indices] does not "
+                            "index a tensor of the kernel by its rank")
     if problems:
         raise VerifyError(f"internal error: IR invalid after {stage}: " + "; ".join(problems))

@@ -37,6 +37,8 @@ class ScalarCode:
     evaluate: Callable[[Mapping[str, int]], int]
     per_lane: bool  # between the lanes of a warp
     per_thread: bool  # between any threads: a condition on it diverges
+    # The tensor elements it reads (ld.global.nc): each tensor and its indices
+    elements: tuple[tuple[str, tuple[Callable[[Mapping[str, int]], int], ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,10 @@ class Program:
         unique while the program lives."""
         hit = self.scalars.get(id(expr))
         if hit is None or hit[0] is not expr:
+            elements = tuple((e.tensor, tuple(compile_scalar(i) for i in e.indices))
+                             for e in dict.fromkeys(ir.tensor_elements(expr)))
             hit = self.scalars[id(expr)] = (expr, ScalarCode(
-                compile_scalar(expr), per_lane(expr), per_lane(expr, PER_THREAD)))
+                compile_scalar(expr), per_lane(expr), per_lane(expr, PER_THREAD), elements))
         return hit[1]
 
     def global_vectors(self, expr: ir.TileExpr) -> tuple[ir.GlobalVector, ...]:

@@ -80,7 +80,8 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
     prog = program(lowered)
     reference_budget = WorkBudget(steps)
     try:  # the reference's loops count too: it runs every block's iterations
-        want = _reference(front_end, problem, reference_budget, report)
+        wants = [_reference(front_end, problem.data_set(i), reference_budget, report)
+                 for i in range(problem.data_sets)]
     except BudgetReached:
         report.stopped = "seeds"
         report.reference = "the work budget ran out in the reference"
@@ -89,10 +90,10 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
     left = reference_budget.left
     search = None
     if jobs > 1 and not first_finding and _forks():
-        seeded, search = _in_workers(prog, problem, seeds, exhaustive_budget, want, left,
+        seeded, search = _in_workers(prog, problem, seeds, exhaustive_budget, wants, left,
                                      steps, jobs)
     else:
-        seeded = (_seeded(prog, problem, seed, want, left) for seed in range(seeds))
+        seeded = (_seeded(prog, problem, seed, wants, left) for seed in range(seeds))
     for part, used in seeded:
         # Each schedule's steps are fixed by its seed: one that needs more than the
         # budget has left stops the seeded schedules wherever it was run.
@@ -125,10 +126,13 @@ def _reference(front_end: ir.Kernel, problem: Problem, budget: WorkBudget, repor
         return None
 
 
-def _seeded(prog: Program, problem: Problem, seed: int, want, steps: int
+def _seeded(prog: Program, problem: Problem, seed: int, wants: list, steps: int
             ) -> tuple[Report | None, int]:
     """Seeded schedule `seed` within `steps`: its findings and maximum errors, and
-    the steps it took (None where it needed more)."""
+    the steps it took (None where it needed more). The seeded schedules take the
+    problem's data sets in turn (`wants`: each one's expected outputs)."""
+    want = wants[seed % len(wants)]
+    problem = problem.data_set(seed % len(wants))
     budget = WorkBudget(steps)
     chooser = Chooser(MODES[seed % len(MODES)], seed)
     one = Report(problem)
@@ -169,21 +173,21 @@ _TASK: tuple = ()  # what forked workers run: set before the pool forks them
 def _task(index: int):
     """Task 0 is the search, task i > 0 seeded schedule i - 1. An exception
     (code the simulator cannot model) comes back as a value, raised in order."""
-    prog, problem, runs, want, left, steps = _TASK
+    prog, problem, runs, wants, left, steps = _TASK
     try:
         if index == 0:
             return _searched(prog, problem, runs, steps)
-        return _seeded(prog, problem, index - 1, want, left)
+        return _seeded(prog, problem, index - 1, wants, left)
     except Exception as exc:  # noqa: BLE001 - re-raised by the parent, in schedule order
         return exc
 
 
-def _in_workers(prog: Program, problem: Problem, seeds: int, runs: int, want, left: int,
+def _in_workers(prog: Program, problem: Problem, seeds: int, runs: int, wants, left: int,
                 steps: int, jobs: int) -> tuple[list[tuple[Report | None, int]], Report]:
     """The search (the longest task, started first) and each seeded schedule as
     tasks of a pool of forked workers: the seeded results in order, and the search's."""
     global _TASK
-    _TASK = (prog, problem, runs, want, left, steps)
+    _TASK = (prog, problem, runs, wants, left, steps)
     try:
         # An executor, not a Pool: a worker killed (out of memory) raises
         # BrokenProcessPool here instead of leaving the map waiting forever.

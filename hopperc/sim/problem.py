@@ -6,6 +6,7 @@ are used."""
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +18,8 @@ from hopperc.ir.elements import element_tensors
 from hopperc.ir.raster import TILE_LOOP, extent, run_extents
 from hopperc.runtime.launch_rules import GridShape, TensorShape, illegal_shape
 from hopperc.sim.shapes import (  # noqa: F401 - default_dims re-exported
-    MAX_BLOCKS, default_dims, index_ranges)
+    MAX_BLOCKS, default_dims, index_ranges, ring_depth)
+from hopperc.sim.element_inputs import DATA_SETS, draw_elements
 from hopperc.sim.values import element_key, round_to, scalar
 
 PERSISTENT_BLOCKS = 2  # a persistent kernel's blocks, standing for the SMs
@@ -40,6 +42,20 @@ class Problem:
     tiles: int = 0  # a persistent kernel's output tiles, which its blocks share
     cluster: int = 1  # blocks per cluster: `grid` lists each cluster's blocks together
     element_tensors: tuple[str, ...] = ()  # read as scalars (TensorElement)
+    # Other data sets of the i32 tensors read as scalars (`element_inputs.py`)
+    element_sets: tuple[dict[str, np.ndarray], ...] = ()
+
+    @property
+    def data_sets(self) -> int:
+        return 1 + len(self.element_sets)
+
+    def data_set(self, index: int) -> "Problem":
+        """This problem with data set `index` (0: its own inputs) of the tensors
+        read as scalars."""
+        if index == 0:
+            return self
+        return dataclasses.replace(self, inputs={**self.inputs,
+                                                 **self.element_sets[index - 1]})
 
     def clusters(self) -> list[list[dict[str, int]]]:
         """The blocks of `grid`, a cluster at a time (each block's `@rank` in it)."""
@@ -97,9 +113,19 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
     stored = {s.tensor for s in walk(kernel.body) if isinstance(s, ir.AsyncStore)}
     inputs = {}
     indices = index_ranges(kernel, dims)
+    elements = tuple(element_tensors(kernel))
+    element_sets = []
+    drawn = any(t.name in elements and t.dtype is ir.DType.I32 for t in kernel.tensors)
+    for data_set in range(DATA_SETS if drawn else 1):
+        element_sets.append({t.name: draw_elements(kernel, t, dims, rng, data_set,
+                                                   2 * ring_depth(kernel) + 1)
+                             for t in kernel.tensors
+                             if t.name in elements and t.dtype is ir.DType.I32})
     for t in kernel.tensors:
         shape = tuple(dims[d] if isinstance(d, str) else d for d in t.dims)
-        if t.name in stored:
+        if t.name in element_sets[0]:
+            inputs[t.name] = element_sets[0][t.name]
+        elif t.name in stored:
             inputs[t.name] = np.zeros(shape, dtype=np.float32)
         elif t.name in indices:  # valid indices or lengths, not -1 / 0 / 1
             inputs[t.name] = rng.integers(0, max(indices[t.name], 1), shape).astype(np.float32)
@@ -108,7 +134,6 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
     scalars = {s.name: (float(round_to(s.dtype, rng.uniform(0.5, 2))) if s.dtype.is_float
                         and s.dtype is not ir.DType.I32 else int(rng.integers(1, 4)))
                for s in kernel.scalars}
-    elements = tuple(element_tensors(kernel))
     env = {**dims, **scalars}
     names = [axis.name for axis in kernel.grid]
     extents = [scalar(extent(axis), env) for axis in kernel.grid]
@@ -126,7 +151,8 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
             grid = [{"@cluster": c, "@clusters": resident, "@rank": r}
                     for c in range(resident) for r in range(size)]
         return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid, tiles=blocks,
-                       cluster=size, element_tensors=elements)
+                       cluster=size, element_tensors=elements,
+                       element_sets=tuple(element_sets[1:]))
     shape = list(kernel.cluster[:len(extents)])
     size = math.prod(kernel.cluster)
     # Whole clusters, each block with its rank (x fastest, as %cluster_ctarank).
@@ -140,7 +166,8 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
             grid.append({**{n: int(c) for n, c in zip(names, block)},
                          **({"@rank": rank} if size > 1 else {})})
     return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid,
-                   blocks if len(grid) < blocks else 0, cluster=size, element_tensors=elements)
+                   blocks if len(grid) < blocks else 0, cluster=size, element_tensors=elements,
+                   element_sets=tuple(element_sets[1:]))
 
 
 def representative_blocks(extents: list[int], limit: int) -> list[tuple[int, ...]]:

@@ -19,7 +19,9 @@ kernel, so that `check` runs every path of it on a small problem:
 - a dimension reaches past every box block 0 loads or stores at constant
   coordinates or loop variables with constant bounds (`Y[tile.m, k]` for k in
   0 .. 4): a box wholly past the tensor's end is neither read nor written, so
-  whatever orders it would go untested.
+  whatever orders it would go untested;
+- a dimension only tensors read as scalars have reaches past the indices the
+  last tile reads (`element_inputs.py`, which also draws their values).
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies, walk
 from hopperc.ir.raster import TILE_LOOP
 from hopperc.runtime.launch_rules import TMA_ALIGNMENT
+from hopperc.sim.element_inputs import reach_element_dims
 from hopperc.sim.values import scalar
 
 GRID_TILES = 2
@@ -79,6 +82,7 @@ def default_dims(kernel: ir.Kernel) -> dict[str, int]:
     for group, divisor in groups:
         if dims[group] < 2 * dims[divisor] or dims[group] % dims[divisor]:
             dims[group] = dims[divisor] * max(2, -(-dims[group] // dims[divisor]))
+    reach_element_dims(kernel, dims, 2 * ring_depth(kernel) + 1)
     return dims
 
 
@@ -384,7 +388,5 @@ def _dims_behind(expr, grid: dict[str, str | None], loop_dims: dict[str, list[st
 def _scalars(expr: ir.ScalarExpr):
     if isinstance(expr, ir.Scalar):
         yield expr
-    else:
-        for side in (expr.left, expr.right):
-            if side is not None:
-                yield from _scalars(side)
+    for operand in ir.operands(expr):
+        yield from _scalars(operand)

@@ -21,7 +21,7 @@ from hopperc.sim.block import Block, InOrderQueue, trace_line
 from hopperc.sim.elements import ElementCode
 from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.issue import AsyncIssue
-from hopperc.sim.memory import join
+from hopperc.sim.memory import Site, join
 from hopperc.sim.values import taken_tile, undefined
 from hopperc.sim.views import Place
 
@@ -90,6 +90,12 @@ class Warp(ElementCode, AsyncIssue):
     # ---- helpers
     def value(self, expr: ir.ScalarExpr, lanes: tuple[int, ...], span) -> int:
         code = self.block.program.scalar(expr)
+        for tensor, indices in code.elements:
+            # ld.global.nc: a store of the cluster to the element must be complete
+            for env in self._lane_envs(lanes) if code.per_lane else (self.env,):
+                self.block.global_writes.read(
+                    self.clock, tensor, tuple(index(env) for index in indices),
+                    (1,) * len(indices), Site(f"ld.global.nc of an element of '{tensor}'", span))
         if not code.per_lane:
             return code.evaluate(self.env)
         values = {code.evaluate(env) for env in self._lane_envs(lanes)}

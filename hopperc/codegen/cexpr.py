@@ -178,8 +178,8 @@ class ExprRenderer:
               hoisted: Mapping[ir.TileExpr, str] | None = None) -> str:
         """The expression's value as a float; `plane_row` is the element's row in its
         2-D plane, which a row vector indexes (hk_r itself unless the view has planes).
-        `hoisted` names the operands already read ahead of the loop over slots (row
-        vectors, tensor elements), as C++ expressions of the slot."""
+        `hoisted` names the row vectors already read ahead of the loop over slots, as
+        C++ expressions of the slot."""
         if hoisted and expr in hoisted:
             return hoisted[expr]
         match expr:

@@ -29,7 +29,7 @@ class PerElement:
     row: str
     col: str
     assign: str
-    hoisted: str = ""  # declarations ahead of the loop (row vectors, tensor elements)
+    hoisted: str = ""  # declarations ahead of the loop (row vectors' values)
 
 
 @dataclass(frozen=True)
@@ -120,40 +120,33 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
 
 
 def _hoisted_reads(value: ir.TileExpr, exprs: ExprRenderer, role: RoleContext,
-                         thread: str) -> tuple[str, dict[ir.TileExpr, str]]:
-    """Values a thread reads once ahead of the loop over its slots of a wgmma-layout
-    tile rather than once per slot: a row vector from shared memory is two values
-    per thread (slot k lies in row WGMMA_ROW, which takes (k / 2) % 2), and a
-    tensor element is the same for every slot. ptxas keeps each volatile shared
-    load, and NVVM does not merge the unrolled slots' read-only global loads."""
-    leaves = list(dict.fromkeys(_slot_invariant_reads(value)))
+                   thread: str) -> tuple[str, dict[ir.TileExpr, str]]:
+    """Row vectors a thread reads once ahead of the loop over its slots of a
+    wgmma-layout tile rather than once per slot: slot k lies in row WGMMA_ROW, which
+    takes (k / 2) % 2, so a row vector from shared memory is two values per thread
+    (ptxas keeps each volatile shared load). Tensor elements are read once before
+    the statement already (render.py)."""
+    reads = list(dict.fromkeys(_row_vector_reads(value)))
     first_row = f"16 * (({thread}) / 32) + (({thread}) % 32) / 4"
     lines, names_of = [], {}
-    for i, leaf in enumerate(leaves):
-        if isinstance(leaf, ir.SharedRead):
-            name = f"hk_row_vector{i}"
-            pair = ", ".join(exprs.vector_element(leaf, role, f"{first_row} + {8 * j}")
-                             for j in range(2))
-            lines.append(f"const float {name}[2] = {{ {pair} }};")
-            names_of[leaf] = f"{name}[(hk_k / 2) % 2]"
-        else:
-            name = f"hk_element{i}"
-            lines.append(f"const auto {name} = {exprs.value(leaf, role)};")
-            names_of[leaf] = name
+    for i, read in enumerate(reads):
+        name = f"hk_row_vector{i}"
+        pair = ", ".join(exprs.vector_element(read, role, f"{first_row} + {8 * j}")
+                         for j in range(2))
+        lines.append(f"const float {name}[2] = {{ {pair} }};")
+        names_of[read] = f"{name}[(hk_k / 2) % 2]"
     return " ".join(lines), names_of
 
 
-def _slot_invariant_reads(value: ir.TileExpr):
+def _row_vector_reads(value: ir.TileExpr):
     match value:
         case ir.SharedRead(broadcast="rows"):
             yield value
-        case ir.ScalarValue(expr=expr) if next(ir.tensor_elements(expr), None) is not None:
-            yield value
         case ir.Elementwise(args=args):
             for arg in args:
-                yield from _slot_invariant_reads(arg)
+                yield from _row_vector_reads(arg)
         case ir.Convert(operand=operand):
-            yield from _slot_invariant_reads(operand)
+            yield from _row_vector_reads(operand)
 
 
 def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:

@@ -145,3 +145,27 @@ def test_a_row_vector_stored_by_stmatrix_is_loaded_twice_per_thread_too():
     m = _Context(kernel, launch_info(kernel), "t.hk").matrix_store(store)
     assert m is not None and m.hoisted.count("hk_ld_shared_f32(") == 2
     assert "hk_ld_shared" not in m.value and "hk_row_vector0[(hk_k / 2) % 2]" in m.value
+
+
+PLANES = """\
+kernel planes(X: f32[B, M, N], S: f32[M], Y: f32[B, M, N])
+    tile(BM = 32, BN = 64) grid(b: B / 2, m: M / BM) threads 128
+{
+    shared r: f32[2, BM, BN]
+    shared sv: f32[BM]
+    tma r <- X[tile.b, tile.m, 0]
+    tma sv <- S[tile.m]
+    r = r * sv[:, None]
+    tma Y[tile.b, tile.m, 0] <- r
+}
+"""
+
+
+def test_a_row_vector_over_stacked_planes_indexes_the_row_in_its_plane():
+    """Two planes of 32 rows stacked are a 64-row grid in the wgmma layout: the
+    hoisted loads take the row modulo 32, as each slot's read does (hk_r % 32)."""
+    kernel = driver.lower(driver.check(SourceFile("planes.hk", PLANES)))
+    store = next(s for s in walk(kernel.body) if isinstance(s, ir.SharedStore))
+    e = _Context(kernel, launch_info(kernel), "t.hk").per_element(store)
+    loads = re.findall(r"hk_ld_shared_f32\(([^;]*?)\) \* 4u\)", e.hoisted)
+    assert len(loads) == 2 and all(load.endswith("% 32") for load in loads), e.hoisted

@@ -96,7 +96,9 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
     thread = _thread(role, threads)
     wgmma = register_layout((rows, cols), threads) is ir.Layout.WGMMA and (
         isinstance(stmt, ir.SharedStore) or definition.layout is ir.Layout.WGMMA)
-    hoisted, names_of = _hoisted_reads(value, exprs, role, thread) if wgmma else ("", {})
+    stacked = in_plane if in_plane != rows else None
+    hoisted, names_of = _hoisted_reads(value, exprs, role, thread, stacked) if wgmma \
+        else ("", {})
     text = from_float(dtype, exprs.value(_unrounded(value, dtype), role, plane_row, names_of))
     if isinstance(stmt, ir.SharedStore):
         assign = shared_store(dtype, exprs.element_address(stmt.dst, role), text) + ";"
@@ -120,19 +122,23 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
 
 
 def _hoisted_reads(value: ir.TileExpr, exprs: ExprRenderer, role: RoleContext,
-                   thread: str) -> tuple[str, dict[ir.TileExpr, str]]:
+                   thread: str, plane_rows: int | None = None
+                   ) -> tuple[str, dict[ir.TileExpr, str]]:
     """Row vectors a thread reads once ahead of the loop over its slots of a
-    wgmma-layout tile rather than once per slot: slot k lies in row WGMMA_ROW, which
+    wgmma-layout grid rather than once per slot: slot k lies in row WGMMA_ROW, which
     takes (k / 2) % 2, so a row vector from shared memory is two values per thread
-    (ptxas keeps each volatile shared load). Tensor elements are read once before
-    the statement already (render.py)."""
+    (ptxas keeps each volatile shared load); where a view's planes of `plane_rows`
+    rows are stacked, a vector indexes the row in its plane. Tensor elements are
+    read once before the statement already (render.py)."""
     reads = list(dict.fromkeys(_row_vector_reads(value)))
     first_row = f"16 * (({thread}) / 32) + (({thread}) % 32) / 4"
     lines, names_of = [], {}
     for i, read in enumerate(reads):
         name = f"hk_row_vector{i}"
-        pair = ", ".join(exprs.vector_element(read, role, f"{first_row} + {8 * j}")
-                         for j in range(2))
+        rows = [f"{first_row} + {8 * j}" for j in range(2)]
+        if plane_rows is not None:
+            rows = [f"({row}) % {plane_rows}" for row in rows]
+        pair = ", ".join(exprs.vector_element(read, role, row) for row in rows)
         lines.append(f"const float {name}[2] = {{ {pair} }};")
         names_of[read] = f"{name}[(hk_k / 2) % 2]"
     return " ".join(lines), names_of

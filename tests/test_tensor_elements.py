@@ -239,3 +239,48 @@ def test_a_persistent_block_reads_its_tiles_elements_after_taking_the_tile():
     taken = consumer.index("hk_tile_m = ")
     read = consumer.index("hk_elem_KOFF(hk_tile_m)")
     assert taken < read < consumer.index("for (int u_k")
+
+
+ROLES = """\
+kernel grouped_roles(A: bf16[M, K], B: bf16[N, K], KOFF: i32[G], C: f32[M, N])
+    tile(BM = 128, BN = 128, BK = 64) grid(m: M / BM, n: N / BN)
+{
+    shared sa: bf16[BM, BK] stages 3 swizzle 128B
+    shared sb: bf16[BN, BK] stages 3 swizzle 128B
+    shared sc: f32[2, 64, 128]
+    first: i32 = KOFF[tile.m]
+    count: i32 = KOFF[tile.m + 1] - first
+    role math: warpgroup x2 regs 232 {
+        acc: f32[64, BN] = 0
+        for k in 0 .. count {
+            acc += sa[wg] @ sb^T
+        }
+        sc[wg] = acc
+        tma C[2 * tile.m + wg, tile.n] <- sc[wg]
+    }
+    role load: warp regs 40 {
+        for k in 0 .. count {
+            tma sa <- A[tile.m, first + k]
+            tma sb <- B[tile.n, first + k]
+        }
+    }
+}
+"""
+
+
+def test_a_scalar_declared_before_the_roles_bounds_both_roles_loops():
+    """The producer's and the consumer's loops have the same bounds (the same
+    elements), so connect_role_pipelines pairs them into one ring."""
+    text = ir_after(ROLES)
+    assert text.count("for k in 0 .. KOFF[tile.m + 1] - KOFF[tile.m]:") == 2
+    assert "pipeline load_math: load -> math [sa, sb]" in text, text
+
+
+def test_scales_read_in_element_wise_math_check_clean():
+    """f32 and i32 elements in element-wise math; W, an i32 tensor read as scalars
+    but not as offsets, holds small non-negative values."""
+    report = driver.simulate(source(SCALE), seeds=4, search=100)
+    assert report.ok, "\n".join(line for f in report.findings for line in f.lines())
+    assert report.reference == "numpy reference" and report.max_error["Y"] == 0.0
+    w = report.problem.inputs["W"]
+    assert (w >= 0).all() and (w <= 4).all() and (w == np.round(w)).all()

@@ -95,6 +95,9 @@ class _Analyzer(RegisterTiles):
                 self._shared(stmt)
             elif isinstance(stmt, ast.MBarrierDecl):
                 self._mbarrier(stmt)
+            elif isinstance(stmt, ast.ScalarDecl):  # every role after it may use it
+                self.scope.declare(stmt.name, scalar_decl(stmt, self.scope, self._warpgroups),
+                                   stmt.span)
             elif isinstance(stmt, ast.Role):
                 role = next(r for r in roles if r.span == stmt.span)
                 self.role, self.scope.turns = role, role == turning

@@ -90,14 +90,6 @@ def with_operands(expr: ScalarExpr, operand) -> ScalarExpr:
     return expr
 
 
-def tensor_elements(expr: ScalarExpr):
-    """Every TensorElement in an expression, outer ones first."""
-    if isinstance(expr, TensorElement):
-        yield expr
-    for operand in operands(expr):
-        yield from tensor_elements(operand)
-
-
 def const(value: int) -> Scalar:
     return Scalar(ScalarKind.CONST, value=value)
 

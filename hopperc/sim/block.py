@@ -11,6 +11,7 @@ import numpy as np
 
 from hopperc.diagnostics import Span
 from hopperc.ir import nodes as ir
+from hopperc.ir.elements import tensor_elements_in
 from hopperc.ir.global_accesses import global_vectors
 from hopperc.sim.barriers import MBarrier, NamedBarrier
 from hopperc.sim.findings import Category, fail
@@ -61,7 +62,7 @@ class Program:
         hit = self.scalars.get(id(expr))
         if hit is None or hit[0] is not expr:
             elements = tuple((e.tensor, tuple(compile_scalar(i) for i in e.indices))
-                             for e in dict.fromkeys(ir.tensor_elements(expr)))
+                             for e in dict.fromkeys(tensor_elements_in(expr)))
             hit = self.scalars[id(expr)] = (expr, ScalarCode(
                 compile_scalar(expr), per_lane(expr), per_lane(expr, PER_THREAD), elements))
         return hit[1]

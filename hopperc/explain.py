@@ -8,7 +8,7 @@ from __future__ import annotations
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.printer import explain, statement
-from hopperc.ir.raster import GROUP, turn_warpgroups
+from hopperc.ir.raster import GROUP, ragged_walk, turn_warpgroups
 
 
 def inserted_syncs(kernel: ir.Kernel) -> list[str]:
@@ -34,6 +34,13 @@ def schedule(kernel: ir.Kernel) -> list[str]:
                    f"{kernel.grid[0].name} c, c + clusters, ... (groups of {GROUP} rows of "
                    "runs), the block of rank r tile r of each run; each role's stage and phase "
                    "carry across tiles")
+    elif kernel.persistent and ragged_walk(kernel.grid):
+        slowest = kernel.grid[-1].name
+        out.append(f"{where}: persistent over a ragged grid: each role counts the tiles (a "
+                   f"loop over tile.{slowest}); block b takes tiles b, b + blocks, ... (every "
+                   f"tile of {slowest} = 0 first, the first axis fastest), a cursor over "
+                   f"tile.{slowest} moving forward to each; each role's stage and phase carry "
+                   "across tiles")
     elif kernel.persistent:
         out.append(f"{where}: persistent: block b takes tiles b, b + blocks, ... (groups of "
                    f"{GROUP} rows of tiles); each role's stage and phase carry across tiles")

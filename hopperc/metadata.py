@@ -12,8 +12,12 @@ from hopperc.backend.nvrtc import Resources
 from hopperc.codegen.launch import LaunchInfo
 from hopperc.codegen.names import kernel_symbol
 from hopperc.ir import nodes as ir
+from hopperc.ir.printer import scalar as print_scalar
+from hopperc.ir.raster import launch_grid
+from hopperc.runtime import ragged_view
+from hopperc.runtime.launch_rules import GridShape, extent_text
 
-SCHEMA = "hopperc.launch/2"
+SCHEMA = "hopperc.launch/3"
 GRID_AXES = ("x", "y", "z")
 _DATA_TYPE_NAMES = {
     ir.DType.BF16: "BFLOAT16", ir.DType.F16: "FLOAT16", ir.DType.F32: "FLOAT32",
@@ -32,8 +36,10 @@ def launch_metadata(kernel: ir.Kernel, launch: LaunchInfo, source: str, arch: st
         "symbol": kernel_symbol(kernel.name),
         "block": [kernel.threads, 1, 1],
         "cluster": list(kernel.cluster),
-        "grid": [_grid_axis(axis, i) for i, axis in enumerate(kernel.grid)],
-        # persistent: launch min(SMs, tiles) blocks along x; each loops over tiles
+        "grid": [_grid_axis(axis, shape) for axis, shape in
+                 zip(kernel.grid, launch_grid(kernel.grid))],
+        # persistent: launch min(SMs, tiles) blocks along x (one per SM for a ragged
+        # grid); each loops over tiles
         "persistent": kernel.persistent,
         "dynamic_shared_memory_bytes": launch.dynamic_shared_bytes,
         "constants": dict(kernel.consts),
@@ -49,10 +55,10 @@ def launch_metadata(kernel: ir.Kernel, launch: LaunchInfo, source: str, arch: st
     }
 
 
-def _grid_axis(axis: ir.GridAxis, index: int) -> dict[str, Any]:
-    extent = f"ceil({axis.dim} / {axis.divisor})" if axis.dim else str(axis.divisor)
-    return {"axis": GRID_AXES[index], "name": axis.name, "dim": axis.dim,
-            "divisor": axis.divisor, "extent": extent}
+def _grid_axis(axis: ir.GridAxis, shape: GridShape) -> dict[str, Any]:
+    return {"axis": GRID_AXES[shape.axis], "name": axis.name, "tiles": shape.extent,
+            "extent": print_scalar(axis.extent) if shape.extent is None
+            else extent_text(shape.extent)}
 
 
 def _param(p, kernel: ir.Kernel) -> dict[str, Any]:
@@ -66,15 +72,20 @@ def _param(p, kernel: ir.Kernel) -> dict[str, Any]:
 
 
 def _tensor_map(m) -> dict[str, Any]:
+    box = m.box if m.ragged is None else ragged_view.view_box(m.box)
+    ragged = {} if m.ragged is None else {"ragged": {
+        "dim": m.ragged, "rows": ragged_view.ROWS, "lead": ragged_view.LEAD,
+        "wrap": ragged_view.WRAP}}
     return {
         "param": m.param,
         "tensor": m.tensor,
         "dtype": m.dtype.text,
         "data_type": f"CU_TENSOR_MAP_DATA_TYPE_{_DATA_TYPE_NAMES[m.dtype]}",
-        "rank": len(m.box),
-        "box": list(reversed(m.box)),
-        "box_shape": list(m.box),
-        "element_strides": [1] * len(m.box),
+        "rank": len(box),
+        "box": list(reversed(box)),
+        "box_shape": list(box),
+        "element_strides": [1] * len(box),
+        **ragged,
         "swizzle": m.swizzle.text,
         "swizzle_enum": f"CU_TENSOR_MAP_SWIZZLE_{m.swizzle.text.upper()}",
         "interleave": "CU_TENSOR_MAP_INTERLEAVE_NONE",

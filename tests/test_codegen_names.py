@@ -147,7 +147,7 @@ def test_build_of_a_kernel_named_main_exits_0_and_records_its_symbol(tmp_path, h
     proc = hopperc_cli("build", str(path), "-o", str(tmp_path / "k.cubin"))
     assert proc.returncode == 0, proc.stderr
     meta = json.loads((tmp_path / "k.json").read_text())
-    assert (meta["schema"], meta["kernel"], meta["symbol"]) == ("hopperc.launch/2", "main",
+    assert (meta["schema"], meta["kernel"], meta["symbol"]) == ("hopperc.launch/3", "main",
                                                                   "u_main")
     assert parse_spec(meta).symbol == "u_main"
     assert list(sass_instructions((tmp_path / "k.cubin").read_bytes())) == ["u_main"]

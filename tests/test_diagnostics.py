@@ -213,10 +213,30 @@ SEMANTIC = [
     case("define_negative", COPY, [], "BM = 64", "tile constant 'BM' must not be negative",
          defines={"BM": -1}),
     # 0 is a flag's value (CAUSAL = 0): a size of 0 is refused where it is used
-    case("tile_constant_zero_size", COPY, [("BM = 64", "BM = 0")], "BM, n:",
-         "a grid divisor must be positive"),
+    case("tile_constant_zero_size", COPY, [("BM = 64", "BM = 0")], "M / BM",
+         "division by zero"),
     case("division_by_zero", COPY, [("BN = 64", "BN = 64 / 0")], "64 / 0", "division by zero"),
-    case("grid_extent_form", COPY, [("m: M / BM", "m: M * BM")], "M * BM", "a grid extent is"),
+    case("grid_extent_form", COPY, [("m: M / BM", "m: M / BM < N")], "M / BM < N",
+         "a grid extent is integer arithmetic (+ - * / %), not '<'"),
+    case("grid_extent_builtin", COPY, [("m: M / BM", "m: lane")], "lane",
+         "'lane' is not available here"),
+    case("grid_extent_not_positive", COPY, [("m: M / BM", "m: 2 - 2")], "2 - 2",
+         "a grid extent must be positive, not 0"),
+    case("grid_extent_f32_scalar", COPY, [("Y: bf16[M, N])", "Y: bf16[M, N], s: f32)"),
+                                          ("m: M / BM", "m: M / BM * s")], "s,",
+         "'s' is f32; an index needs i32"),
+    case("ragged_grid_not_persistent", COPY, [("m: M / BM", "m: tile.n + 1")], "tile.n + 1",
+         "this extent varies with tile.n (a ragged grid): only a persistent kernel walks such "
+         "a grid; add 'persistent', or use a static bound"),
+    case("ragged_grid_reads_a_faster_axis", COPY, [
+        ("grid(m: M / BM, n: N / BN)", "grid(m: M / BM, n: tile.m + 1, b: 2) persistent")],
+         "tile.m + 1", "a grid extent may read only tile.b, the last (slowest) axis"),
+    case("ragged_grid_slowest_reads_tiles", COPY, [
+        ("grid(m: M / BM, n: N / BN)", "grid(m: M / BM, n: tile.n + 1) persistent")],
+         "tile.n + 1", "the last grid axis's extent cannot read tile coordinates"),
+    case("ragged_grid_with_cluster", COPY, [
+        ("grid(m: M / BM, n: N / BN)", "grid(m: tile.n + 1, n: N / BN) cluster(2) persistent")],
+         "persistent", "the blocks of a ragged grid's walk take tiles one by one"),
     case("declaration_not_top_level", COPY, [("    tma Y", "    for i in 0 .. 2 {\n"
                                               "        mbarrier b[1]\n    }\n    tma Y")],
          "mbarrier b", "declare shared buffers, mbarriers and roles at the top level"),
@@ -326,10 +346,6 @@ SEMANTIC = [
          "elements 0 : 128 are not inside the vector's 64"),
     case("vector_slice_length", EW, [("s[:, None]", "s[0 : 32, None]")], "f32(sx) * s",
          "shape mismatch: a vector of 32 broadcast over 64 rows"),
-    case("persistent_grid_of_three_axes", COPY, [
-        ("X: bf16[M, N], Y: bf16[M, N]", "X: bf16[M, N], Y: bf16[M, N], B: f32[Z]"),
-        ("grid(m: M / BM, n: N / BN)", "grid(m: M / BM, n: N / BN, z: Z) persistent")],
-         "persistent", "a persistent kernel walks a grid of 1 or 2 axes, not 3"),
     case("persistent_cluster", COPY, [
         ("grid(m: M / BM, n: N / BN)", "grid(m: M / BM, n: N / BN) cluster(1, 2) persistent")],
          "persistent", "a persistent kernel's cluster spans the first grid axis: cluster(2), "

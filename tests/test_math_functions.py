@@ -1,4 +1,4 @@
-"""`exp2`, `rsqrt`, the `inf` literal, comparisons, `where` and the element
+"""`exp2`, `log2`, `log`, `rsqrt`, the `inf` literal, comparisons, `where` and the element
 coordinates `row()` / `col()` in element-wise code: what the front end accepts,
 the C++ they become, and what the simulator computes for them."""
 from __future__ import annotations
@@ -55,6 +55,45 @@ def test_the_simulator_computes_them_as_numpy_does():
     assert (value(call("min", tile, ir.Literal(math.inf))) == x).all()
 
 
+def test_log2_and_log_follow_numpy_with_log2_of_zero_minus_infinity():
+    """The simulator's lg2.approx.ftz: log2(0) is -inf (and of -0 too, the
+    instruction flushing to zero), log2(inf) inf, a negative number NaN; log is
+    log2(x) * ln 2 as the kernel computes it, within f32 rounding of np.log."""
+    x = np.array([[0.0, -0.0, 0.25, 1.0, 3.0, np.inf, -2.0]], dtype=np.float32)
+    got = elementwise(ir.Elementwise("log2", (ir.TileRef("x"),)), x.shape, DType.F32,
+                      lambda name: x, None, {}, int)
+    assert got.dtype == np.float32
+    assert (got[0, :2] == -np.inf).all() and got[0, 5] == np.inf and np.isnan(got[0, 6])
+    np.testing.assert_array_equal(got[0, 2:5], np.log2(x[0, 2:5]))
+    natural = elementwise(ir.Elementwise("log", (ir.TileRef("x"),)), x.shape, DType.F32,
+                          lambda name: x, None, {}, int)
+    assert natural[0, 0] == -np.inf
+    np.testing.assert_allclose(natural[0, 2:5], np.log(x[0, 2:5].astype(np.float64)), rtol=1e-6)
+
+
+LOGS = """kernel row_logs(X: f32[M, 64], Y: f32[M, 64])
+    tile(BM = 64) grid(m: M / BM) threads 128
+{
+    shared sx: f32[BM, 64]
+    tma sx <- X[tile.m, 0]
+    x: f32[BM, 64] = abs(sx) + 1.0
+    sx = log2(x) - log(x)
+    tma Y[tile.m, 0] <- sx
+}
+"""
+
+
+def test_log2_and_log_become_one_mufu_lg2_each_and_check_clean():
+    source = SourceFile("row_logs.hk", LOGS)
+    cuda = driver.generate(source).cuda
+    assert "(hk_lg2(u_x[hk_k]) - (hk_lg2(u_x[hk_k]) * 0.693147" in cuda
+    built = driver.build(source)
+    assert "lg2.approx.ftz.f32" in built.result.ptx
+    assert built.result.resources.spill_stores == 0
+    report = driver.simulate(source, seeds=1, search=20)
+    assert report.ok and report.reference == "numpy reference"
+
+
 def test_check_is_clean_against_the_reference():
     report = driver.simulate(SourceFile("rows_exp.hk", KERNEL), seeds=2, search=50)
     assert report.ok and report.reference == "numpy reference"
@@ -64,8 +103,9 @@ def test_check_is_clean_against_the_reference():
     ("shared sx: f32[BM, 64]\n    tma sx <- X[tile.m, 0]",
      "shared inf: f32[BM, 64]\n    tma inf <- X[tile.m, 0]",
      "'inf' is a built-in name and cannot be redeclared"),
-    ("exp2(", "tanh(", "unknown function 'tanh' (known: abs, col(), exp, exp2, max, min, relu, "
-                       "row(), rowmax, rowsum, rsqrt, where"),
+    ("exp2(", "tanh(", "unknown function 'tanh' (known: abs, col(), exp, exp2, log, log2, max, "
+                       "min, relu, row(), rowmax, rowsum, rsqrt, where"),
+    ("exp2(max(sx, -inf) * 0.5)", "log2(sx, 2.0)", "log2() takes 1 argument"),
 ])
 def test_diagnostics(old, new, message):
     assert message in edit_error(KERNEL, old, new).message

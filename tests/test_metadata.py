@@ -23,7 +23,8 @@ def test_scale_rows_metadata():
     x = meta["tensor_maps"][0]
     assert (x["data_type"], x["rank"], x["box"], x["swizzle_enum"]) == (
         "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", 2, [64, 64], "CU_TENSOR_MAP_SWIZZLE_128B")
-    assert meta["grid"][0] == {"axis": "x", "name": "m", "dim": "M", "divisor": 64,
+    assert meta["grid"][0] == {"axis": "x", "name": "m",
+                               "tiles": {"op": "/", "args": [{"dim": "M"}, 64]},
                                "extent": "ceil(M / 64)"}
 
 
@@ -41,8 +42,7 @@ def test_box_is_innermost_first_and_maps_deduplicate():
     assert [m["param"] for m in meta["tensor_maps"]] == ["tmap_X", "tmap_Y"]
     assert meta["tensor_maps"][0]["box"] == [32, 8, 1]  # N, M, B: innermost first
     assert meta["tensor_maps"][0]["box_shape"] == [1, 8, 32]
-    assert meta["grid"][2] == {"axis": "z", "name": "b", "dim": "B", "divisor": 1,
-                               "extent": "ceil(B / 1)"}
+    assert meta["grid"][2] == {"axis": "z", "name": "b", "tiles": {"dim": "B"}, "extent": "B"}
     # 8*32*4 bytes + one mbarrier; without swizzle a TMA destination still needs
     # 128-byte alignment, so the base is rounded up by at most 128 - 16 bytes
     assert meta["dynamic_shared_memory_bytes"] == 1024 + 8 + 112

@@ -304,6 +304,10 @@ def _elementwise(op: str, vals: list[str]) -> str:
             return f"__expf({vals[0]})"
         case "exp2":
             return f"hk_ex2({vals[0]})"
+        case "log2":
+            return f"hk_lg2({vals[0]})"
+        case "log":
+            return f"(hk_lg2({vals[0]}) * {math.log(2.0)!r}f)"
         case "rsqrt":
             return f"rsqrtf({vals[0]})"
         case "==" | "!=" | "<" | "<=" | ">" | ">=":

@@ -61,7 +61,7 @@ def matrix_store(stmt: ir.SharedStore, kernel: ir.Kernel, exprs: ExprRenderer,
         # register limit, that spills. Element-wise stores keep them apart.
         return None
     columns = _view_shape(buf, stmt.dst)[1]
-    thread = _thread(role, threads)
+    thread = thread_among(role, threads)
     hoisted, names_of = _hoisted_reads(stmt.value, exprs, role, thread)
     value = exprs.value(_unrounded(stmt.value, buf.dtype), role, hoisted=names_of)
     return MatrixStore(columns // STMATRIX_COLS, thread, WGMMA_ROW, WGMMA_COL, value,
@@ -69,7 +69,7 @@ def matrix_store(stmt: ir.SharedStore, kernel: ir.Kernel, exprs: ExprRenderer,
                        hoisted)
 
 
-def _thread(role: RoleContext, threads: int) -> str:
+def thread_among(role: RoleContext, threads: int) -> str:
     """This thread's index among the `threads` that share a tile."""
     local = local_thread(role)
     return local if threads == role.threads else f"({local} % {threads})"
@@ -93,7 +93,7 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
     rows, cols = element_grid(shape)
     in_plane = plane_rows(shape)
     plane_row = "hk_r" if in_plane == rows else f"(hk_r % {in_plane})"
-    thread = _thread(role, threads)
+    thread = thread_among(role, threads)
     wgmma = register_layout((rows, cols), threads) is ir.Layout.WGMMA and (
         isinstance(stmt, ir.SharedStore) or definition.layout is ir.Layout.WGMMA)
     stacked = in_plane if in_plane != rows else None

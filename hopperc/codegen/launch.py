@@ -23,6 +23,13 @@ class TensorMap:
     dtype: ir.DType
     box: tuple[int, ...]  # of one instruction (`layout.copy_box`), outermost first
     swizzle: ir.Swizzle
+    # A ragged copy's map: the tensor dimension (outermost first) its START : END
+    # clips; the map describes the overlapping view of docs/architecture.md.
+    ragged: int | None = None
+
+    @property
+    def key(self) -> tuple:
+        return self.tensor, self.box, self.swizzle, self.ragged
 
 
 @dataclass(frozen=True)
@@ -47,9 +54,9 @@ class LaunchInfo:
         slack = self.alignment - BASE_ALIGNMENT if self.alignment > BASE_ALIGNMENT else 0
         return self.shared_bytes + slack if self.shared_bytes else 0
 
-    def tensor_map(self, tensor: str, box: tuple[int, ...], swizzle: ir.Swizzle) -> TensorMap:
-        return next(m for m in self.tensor_maps
-                    if (m.tensor, m.box, m.swizzle) == (tensor, box, swizzle))
+    def tensor_map(self, tensor: str, box: tuple[int, ...], swizzle: ir.Swizzle,
+                   ragged: int | None = None) -> TensorMap:
+        return next(m for m in self.tensor_maps if m.key == (tensor, box, swizzle, ragged))
 
 
 def launch_info(kernel: ir.Kernel) -> LaunchInfo:
@@ -63,10 +70,14 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
                 continue
             buf = kernel.buffer(view.buffer)
             box = copy_box(buf, stmt.issued_box if isinstance(stmt, ir.AsyncLoad) else stmt.box)
-            if all((m.tensor, m.box, m.swizzle) != (stmt.tensor, box, buf.swizzle) for m in maps):
+            ragged = None if stmt.ragged is None else stmt.ragged.dim
+            if all(m.key != (stmt.tensor, box, buf.swizzle, ragged) for m in maps):
                 ordinal = sum(m.tensor == stmt.tensor for m in maps) + 1
                 maps.append(TensorMap(tensor_map_label(stmt.tensor, ordinal), stmt.tensor,
-                                      kernel.tensor(stmt.tensor).dtype, box, buf.swizzle))
+                                      kernel.tensor(stmt.tensor).dtype, box, buf.swizzle,
+                                      ragged))
+        if isinstance(stmt, ir.GlobalRowStore):
+            pointers.add(stmt.tensor)
         pointers |= vector_tensors(stmt)
     pointers.update(element_tensors(kernel))
     params: list[Param] = []
@@ -101,7 +112,7 @@ def vector_tensors(stmt: ir.Stmt) -> set[str]:
     values = []
     if isinstance(stmt, (ir.TileDef,)):
         values.append(stmt.init)
-    elif isinstance(stmt, (ir.TileAssign, ir.SharedStore)):
+    elif isinstance(stmt, (ir.TileAssign, ir.SharedStore, ir.GlobalRowStore)):
         values.append(stmt.value)
     found: set[str] = set()
     while values:

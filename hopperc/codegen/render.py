@@ -14,9 +14,11 @@ import jinja2
 from hopperc import __version__
 from hopperc.codegen import names
 from hopperc.codegen.cexpr import ExprRenderer, RoleContext, element_reader, scalar
+from hopperc.codegen.copies import CopyOperands, copy_operands, ragged_end
 from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, matrix_store,
                                       per_element, row_partials)
 from hopperc.codegen.launch import LaunchInfo, launch_info
+from hopperc.codegen.row_stores import RowStoreCode, row_store
 from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
@@ -24,8 +26,7 @@ from hopperc.ir import raster
 from hopperc.ir.accesses import bodies, mma_registers, walk
 from hopperc.ir.elements import element_tensors, loop_invariant_elements, statement_elements
 from hopperc.ir.printer import explain, statement
-from hopperc.ir.layout import (block_bytes, column_blocks, copy_box, multicast_slice,
-                               packs_pairs, tile_registers)
+from hopperc.ir.layout import packs_pairs, tile_registers
 from hopperc.toolchain import cache_root
 
 GRID_REGISTERS = ("x", "y", "z")
@@ -58,19 +59,6 @@ class PinnedTile:
     name: str
     slots: int
     constraint: str
-
-
-@dataclass(frozen=True)
-class CopyOperands:
-    rank: int
-    smem: str
-    tensor_map: str | None
-    coords: tuple[str, ...]
-    coord_slots: str
-    barrier: str
-    global_address: str
-    nbytes: int
-    multicast_mask: int = 0  # a multicast load: the blocks of the cluster it writes
 
 
 def render(kernel: ir.Kernel, source_name: str) -> tuple[str, LaunchInfo]:
@@ -175,8 +163,10 @@ class _Context:
         span = getattr(stmt, "span", None)
         if span is not None:
             lines.append(_line_directive(span.line, self.source_name))
+        # A ragged walk reads its extents' elements at each value it passes
         read = [] if not self.element_tensors else loop_invariant_elements(stmt) \
-            if isinstance(stmt, ir.ForLoop) else [] if bodies(stmt) else statement_elements(stmt)
+            if isinstance(stmt, ir.ForLoop) else [] if bodies(stmt) or isinstance(stmt, _WALKS) \
+            else statement_elements(stmt)
         if any(element not in role.elements for element in read):
             role = self._read_elements(read, role, pad, lines)
             if span is not None:  # the statement's own directive ends the lines before it
@@ -319,32 +309,11 @@ class _Context:
         return base if index == "0" else f"{base} + ({index}) * 8u"
 
     def copies(self, stmt: ir.AsyncLoad | ir.AsyncStore) -> list[CopyOperands]:
-        """The instructions of one copy: one per column block of the view (one
-        bulk group or one mbarrier transaction count covers them all)."""
-        view = stmt.dst if isinstance(stmt, ir.AsyncLoad) else stmt.src
-        buf = self.kernel.buffer(view.buffer)
-        coords = tuple(scalar(c, self.role) for c in reversed(stmt.coords))  # innermost first
         barrier = self.barrier(stmt.barrier) if isinstance(stmt, ir.AsyncLoad) else ""
-        offset = 2 if isinstance(stmt, ir.AsyncStore) else 3
-        slots = ", ".join(f"%{i + offset}" for i in range(len(coords)))
-        base = self.exprs.view_base(view, self.role)
-        if stmt.engine is ir.Engine.BULK:
-            address = f"{names.user(stmt.tensor)} + ({coords[0]})"
-            return [CopyOperands(1, base, None, (), "", barrier, address,
-                                 stmt.box[0] * buf.dtype.nbytes)]
-        box = copy_box(buf, stmt.issued_box if isinstance(stmt, ir.AsyncLoad) else stmt.box)
-        tmap = names.tensor_map(self.launch.tensor_map(stmt.tensor, box, buf.swizzle).param)
-        if isinstance(stmt, ir.AsyncLoad) and stmt.multicast > 1:
-            # This block's slice of rows, into that slice of every block's stage.
-            rows, nbytes = multicast_slice(buf, stmt, 1)  # per rank
-            rank = "hk_cluster_rank()"
-            return [CopyOperands(len(coords), f"{base} + {rank} * {nbytes}u", tmap,
-                                 coords[:-1] + (f"({coords[-1]}) + {rank} * {rows}",), slots,
-                                 barrier, "", 0, stmt.multicast_mask)]
-        return [CopyOperands(len(coords), f"{base} + {j * block_bytes(buf)}u" if j else base, tmap,
-                             (f"({coords[0]}) + {j * box[-1]}" if j else coords[0],) + coords[1:],
-                             slots, barrier, "", 0)
-                for j in range(column_blocks(buf))]
+        return copy_operands(stmt, self.kernel, self.launch, self.exprs, self.role, barrier)
+
+    def ragged_end(self, stmt: ir.AsyncLoad | ir.AsyncStore) -> str:
+        return ragged_end(stmt, self.kernel, self.role)
 
     def matrix_store(self, stmt: ir.SharedStore) -> MatrixStore | None:
         if self.divergent:  # stmatrix is .sync.aligned: every lane of the warp stores
@@ -353,6 +322,9 @@ class _Context:
 
     def per_element(self, stmt: ir.TileDef | ir.TileAssign | ir.SharedStore) -> PerElement:
         return per_element(stmt, self.kernel, self.exprs, self.role)
+
+    def row_store(self, stmt: ir.GlobalRowStore) -> RowStoreCode:
+        return row_store(stmt, self.kernel, self.exprs, self.role)
 
     def row_partials(self, stmt: ir.RowPartials) -> RowPartialsCode:
         return row_partials(stmt, self.kernel, self.exprs, self.role)
@@ -403,10 +375,16 @@ class _Context:
 
     def take_tile(self, stmt: ir.TakeTile) -> str:
         """C++ setting the grid coordinates to those of tile `stmt.index`."""
-        extents = tuple(self.scalar(e) for e in raster.run_extents(self.kernel))
         targets = tuple(names.grid_coordinate(axis.name) for axis in self.kernel.grid)
+        if stmt.walk is not None:
+            return raster.walk_cxx(stmt.walk, self.scalar(stmt.index), self.scalar, targets)
+        extents = tuple(self.scalar(e) for e in raster.run_extents(self.kernel))
         return raster.coordinates_cxx(self.scalar(stmt.index), extents, targets,
                                       self.kernel.cluster[0], "static_cast<int>(hk_cluster_rank())")
+
+    def start_tile_walk(self, stmt: ir.StartTileWalk) -> str:
+        """C++ declaring a ragged walk's registers (its tiles counted)."""
+        return raster.count_cxx(stmt.walk, self.scalar)
 
     def carried(self, register: str) -> str:
         return names.carried(register)
@@ -429,6 +407,9 @@ def _lane_dependent(cond: ir.ScalarExpr) -> bool:
 
 def _only_releases(elect: ir.ElectLane) -> bool:
     return all(isinstance(s, ir.StageRelease) for s in elect.body.stmts)
+
+
+_WALKS = (ir.TakeTile, ir.StartTileWalk)
 
 
 def _overwrites_first(loop: ir.ForLoop) -> bool:

@@ -10,6 +10,8 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, copy_indices
 from hopperc.ir.layout import column_blocks, copy_box
 
+RAGGED_MAX_RANK = 3  # two view dimensions are added, and TMA takes 5
+
 
 def lower_copy(stmt: ast.Copy, scope: Scope, warpgroups: int, manual: bool):
     """`tma buf <- T[i, j]` loads, `tma T[i, j] <- buf` stores; indices count boxes."""
@@ -31,17 +33,65 @@ def lower_copy(stmt: ast.Copy, scope: Scope, warpgroups: int, manual: bool):
     part = view.view.part
     limits.check_copy_alignment(view.buffer, None if part is None else part.count, stmt.engine,
                                 stmt.span)
-    coords = tuple(ir.ScalarOp("*", scalar_expr(i, scope), ir.const(b)) if b != 1
-                   else scalar_expr(i, scope) for i, b in zip(indices, box))
+    ragged = _ragged_bound(indices, tensor, engine, scope)
+    coords = tuple(_coordinate(i, b, scope) for i, b in zip(indices, box))
     if not manual:
-        _check_issuer(stmt, view.view, coords, load)
+        _check_issuer(stmt, view.view, coords + ((ragged.end,) if ragged else ()), load)
     barrier = _via(stmt, scope, manual, load)
     if load:
         nbytes = view.buffer.dtype.nbytes
         for extent in box:
             nbytes *= extent
-        return ir.AsyncLoad(engine, view.view, tensor.name, coords, box, nbytes, barrier, stmt.span)
-    return ir.AsyncStore(engine, tensor.name, coords, box, view.view, stmt.span)
+        return ir.AsyncLoad(engine, view.view, tensor.name, coords, box, nbytes, barrier, stmt.span,
+                            ragged=ragged)
+    return ir.AsyncStore(engine, tensor.name, coords, box, view.view, stmt.span, ragged=ragged)
+
+
+def _coordinate(index: ast.Expr, box: int, scope: Scope) -> ir.ScalarExpr:
+    """The box's first element along one dimension: an index counts boxes; a
+    `START : END` index gives the element START itself."""
+    if isinstance(index, ast.RangeSlice):
+        return scalar_expr(index.start, scope)
+    return ir.ScalarOp("*", scalar_expr(index, scope), ir.const(box)) if box != 1 \
+        else scalar_expr(index, scope)
+
+
+def _ragged_bound(indices: tuple[ast.Expr, ...], tensor: ir.TensorParam, engine: ir.Engine,
+                  scope: Scope) -> ir.RaggedBound | None:
+    """The copy's `START : END` index, if any. It is lowered to a tensor map of an
+    overlapping view with two extra leading dimensions (docs/architecture.md,
+    "Ragged boxes"): TMA takes 5 dimensions, so the tensor at most 3; the view's
+    extra strides are multiples of 16 bytes only if the ragged dimension's is."""
+    ranged = [(d, i) for d, i in enumerate(indices) if isinstance(i, ast.RangeSlice)]
+    if not ranged:
+        return None
+    dim, index = ranged[0]
+    if len(ranged) > 1:
+        raise CompileError(ranged[1][1].span, "a copy takes at most one START : END index; "
+                                              "index the other dimensions by box")
+    if engine is not ir.Engine.TMA:
+        raise CompileError(index.span, "a bulk copy moves a whole contiguous slice; a "
+                                       "START : END bound needs a tma copy")
+    if dim == len(indices) - 1:
+        raise CompileError(index.span, "the innermost dimension cannot take a START : END "
+                                       "bound (TMA addresses it contiguously); clip an outer "
+                                       "dimension")
+    if len(indices) > RAGGED_MAX_RANK:
+        raise CompileError(index.span, f"a START : END bound needs a tensor of at most "
+                                       f"{RAGGED_MAX_RANK} dimensions ('{tensor.name}' has "
+                                       f"{len(indices)}): its tensor map adds two to the "
+                                       "tensor's, and TMA takes 5")
+    inner = tensor.dims[dim + 1:]
+    if all(isinstance(d, int) for d in inner):
+        stride = tensor.dtype.nbytes
+        for d in inner:
+            stride *= d
+        if stride % 16:
+            raise CompileError(index.span, f"a START : END bound along dimension {dim} of "
+                                           f"'{tensor.name}' needs its stride ({stride} bytes) "
+                                           "to be a multiple of 16 bytes; pad the inner "
+                                           "dimensions")
+    return ir.RaggedBound(dim, scalar_expr(index.stop, scope))
 
 
 def _check_issuer(stmt: ast.Copy, view: ir.BufferView, coords, load: bool) -> None:
@@ -71,7 +121,8 @@ def _tensor_ref(expr: ast.Expr, scope: Scope) -> tuple[ir.TensorParam, tuple[ast
                                       f"{'is' if len(expr.indices) == 1 else 'are'} given")
     for index in expr.indices:
         if isinstance(index, (ast.FullSlice, ast.NewAxis)):
-            raise CompileError(index.span, "a copy takes one tile index per dimension")
+            raise CompileError(index.span, "a copy takes one tile index per dimension (or one "
+                                           "START : END element range)")
     return tensor, expr.indices
 
 

@@ -10,7 +10,8 @@ own tile, `Y[tile.m, j]` in a kernel whose grid is `m`), loop variables with
 constant bounds and `wg` moving them less than that. The block's own
 stores are then ordered before its reads by complete_bulk_stores, within the
 role that stores them: another role may read only boxes apart from every box
-the storing role stores.
+the storing role stores. A ragged copy's box (`START : END`) is taken as
+anywhere along its clipped axis: nothing is proven apart there.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies
 from hopperc.ir.global_accesses import global_vectors
-from hopperc.ir.index_algebra import GlobalBox
+from hopperc.ir.index_algebra import GlobalBox, copy_box
 
 Ranges = dict[ir.Scalar, tuple[int, int]]  # loop variable or `wg` -> (first, last)
 BOUNDED = (ir.ScalarKind.LOOP, ir.ScalarKind.BUILTIN)  # terms with a known range
@@ -50,6 +51,7 @@ def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: i
                 stores.setdefault(box.tensor, []).append(_Box(box, stmt.span, ranges, role))
             else:
                 reads.append(_Box(box, stmt.span, ranges, role))
+    _refuse_row_stored(body, reads, element_reads)
     for tensor, span in element_reads.items():
         if tensor in stores:
             raise CompileError(span, f"this reads an element of '{tensor}', which the kernel "
@@ -58,7 +60,7 @@ def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: i
                                      "coordinates, and nothing orders a block's stores before "
                                      "them; read elements only of tensors the kernel does not "
                                      "write")
-    axes = [g for g in grid if g.dim is not None or g.divisor > 1]
+    axes = [g for g in grid if g.extent != ir.const(1)]
     for read in reads:
         for store in stores.get(read.box.tensor, ()):
             if store.role != read.role and not _apart_in_block(store, read):
@@ -70,6 +72,38 @@ def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: i
             apart = [g for g in axes if _apart_across_tiles(store, read, g.name)]
             if len(apart) < len(axes):
                 raise CompileError(read.span, _message(read, store, axes, apart))
+
+
+def _refuse_row_stored(body: ir.Block, reads: list[_Box], element_reads: dict[str, Span]) -> None:
+    """A tensor written by st.global from registers (ir.GlobalRowStore) is only
+    written that way: no pass orders those generic writes of many threads before
+    a read of them (ld.global, or a TMA load through the async proxy, which
+    would need a fence.proxy.async besides), nor against a TMA or bulk store of
+    the same elements. Refused at the read, or at the second kind of write."""
+    row_stored: dict[str, Span] = {}
+    bulk_stored: dict[str, Span] = {}
+    for stmt, _, _ in _leaves(body, {}, None):
+        if isinstance(stmt, ir.GlobalRowStore):
+            row_stored.setdefault(stmt.tensor, stmt.span)
+            if stmt.tensor in bulk_stored:
+                raise CompileError(stmt.span, _mixed(stmt.tensor, bulk_stored[stmt.tensor]))
+        elif isinstance(stmt, ir.AsyncStore):
+            bulk_stored.setdefault(stmt.tensor, stmt.span)
+            if stmt.tensor in row_stored:
+                raise CompileError(stmt.span, _mixed(stmt.tensor, row_stored[stmt.tensor]))
+    read_spans = [(read.box.tensor, read.span) for read in reads] + list(element_reads.items())
+    for tensor, span in read_spans:
+        if tensor in row_stored:
+            raise CompileError(span, (
+                f"this reads '{tensor}', which the kernel stores from registers "
+                f"(line {row_stored[tensor].line}): nothing orders those stores "
+                "before a read; write the values to a tensor the kernel does not read"))
+
+
+def _mixed(tensor: str, first: Span) -> str:
+    return (f"'{tensor}' is also written at line {first.line} by the other kind of store "
+            "(st.global from registers, or a TMA or bulk store through the async proxy): "
+            "nothing orders the two; write each tensor one way")
 
 
 def _message(read: _Box, store: _Box, axes, apart) -> str:
@@ -90,7 +124,7 @@ def _apart_across_tiles(store: _Box, read: _Box, axis: str) -> bool:
     for s, r, extent_s, extent_r in zip(store.box.coords, read.box.coords, store.box.extents,
                                         read.box.extents):
         ls, lr = index_algebra.linear(s), index_algebra.linear(r)
-        if ls is None or lr is None:
+        if ls is None or lr is None or extent_s is None or extent_r is None:
             continue
         a = ls[0].get(tile, 0)
         if a == 0 or lr[0].get(tile, 0) != a:
@@ -112,7 +146,8 @@ def _apart_in_block(store: _Box, read: _Box) -> bool:
     for s, r, extent_s, extent_r in zip(store.box.coords, read.box.coords, store.box.extents,
                                         read.box.extents):
         ls, lr = index_algebra.linear(s), index_algebra.linear(r)
-        if ls is None or lr is None or _unbounded(ls) != _unbounded(lr):
+        if ls is None or lr is None or extent_s is None or extent_r is None or \
+                _unbounded(ls) != _unbounded(lr):
             continue
         span_s, span_r = _loop_span(ls, store.ranges, None), _loop_span(lr, read.ranges, None)
         if span_s is not None and span_r is not None and (
@@ -165,11 +200,12 @@ def _scalars(expr: ir.ScalarExpr) -> Iterator[ir.Scalar]:
 
 def _boxes(stmt: ir.Stmt) -> list[tuple[GlobalBox, bool]]:
     match stmt:
-        case ir.AsyncStore(tensor=tensor, coords=coords, box=box):
-            return [(GlobalBox(tensor, coords, box), True)]
-        case ir.AsyncLoad(tensor=tensor, coords=coords, box=box):
-            return [(GlobalBox(tensor, coords, box), False)]
-        case ir.SharedStore(value=value) | ir.TileDef(init=value) | ir.TileAssign(value=value):
+        case ir.AsyncStore():
+            return [(copy_box(stmt), True)]
+        case ir.AsyncLoad():
+            return [(copy_box(stmt), False)]
+        case ir.SharedStore(value=value) | ir.TileDef(init=value) | ir.TileAssign(value=value) | \
+                ir.GlobalRowStore(value=value):
             return [(GlobalBox(v.tensor, (v.start,), (v.length or 1 << 30,)), False)
                     for v in global_vectors(value)]
     return []

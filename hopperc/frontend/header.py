@@ -6,8 +6,11 @@ from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType
 from hopperc.frontend import ast, limits
 from hopperc.frontend.literals import check_int32
-from hopperc.frontend.scope import Scope, const_value
+from hopperc.frontend.scope import Scope, const_value, is_const, scalar_expr
 from hopperc.ir import nodes as ir
+from hopperc.ir.elements import tensor_elements_in
+from hopperc.ir.index_algebra import names
+from hopperc.runtime.launch_rules import EXTENT_OPS
 
 DEFAULT_THREADS = 128  # a block without `threads` or roles
 
@@ -62,15 +65,16 @@ def consts(kernel: ast.Kernel, defines: dict[str, int],
 
 
 def grid(kernel: ast.Kernel, scope: Scope) -> tuple[ir.GridAxis, ...]:
+    """The grid axes, each with its extent: every axis is declared first, so that
+    the faster axes' extents of a ragged grid may read `tile.<the last axis>`."""
     if len(kernel.grid) > 3:
         raise CompileError(kernel.grid[3].span, "a grid has at most 3 axes")
-    axes = []
     for g in kernel.grid:
         if g.name in scope.grid_axes:
             raise CompileError(g.span, f"grid axis '{g.name}' is already declared")
         scope.grid_axes[g.name] = g.span
-        axes.append(_grid_axis(g, scope))
-    return tuple(axes)
+    return tuple(ir.GridAxis(g.name, _grid_extent(g, kernel, scope), g.span)
+                 for g in kernel.grid)
 
 
 def roles(kernel: ast.Kernel) -> tuple[ir.RoleInfo, ...]:
@@ -103,17 +107,41 @@ def roles(kernel: ast.Kernel) -> tuple[ir.RoleInfo, ...]:
     return tuple(roles)
 
 
-def _grid_axis(g: ast.GridDim, scope: Scope) -> ir.GridAxis:
-    e = g.extent
-    if isinstance(e, ast.IntLit):
-        return ir.GridAxis(g.name, None, e.value, g.span)
-    if isinstance(e, ast.BinOp) and e.op == "/" and isinstance(e.left, ast.Name):
-        if e.left.id in scope.dims:
-            divisor = const_value(e.right, scope, "a grid divisor")
-            if divisor <= 0:
-                raise CompileError(e.right.span, "a grid divisor must be positive")
-            return ir.GridAxis(g.name, e.left.id, divisor, g.span)
-    if isinstance(e, ast.Name) and e.id in scope.dims:
-        return ir.GridAxis(g.name, e.id, 1, g.span)
-    raise CompileError(e.span, "a grid extent is a tensor dimension divided by a tile size "
-                               "(M / BM), a dimension, or a constant")
+def _check_extent_ops(expr: ir.ScalarExpr, span: Span) -> None:
+    if isinstance(expr, ir.ScalarOp):
+        if expr.op not in EXTENT_OPS:
+            raise CompileError(span, f"a grid extent is integer arithmetic (+ - * / %), not "
+                                     f"'{expr.op}'")
+        _check_extent_ops(expr.left, span)
+        _check_extent_ops(expr.right, span)
+
+
+def _grid_extent(g: ast.GridDim, kernel: ast.Kernel, scope: Scope) -> ir.ScalarExpr:
+    """A positive integer expression of dimensions, tile constants and i32 scalar
+    parameters; in a ragged grid, of tensor elements and (but for the last
+    axis) `tile.<last axis>` too (ir/raster.py)."""
+    extent = scalar_expr(g.extent, scope, builtins=frozenset())
+    _check_extent_ops(extent, g.extent.span)
+    if is_const(extent) and extent.value < 1:
+        raise CompileError(g.extent.span, f"a grid extent must be positive, not {extent.value}")
+    tiles = names(extent, ir.ScalarKind.TILE)
+    reads_data = next(tensor_elements_in(extent), None) is not None
+    if not tiles and not reads_data:
+        return extent
+    slowest = kernel.grid[-1]
+    if g is slowest and tiles:
+        raise CompileError(g.extent.span, "the last grid axis's extent cannot read tile "
+                                          "coordinates; the faster axes' extents may read "
+                                          f"tile.{slowest.name}")
+    if tiles - {slowest.name}:
+        raise CompileError(g.extent.span, f"a grid extent may read only tile.{slowest.name}, "
+                                          "the last (slowest) axis")
+    if not kernel.persistent:
+        varies = f"varies with tile.{slowest.name}" if tiles else "reads tensor elements"
+        raise CompileError(g.extent.span, (
+            f"this extent {varies} (a ragged grid): only a persistent kernel walks such a "
+            "grid; add 'persistent', or use a static bound and skip the tiles past the end "
+            "with a condition"))
+    return extent
+
+

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from hopperc.diagnostics import CompileError, Span
 from hopperc.ir import nodes as ir
-from hopperc.ir.raster import TILE_LOOP, extent, turn_condition
+from hopperc.ir.raster import TILE_LOOP, extent, ragged_walk, turn_condition, walk_registers
 
 
 def check(grid: tuple[ir.GridAxis, ...], cluster: tuple[int, ...], manual: bool,
@@ -27,13 +27,15 @@ def check(grid: tuple[ir.GridAxis, ...], cluster: tuple[int, ...], manual: bool,
     if manual:
         raise CompileError(span, "a persistent kernel's tile loop is written by the compiler; "
                                  "a manual kernel writes its own")
-    if not 1 <= len(grid) <= 2:
-        raise CompileError(span, f"a persistent kernel walks a grid of 1 or 2 axes, not "
-                                 f"{len(grid)}")
+    if not grid:
+        raise CompileError(span, "a persistent kernel walks a grid of 1 to 3 axes; declare one")
     if any(c != 1 for c in cluster[1:]):
         raise CompileError(span, "a persistent kernel's cluster spans the first grid axis: "
                                  f"cluster({cluster[0] * cluster[1] * cluster[2]}), not "
                                  f"cluster({', '.join(map(str, cluster))})")
+    if cluster[0] > 1 and ragged_walk(grid):
+        raise CompileError(span, "the blocks of a ragged grid's walk take tiles one by one; "
+                                 "remove the cluster")
 
 
 def turning_role(roles: tuple[ir.RoleInfo, ...], persistent: bool, span: Span) -> ir.RoleInfo:
@@ -56,9 +58,13 @@ def tile_loop(body: ir.Block, grid: tuple[ir.GridAxis, ...], cluster: int, span:
     run by warpgroup tile % N of the role."""
     if turns:
         body = ir.Block((ir.IfThen(turn_condition(turns), body, ir.Block(), span),))
-    tiles = extent(grid[0], cluster)
-    for axis in grid[1:]:
-        tiles = ir.ScalarOp("*", tiles, extent(axis))
+    walk = ragged_walk(grid)
+    if walk is None:
+        tiles = extent(grid[0], cluster)
+        for axis in grid[1:]:
+            tiles = ir.ScalarOp("*", tiles, extent(axis))
+    else:
+        tiles = walk_registers()[0]
     who = ("cluster", "clusters") if cluster > 1 else ("block", "blocks")
     block = ir.Scalar(ir.ScalarKind.BUILTIN, who[0])
     blocks = ir.Scalar(ir.ScalarKind.BUILTIN, who[1])
@@ -66,5 +72,7 @@ def tile_loop(body: ir.Block, grid: tuple[ir.GridAxis, ...], cluster: int, span:
     index = ir.ScalarOp("+", block, ir.ScalarOp(
         "*", ir.Scalar(ir.ScalarKind.LOOP, TILE_LOOP), blocks))
     loop = ir.ForLoop(TILE_LOOP, ir.const(0), count,
-                      ir.Block((ir.TakeTile(index, span), *body.stmts)), span)
-    return ir.Block((loop,))
+                      ir.Block((ir.TakeTile(index, span, walk), *body.stmts)), span)
+    if walk is None:
+        return ir.Block((loop,))
+    return ir.Block((ir.StartTileWalk(walk, span), loop))

@@ -15,6 +15,7 @@ from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.global_reads import check_global_reads
 from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.register_tiles import RegisterTiles, accumulator_names
+from hopperc.frontend.row_stores import is_tensor_target, lower_row_store
 from hopperc.frontend.specialize import specialize
 from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, ScalarSymbol, TileSymbol,
                                    const_value, scalar_expr)
@@ -294,10 +295,12 @@ class _Analyzer(RegisterTiles):
                                                                  symbol.shape, stmt.span,
                                                                  symbol.layout, symbol.threads),
                                      stmt.span)
+        if is_tensor_target(target, self.scope):
+            return lower_row_store(stmt, self.scope, self._warpgroups)
         view = buffer_view(target, self.scope, self._warpgroups)
         if view is None:
-            raise CompileError(target.span, "can only assign to a register tile or a shared "
-                                            "buffer")
+            raise CompileError(target.span, "can only assign to a register tile, a shared "
+                                            "buffer or a tensor (from a row vector)")
         if stmt.op != "=":
             raise CompileError(stmt.span, "a shared buffer is written with '='")
         if view.view.transposed:

@@ -152,10 +152,11 @@ def warpgroup_offset(index: ir.ScalarExpr) -> int | None:
 
 
 def issued_per_warpgroup(stmt: ir.Stmt) -> bool:
-    """A store whose source or coordinates name `wg`: each warpgroup's thread
-    issues its own."""
+    """A store whose source, coordinates or ragged END name `wg`: each
+    warpgroup's thread issues its own."""
     return isinstance(stmt, ir.AsyncStore) and any(
-        "wg" in builtins_in(e) for e in copy_indices(stmt.coords, stmt.src))
+        "wg" in builtins_in(e) for e in copy_indices(stmt.coords, stmt.src)
+        + ([stmt.ragged.end] if stmt.ragged else []))
 
 
 def copy_indices(coords: tuple[ir.ScalarExpr, ...], view: ir.BufferView
@@ -252,7 +253,7 @@ def register_uses(stmt: ir.Stmt) -> list[RegisterUse]:
                 ir.TileAssign(name=name, value=value, span=span):
             return ([RegisterUse(t, False, span) for t in tile_refs(value)]
                     + [RegisterUse(name, True, span)])
-        case ir.SharedStore(value=value, span=span):
+        case ir.SharedStore(value=value, span=span) | ir.GlobalRowStore(value=value, span=span):
             return [RegisterUse(t, False, span) for t in tile_refs(value)]
         case ir.RowPartials(tile=tile, span=span):
             return [RegisterUse(tile, False, span)]
@@ -278,7 +279,8 @@ def leaf_accesses(stmt: ir.Stmt) -> list[Access]:
             reads = [_access(v, Proxy.GENERIC, False, False, "read by ld.shared", span)
                      for v in tile_reads(value)]
             return reads + [_access(dst, Proxy.GENERIC, True, False, "written by st.shared", span)]
-        case ir.TileDef(init=value, span=span) | ir.TileAssign(value=value, span=span):
+        case ir.TileDef(init=value, span=span) | ir.TileAssign(value=value, span=span) | \
+                ir.GlobalRowStore(value=value, span=span):
             return [_access(v, Proxy.GENERIC, False, False, "read by ld.shared", span)
                     for v in tile_reads(value)]
         case ir.RowPartials(partials=partials, span=span):

@@ -3,9 +3,13 @@ arrays, grid axes and roles. Re-exported by `hopperc.ir.nodes`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hopperc.diagnostics import Span
 from hopperc.dtypes import DType, Swizzle
+
+if TYPE_CHECKING:
+    from hopperc.ir.nodes import ScalarExpr
 
 
 @dataclass(frozen=True)
@@ -64,11 +68,13 @@ class MBarrierArray:
 
 @dataclass(frozen=True)
 class GridAxis:
-    """Block index axis `tile.<name>`: extent = ceil(dim / divisor) (or a constant)."""
+    """Block index axis `tile.<name>`: `extent` tiles, a positive integer
+    expression of dimensions, constants and scalar parameters (`/` rounds up).
+    In a ragged grid (ir/raster.py) the faster axes' extents may also read
+    `tile.<the last axis>`."""
 
     name: str
-    dim: str | None
-    divisor: int
+    extent: "ScalarExpr"
     span: Span
 
 

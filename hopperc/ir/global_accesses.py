@@ -9,7 +9,7 @@ from typing import Iterator
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import Access, Proxy, issued_per_warpgroup, leaves, tile_operands, walk
-from hopperc.ir.index_algebra import GlobalBox
+from hopperc.ir.index_algebra import GlobalBox, copy_box
 
 
 def global_memory(tensor: str) -> str:
@@ -36,15 +36,13 @@ def global_accesses(stmt: ir.Stmt) -> list[Access]:
 
 def _global(stmt: ir.Stmt) -> list[Access]:
     match stmt:
-        case ir.AsyncStore(tensor=tensor, coords=coords, box=box, engine=engine, span=span):
+        case ir.AsyncStore(tensor=tensor, engine=engine, span=span):
             return [Access(global_memory(tensor), Proxy.ASYNC, True, True,
                            f"written by {engine.label} store", span,
-                           per_warpgroup=issued_per_warpgroup(stmt),
-                           region=GlobalBox(tensor, coords, box))]
-        case ir.AsyncLoad(tensor=tensor, coords=coords, box=box, engine=engine, span=span):
+                           per_warpgroup=issued_per_warpgroup(stmt), region=copy_box(stmt))]
+        case ir.AsyncLoad(tensor=tensor, engine=engine, span=span):
             return [Access(global_memory(tensor), Proxy.ASYNC, False, True,
-                           f"read by {engine.label} load", span,
-                           region=GlobalBox(tensor, coords, box))]
+                           f"read by {engine.label} load", span, region=copy_box(stmt))]
         case ir.SharedStore(value=value, span=span) | ir.TileDef(init=value, span=span) | \
                 ir.TileAssign(value=value, span=span):
             return [Access(global_memory(v.tensor), Proxy.GENERIC, False, False,

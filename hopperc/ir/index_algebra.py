@@ -90,14 +90,25 @@ def names(expr: ir.ScalarExpr, kind: ir.ScalarKind) -> set[str]:
 @dataclass(frozen=True)
 class GlobalBox:
     """A box of a global tensor: element coordinates of its first element and
-    its extents (None: anywhere in the tensor)."""
+    its extents (None: anywhere in the tensor; an axis's extent None: anywhere
+    along that axis, as a ragged copy's clipped one is taken)."""
 
     tensor: str
     coords: tuple[ir.ScalarExpr, ...]
-    extents: tuple[int, ...] | None
+    extents: tuple[int | None, ...] | None
     # Loop variables v (at most one) for which the box lies where `coords` say
     # or any number of iterations of v earlier (ir/iterations.py).
     older: tuple[str, ...] = ()
+
+
+def copy_box(copy: ir.AsyncLoad | ir.AsyncStore) -> GlobalBox:
+    """The box a TMA or bulk copy touches. A ragged copy's is taken as anywhere
+    along its clipped axis: its START and END are whatever the kernel computes
+    (group offsets), so no two of them are proven apart there."""
+    extents: tuple[int | None, ...] = copy.box
+    if copy.ragged is not None:
+        extents = tuple(None if i == copy.ragged.dim else e for i, e in enumerate(copy.box))
+    return GlobalBox(copy.tensor, copy.coords, extents)
 
 
 def boxes_overlap(a: GlobalBox, b: GlobalBox, same_point: bool = False) -> bool:
@@ -109,6 +120,8 @@ def boxes_overlap(a: GlobalBox, b: GlobalBox, same_point: bool = False) -> bool:
     if a.extents is None or b.extents is None:
         return True
     for x, y, nx, ny in zip(a.coords, b.coords, a.extents, b.extents):
+        if nx is None or ny is None:
+            continue
         d = _constant(x) - _constant(y) if _constant(x) is not None and \
             _constant(y) is not None else (difference(x, y) if same_point else None)
         if d is None:

@@ -209,6 +209,31 @@ class RankDivergence:
 
 
 @dataclass(frozen=True)
+class RaggedBound:
+    """A `tma` copy's `START : END` index: along tensor dimension `dim` (never
+    the innermost) the box starts at element START (the copy's coordinate there)
+    and elements at or past `end` (or the tensor's extent) are out of bounds: a
+    load reads them as zeros, a store does not write them."""
+
+    dim: int
+    end: ScalarExpr
+
+
+@dataclass(frozen=True)
+class RaggedUnicast:
+    """Why a ragged load whose box the blocks of a cluster share stays each
+    block's own: a multicast splits the box into row slices, one per block,
+    and the compiler does not clip slices at a ragged bound."""
+
+    span: Span
+
+    @property
+    def because(self) -> str:
+        return (f"its box is ragged (clipped at an END bound, line {self.span.line}), which a "
+                "multicast's per-block slices do not carry")
+
+
+@dataclass(frozen=True)
 class AsyncLoad:
     """Global -> shared through the async proxy, completing on `barrier`. With
     `multicast` > 1 the box is the same for that many blocks of the cluster:
@@ -229,7 +254,8 @@ class AsyncLoad:
     span: Span
     multicast: int = 1
     ahead: int = 0  # > 0: issued that many iterations before its readers, in their role
-    unicast: RankDivergence | None = None  # a shared box not multicast, and why
+    unicast: RankDivergence | RaggedUnicast | None = None  # a shared box not multicast, and why
+    ragged: RaggedBound | None = None  # coords[ragged.dim] is an element START, clipped at END
 
     @property
     def issued_box(self) -> tuple[int, ...]:
@@ -251,6 +277,7 @@ class AsyncStore:
     box: tuple[int, ...]
     src: BufferView
     span: Span
+    ragged: RaggedBound | None = None  # coords[ragged.dim] is an element START, clipped at END
 
 
 @dataclass(frozen=True)
@@ -296,6 +323,26 @@ class SharedStore:
 
 
 @dataclass(frozen=True)
+class GlobalRowStore:
+    """Register row vector -> global memory by the running threads (st.global,
+    generic proxy): row r of `value` (a vector of `layout` over `threads`:
+    Layout.ROWS, a warpgroup's 64 rows, or EVERY_ROW) goes to element
+    `start + r` of the tensor's last dimension, at element `index` of each
+    other dimension. One lane stores each row; an element at or past `end`
+    (None: no bound but the tensor's), or outside the tensor, is not written."""
+
+    tensor: str
+    index: tuple[ScalarExpr, ...]
+    start: ScalarExpr
+    end: ScalarExpr | None
+    value: TileExpr
+    rows: int
+    layout: Layout
+    threads: int
+    span: Span
+
+
+@dataclass(frozen=True)
 class Mma:
     """acc (+)= a @ b on the tensor cores (wgmma); a from shared memory or registers.
     With `overwrite_when`, an accumulating product overwrites acc (scale-d 0 on
@@ -312,12 +359,43 @@ class Mma:
 
 
 @dataclass(frozen=True)
+class TileWalk:
+    """A ragged grid's tiles (ir/raster.py): the axes' extents, first fastest,
+    where the faster ones read tile.<slowest>. A walking role keeps a cursor over
+    the slowest axis in the carried registers raster.WALK_GROUP (its value) and
+    raster.WALK_FIRST (the linear index of that value's first tile)."""
+
+    axes: tuple[str, ...]
+    extents: tuple[ScalarExpr, ...]
+
+    def __post_init__(self) -> None:
+        assert len(self.axes) == len(self.extents) >= 1
+
+    @property
+    def slowest(self) -> str:
+        return self.axes[-1]
+
+
+@dataclass(frozen=True)
+class StartTileWalk:
+    """Before a persistent block's tile loop over a ragged grid: the register
+    raster.WALK_TOTAL counts the grid's tiles (the sum over the slowest axis of
+    the faster extents' product) and the cursor starts at the slowest axis's 0."""
+
+    walk: TileWalk
+    span: Span
+
+
+@dataclass(frozen=True)
 class TakeTile:
     """A persistent block takes output tile `index` (linear, in ir/raster.py's
-    order): from here on tile.AXIS are that tile's coordinates."""
+    order): from here on tile.AXIS are that tile's coordinates. With `walk` (a
+    ragged grid) the cursor moves forward to the slowest axis's value holding
+    `index` first; indices only grow, so a block's walk is O(that extent)."""
 
     index: ScalarExpr
     span: Span
+    walk: TileWalk | None = None
 
 
 @dataclass(frozen=True)
@@ -349,8 +427,8 @@ class ManualRegion:
 
 
 Stmt = (RoleBlock | ForLoop | IfThen | AsyncLoad | AsyncStore | TileDef | TileAssign
-        | RowPartials | SharedStore | Mma | TakeTile | ElectLane | OneThread | ManualRegion | PhaseFlip
-        | StageAdvance | SyncStmt)
+        | RowPartials | SharedStore | GlobalRowStore | Mma | TakeTile | StartTileWalk | ElectLane
+        | OneThread | ManualRegion | PhaseFlip | StageAdvance | SyncStmt)
 
 
 # ---------------------------------------------------------------- kernel

@@ -108,8 +108,12 @@ def statement(stmt: ir.Stmt) -> str:
             return "one_thread:"
         case ir.ElectLane():
             return "elect:"
-        case ir.TakeTile(index=index):
+        case ir.TakeTile(index=index, walk=None):
             return f"take tile {scalar(index)}"
+        case ir.TakeTile(index=index, walk=walk):
+            return f"take tile {scalar(index)} walking tile.{walk.slowest}"
+        case ir.StartTileWalk(walk=walk):
+            return f"start walk over tile.{walk.slowest}"
         case ir.ManualRegion():
             return "manual:"
         case ir.AsyncLoad(engine=e, dst=dst, tensor=t, coords=c, nbytes=n, barrier=b):
@@ -119,9 +123,9 @@ def statement(stmt: ir.Stmt) -> str:
                         f"{stmt.issued_box[0]} rows)")
             elif stmt.unicast is not None:
                 via += f", each block's own ({stmt.unicast.because})"
-            return f"{e.value}.load {view(dst)} <- {t}[{', '.join(scalar(x) for x in c)}] ({n} B){via}"
-        case ir.AsyncStore(engine=e, tensor=t, coords=c, src=src):
-            return f"{e.value}.store {t}[{', '.join(scalar(x) for x in c)}] <- {view(src)}"
+            return f"{e.value}.load {view(dst)} <- {t}[{_coords(stmt)}] ({n} B){via}"
+        case ir.AsyncStore(engine=e, tensor=t, src=src):
+            return f"{e.value}.store {t}[{_coords(stmt)}] <- {view(src)}"
         case ir.TileDef(name=name, dtype=dtype, shape=shape, layout=layout, init=init):
             value = "undefined" if init is None else tile(init)
             return f"{name}: {dtype}{list(shape)} {layout.value} = {value}"
@@ -129,6 +133,11 @@ def statement(stmt: ir.Stmt) -> str:
             return f"{name} = {tile(value)}"
         case ir.SharedStore(dst=dst, value=value):
             return f"st.shared {view(dst)} = {tile(value)}"
+        case ir.GlobalRowStore(tensor=t, index=index, start=start, end=end, value=value):
+            until = "" if end is None else f" : {scalar(end)}"
+            lead = "".join(f"{scalar(i)}, " for i in index)
+            return (f"st.global {t}[{lead}{scalar(start)}{until}] = {tile(value)} "
+                    "(one lane per row)")
         case ir.RowPartials(op=op, tile=name, partials=partials):
             return f"st.shared {view(partials)}[warp, row] = row{op}({name}) of the warp's elements"
         case ir.Mma(acc=acc, a=a, b=b, accumulate=acc_flag, shape=(m, n, k), overwrite_when=w):
@@ -199,8 +208,7 @@ def print_kernel(kernel: ir.Kernel) -> str:
     for s in kernel.scalars:
         lines.append(f"  scalar {s.name}: {s.dtype}")
     for g in kernel.grid:
-        extent = f"ceil({g.dim} / {g.divisor})" if g.dim else str(g.divisor)
-        lines.append(f"  grid tile.{g.name} < {extent}")
+        lines.append(f"  grid tile.{g.name} < {scalar(g.extent)}")
     for b in kernel.buffers:
         reuses = f" reuses {b.reuses}" if b.reuses else ""
         lines.append(f"  shared {b.name}: {b.dtype}{list(b.shape)} stages {b.stages} "
@@ -232,3 +240,11 @@ def _block(block: ir.Block, depth: int, lines: list[str]) -> None:
             if i == 1 and body.stmts:
                 lines.append("  " * depth + "else:")
             _block(body, depth + 1, lines)
+
+
+def _coords(copy: ir.AsyncLoad | ir.AsyncStore) -> str:
+    """A copy's element coordinates; a ragged dimension's as `START : END`."""
+    texts = [scalar(x) for x in copy.coords]
+    if copy.ragged is not None:
+        texts[copy.ragged.dim] += f" : {scalar(copy.ragged.end)}"
+    return ", ".join(texts)

@@ -85,6 +85,7 @@ def at_stage(stmt: ir.Stmt, buffers: tuple[str, ...], stage: ir.ScalarExpr) -> i
             return replace(stmt, a=view(a), b=view(b))
         case ir.TileDef(init=init):
             return replace(stmt, init=expr(init))
-        case ir.TileAssign(value=value) | ir.SharedStore(value=value):
+        case ir.TileAssign(value=value) | ir.SharedStore(value=value) | \
+                ir.GlobalRowStore(value=value):
             return replace(stmt, value=expr(value))
     return stmt

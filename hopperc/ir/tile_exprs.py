@@ -87,7 +87,8 @@ class ElementIndex:
 
 @dataclass(frozen=True)
 class Elementwise:
-    """An element-wise operation: + - * / max min neg relu abs exp exp2 rsqrt,
+    """An element-wise operation: + - * / max min neg relu abs exp exp2 log
+    log2 rsqrt,
     comparisons (1 where true, else 0) and where(c, a, b) (a where c != 0)."""
 
     op: str

@@ -54,6 +54,12 @@ def verify(kernel: ir.Kernel, stage: str, *, loads_bound: bool = False,
             for register in carried:
                 if register not in kernel.carried:
                     problems.append(f"carried register '{register}' is not declared")
+            ragged = getattr(stmt, "ragged", None)
+            if ragged is not None and not (
+                    0 <= ragged.dim < len(stmt.coords) - 1 and len(stmt.coords) <= 3
+                    and stmt.engine is ir.Engine.TMA and getattr(stmt, "multicast", 1) == 1):
+                problems.append(f"bad ragged bound on dimension {ragged.dim} of the copy at "
+                                f"{stmt.span}")
             if isinstance(stmt, ir.NamedBarrier) and not (
                     0 <= stmt.id < 16 and stmt.threads % 32 == 0 and stmt.threads <= kernel.threads
                     and (not stmt.per_warpgroup or stmt.threads == 128)):

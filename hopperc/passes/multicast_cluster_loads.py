@@ -28,6 +28,8 @@ no compiler-carried register). Otherwise a block would wait forever on its
 full barrier for a peer's slice that peer never loads, or a peer would
 overwrite a stage this block has not released; such a ring stays each block's
 own, and its shareable loads record why (`AsyncLoad.unicast`, for `explain`).
+A ragged load (`START : END`) stays each block's own too: the slices of a
+multicast box would each need the box's clip.
 
 Hardware rule: a multicast copy writes the same CTA-relative shared address in
 every destination CTA and signals the mbarrier at the same offset there; a
@@ -61,7 +63,8 @@ def multicast_cluster_loads(kernel: ir.Kernel) -> ir.Kernel:
     # `specialize` wrote the roles: their names are not the user's
     divergent = {p.name: _divergence(kernel.body, p, coordinate, "", not kernel.specialized)
                  for p in handed}
-    shareable = {id(s): divergent[p.name] for p in handed for s in walk(kernel.body)
+    shareable = {id(s): ir.RaggedUnicast(s.span) if s.ragged else divergent[p.name]
+                 for p in handed for s in walk(kernel.body)
                  if isinstance(s, ir.AsyncLoad) and s.dst.buffer in p.buffers
                  and _shareable(s, kernel, blocks, coordinate)}
     shared = {key for key, why in shareable.items() if why is None}

@@ -199,6 +199,8 @@ class _Issue:
             first.span, "awaited by their readers", self.reader.span)))
         loads = [replace(load, dst=replace(load.dst, stage=stage), barrier=full,
                          coords=tuple(_substitute(c, self.var, iteration) for c in load.coords),
+                         ragged=load.ragged and replace(load.ragged, end=_substitute(
+                             load.ragged.end, self.var, iteration)),
                          ahead=p.stages - 1) for load in self.loads]
         return ir.Block((ir.OneThread(ir.Block((*head, *loads)), first.span),
                          ir.StageAdvance(self.stage, self.phase, p.stages, first.span)))

@@ -70,12 +70,13 @@ def bind(spec: LaunchSpec, args: Sequence[Any], kwargs: Mapping[str, Any],
     # A tensor with strides of its own (a view of a wider matrix) is checked on
     # them when its tensor map is encoded; a dense one here, by its shape.
     dense = {name for name, t in tensors.items() if _dense(t)}
+    ints = {name: value for name, value in scalars.items() if isinstance(value, int)}
     problem = illegal_shape(launch_tensors(spec, dense), launch_grid(spec), spec.cluster,
-                            spec.persistent, dims)
+                            spec.persistent, dims, ints)
     if problem:  # a tensor's problem names it; the grid's, the kernel
         raise ArgumentError(problem.message if problem.tensor else
                             f"{spec.kernel}: {problem.message}")
-    return BoundCall(tensors, dims, scalars, spec.grid_dims(dims, sms))
+    return BoundCall(tensors, dims, scalars, spec.grid_dims(dims, sms, ints))
 
 
 def launch_tensors(spec: LaunchSpec, dense: set[str]) -> list[TensorShape]:
@@ -90,7 +91,7 @@ def _dense(tensor: DeviceTensor) -> bool:
 
 
 def launch_grid(spec: LaunchSpec) -> list[GridShape]:
-    return [GridShape(axis, g.dim, g.divisor) for axis, g in enumerate(spec.grid)]
+    return [GridShape(axis, g.tiles) for axis, g in enumerate(spec.grid)]
 
 
 def _dim(name: str, value: Any) -> int:

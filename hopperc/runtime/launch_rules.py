@@ -5,8 +5,10 @@ compiler), so the runtime, the simulator and the command line all import it.
 
 For dimension values `dims` (the kernel's runtime sizes), a launch is legal when:
 - every dimension is an integer in 0 .. 2^31 - 1 (it travels as a 32-bit int);
-- every grid extent (`ceil(DIM / divisor)`, or a constant) is a multiple of the
-  cluster's extent along its axis (a persistent grid is whole clusters anyway);
+- every grid extent (an integer expression of dimensions and int scalars,
+  `Extent`) is at least 0 and at most the hardware's (2^31 - 1 along x, 65535
+  along y and z), and a multiple of the cluster's extent along its axis (a
+  persistent grid is whole clusters anyway, and launches along x only);
 - for a tensor read or written by TMA, laid out densely row-major (the layout
   the simulator and a `.contiguous()` tensor have): every extent is in
   1 .. 2^32 and every stride but the innermost (the bytes from one index of an
@@ -35,11 +37,50 @@ class TensorShape:
     tma: bool  # the kernel copies it with TMA (through a tensor map)
 
 
+# A grid extent as JSON: an int, {"dim": NAME}, {"scalar": NAME} (an int scalar
+# parameter), or {"op": OP, "args": [LEFT, RIGHT]} with OP one of EXTENT_OPS.
+Extent = int | dict
+EXTENT_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+              "/": lambda a, b: -(-a // b), "%": lambda a, b: a % b}  # `/` rounds up
+MAX_GRID = (INT_MAX, 65535, 65535)  # blocks along x, y, z
+
+
 @dataclass(frozen=True)
 class GridShape:
     axis: int  # 0, 1, 2: x, y, z
-    dim: str | None
-    divisor: int  # extent ceil(dim / divisor), or `divisor` blocks without a dimension
+    extent: Extent | None  # None: a ragged axis, whose extent the data decides
+
+
+def evaluate_extent(extent: Extent, values: dict[str, int]) -> int:
+    """An extent's value, for dimension and int scalar `values` by name."""
+    if isinstance(extent, int):
+        return extent
+    if "op" in extent:
+        left, right = (evaluate_extent(a, values) for a in extent["args"])
+        if extent["op"] in "/%" and right == 0:
+            raise ZeroDivisionError(f"a grid extent divides by 0 ({extent_text(extent)})")
+        return EXTENT_OPS[extent["op"]](left, right)
+    return values[extent.get("dim", extent.get("scalar"))]
+
+
+def extent_names(extent: Extent) -> list[str]:
+    """The dimensions and scalars an extent reads, in order, once each."""
+    if isinstance(extent, int):
+        return []
+    if "op" in extent:
+        return list(dict.fromkeys(n for a in extent["args"] for n in extent_names(a)))
+    return [extent.get("dim", extent.get("scalar"))]
+
+
+def extent_text(extent: Extent) -> str:
+    """An extent as a formula (`/` written ceil)."""
+    if isinstance(extent, int):
+        return str(extent)
+    if "op" not in extent:
+        return str(extent.get("dim", extent.get("scalar")))
+    left, right = (extent_text(a) for a in extent["args"])
+    return f"ceil({left} / {right})" if extent["op"] == "/" else \
+        f"({left} {extent['op']} {right})"
 
 
 @dataclass(frozen=True)
@@ -50,29 +91,39 @@ class IllegalShape:
     tensor: str | None = None
 
 
-def grid_extent(axis: GridShape, dims: dict[str, int]) -> int:
-    return axis.divisor if axis.dim is None else -(-dims[axis.dim] // axis.divisor)
-
-
 def illegal_shape(tensors: Iterable[TensorShape], grid: Sequence[GridShape],
                   cluster: Sequence[int], persistent: bool,
-                  dims: dict[str, int]) -> IllegalShape | None:
-    """The first rule `dims` breaks (module docstring), or None."""
+                  dims: dict[str, int], scalars: dict[str, int] | None = None
+                  ) -> IllegalShape | None:
+    """The first rule `dims` (and the int `scalars`) break (module docstring), or None."""
     for name, value in dims.items():
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT_MAX:
             return IllegalShape(f"dimension {name} must be an integer in 0 .. {INT_MAX}, "
                                 f"got {value!r}")
-    extents = [grid_extent(axis, dims) for axis in grid]
+    values = {**dims, **(scalars or {})}
+    fixed = [axis for axis in grid if axis.extent is not None]
+    try:
+        extents = [evaluate_extent(axis.extent, values) for axis in fixed]
+    except ZeroDivisionError as exc:
+        return IllegalShape(str(exc))
+    for axis, extent in zip(fixed, extents):
+        if not 0 <= extent <= MAX_GRID[0 if persistent else axis.axis]:
+            return IllegalShape(f"grid {'xyz'[axis.axis]} extent {extent_text(axis.extent)} "
+                                f"is {extent}; a grid takes 0 .. "
+                                f"{MAX_GRID[0 if persistent else axis.axis]} blocks there")
     if 0 in extents:
         return None
+    if persistent and math.prod(extents) > INT_MAX:
+        return IllegalShape(f"a persistent grid of {math.prod(extents)} tiles; a tile's index "
+                            f"is a 32-bit int (at most {INT_MAX})")
     if not persistent:
-        for axis, extent in zip(grid, extents):
+        for axis, extent in zip(fixed, extents):
             size = cluster[axis.axis]
             if extent % size:
-                given = "" if axis.dim is None else \
-                    f" ({axis.dim} = {dims[axis.dim]} makes {extent} tiles of {axis.divisor})"
+                given = ", ".join(f"{n} = {values[n]}" for n in extent_names(axis.extent))
                 return IllegalShape(f"grid {'xyz'[axis.axis]} extent {extent} is not a multiple "
-                                    f"of the cluster's {size}{given}")
+                                    f"of the cluster's {size} ({extent_text(axis.extent)}"
+                                    f"{' with ' + given if given else ''})")
     for tensor in tensors:
         if tensor.tma:
             problem = _tma_problem(tensor, dims)

@@ -12,11 +12,14 @@ from typing import Any
 from cuda.bindings import driver
 
 from hopperc.dtypes import DType
+from hopperc.runtime import ragged_view
 from hopperc.runtime.errors import MetadataError
+from hopperc.runtime.launch_rules import Extent, evaluate_extent, extent_names
 
-SCHEMA = "hopperc.launch/2"
+SCHEMA = "hopperc.launch/3"
 PARAM_KINDS = ("tensor_map", "pointer", "dim", "scalar")
 SCALAR_CTYPES = ("float", "int")
+RAGGED_BLOCKS = 132  # an H100 SXM's SMs: a ragged grid's blocks where the device is unknown
 
 
 @dataclass(frozen=True)
@@ -47,16 +50,19 @@ class TensorMapSpec:
     interleave: str
     l2_promotion: str
     oob_fill: str
+    # A ragged copy's map: the tensor dimension (outermost first) its view clips
+    # (runtime/ragged_view.py); `box` and `element_strides` are the view's.
+    ragged: int | None = None
 
 
 @dataclass(frozen=True)
 class GridSpec:
     name: str
-    dim: str | None
-    divisor: int
+    tiles: Extent | None  # None: a ragged axis (its extent depends on the data)
 
-    def extent(self, dims: dict[str, int]) -> int:
-        return self.divisor if self.dim is None else -(-dims[self.dim] // self.divisor)
+    def extent(self, values: dict[str, int]) -> int:
+        assert self.tiles is not None, "a ragged axis has no extent the host knows"
+        return evaluate_extent(self.tiles, values)
 
 
 @dataclass(frozen=True)
@@ -84,11 +90,20 @@ class LaunchSpec:
     def tensor_map(self, param: str) -> TensorMapSpec:
         return next(m for m in self.tensor_maps if m.param == param)
 
-    def grid_dims(self, dims: dict[str, int], sms: int | None = None) -> tuple[int, int, int]:
+    @property
+    def ragged(self) -> bool:
+        return any(axis.tiles is None for axis in self.grid)
+
+    def grid_dims(self, dims: dict[str, int], sms: int | None = None,
+                  scalars: dict[str, int] | None = None) -> tuple[int, int, int]:
         """The launch grid; a persistent kernel's is one block per SM (`sms`; one per
         tile when unknown), never more blocks than tiles; with clusters of C blocks
-        (along x), as many whole clusters as fit, never more than runs of C tiles."""
-        extents = [axis.extent(dims) for axis in self.grid]
+        (along x), as many whole clusters as fit, never more than runs of C tiles.
+        A ragged grid's tiles are known only to the kernel: one block per SM
+        (RAGGED_BLOCKS when unknown)."""
+        if self.ragged:
+            return (sms or RAGGED_BLOCKS, 1, 1)
+        extents = [axis.extent({**dims, **(scalars or {})}) for axis in self.grid]
         if self.persistent:
             size = self.cluster[0]
             runs = math.prod([-(-extents[0] // size), *extents[1:]])
@@ -143,21 +158,38 @@ def _spec(r: dict[str, Any]) -> LaunchSpec:
         _enum(driver.CUtensorMapSwizzle, m["swizzle_enum"]),
         _enum(driver.CUtensorMapInterleave, m["interleave"]),
         _enum(driver.CUtensorMapL2promotion, m["l2_promotion"]),
-        _enum(driver.CUtensorMapFloatOOBfill, m["oob_fill"])) for m in r["tensor_maps"])
+        _enum(driver.CUtensorMapFloatOOBfill, m["oob_fill"]), _ragged(m))
+        for m in r["tensor_maps"])
     for p in params:
         if p.kind == "tensor_map" and all(m.param != p.name for m in maps):
             raise ValueError(f"parameter {p.name}: no tensor_maps entry")
-    grid = tuple(GridSpec(g["name"], g["dim"], int(g["divisor"])) for g in r["grid"])
-    dims = {p.name for p in params if p.kind == "dim"}
+    grid = tuple(GridSpec(g["name"], g["tiles"]) for g in r["grid"])
+    known = {p.name for p in params if p.kind == "dim" or p.kind == "scalar" and p.ctype == "int"}
     for axis in grid:
-        if axis.dim is not None and axis.dim not in dims or axis.divisor < 1:
-            raise ValueError(f"grid axis {axis.name}: bad dimension or divisor")
+        if axis.tiles is not None and not set(extent_names(axis.tiles)) <= known:
+            raise ValueError(f"grid axis {axis.name}: its extent reads an unknown name")
     return LaunchSpec(
         kernel=str(r["kernel"]), symbol=str(r["symbol"]), arch=str(r["arch"]),
         block=_triple(r["block"]), cluster=_triple(r["cluster"]), grid=grid,
         dynamic_shared_bytes=int(r["dynamic_shared_memory_bytes"]), tensors=tensors,
         scalars=tuple(p for p in params if p.kind == "scalar"), params=params,
         tensor_maps=maps, persistent=bool(r.get("persistent", False)))
+
+
+def _ragged(m: dict[str, Any]) -> int | None:
+    """A ragged map's clipped dimension; its view's constants must be this
+    runtime's (a map built with others would clip elsewhere)."""
+    if "ragged" not in m:
+        return None
+    r = m["ragged"]
+    if (r["rows"], r["lead"], r["wrap"]) != (ragged_view.ROWS, ragged_view.LEAD,
+                                             ragged_view.WRAP):
+        raise ValueError(f"tensor map {m['param']}: ragged view constants {r!r} differ from "
+                         "this runtime's")
+    dim = r["dim"]
+    if not isinstance(dim, int) or not 0 <= dim < len(m["box"]) - ragged_view.EXTRA_DIMS - 1:
+        raise ValueError(f"tensor map {m['param']}: bad ragged dimension {dim!r}")
+    return dim
 
 
 def _dtype(text) -> DType:

@@ -5,7 +5,9 @@ metadata and the actual tensor, checked against the rules the driver enforces
 TMA orders dimensions innermost first; the innermost one must be contiguous
 (its stride is the element size and cannot be given), every other stride is
 in bytes, a multiple of 16 and below 2^40 (`launch_rules`, which `bind` checks
-for the shape first), and the base address is 16-byte aligned.
+for the shape first), and the base address is 16-byte aligned. A ragged
+copy's map describes the overlapping view of `ragged_view` instead (two more
+dimensions, the clipped one's extent 2^30).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 from cuda.bindings import driver
 
-from hopperc.runtime import driver_api
+from hopperc.runtime import driver_api, ragged_view
 from hopperc.runtime.arrays import DeviceTensor
 from hopperc.runtime.errors import ArgumentError
 from hopperc.runtime.launch_rules import TMA_ALIGNMENT, extent_problem, stride_problem
@@ -42,7 +44,7 @@ class TensorMapArgs:
 
 def tensor_map_args(spec: TensorMapSpec, tensor: DeviceTensor) -> TensorMapArgs:
     name = spec.tensor
-    rank = len(spec.box)
+    rank = len(spec.box) - (0 if spec.ragged is None else ragged_view.EXTRA_DIMS)
     if len(tensor.shape) != rank:
         raise ArgumentError(f"{name}: the kernel reads it as a {rank}-d tensor, got "
                             f"{len(tensor.shape)}-d")
@@ -67,9 +69,18 @@ def tensor_map_args(spec: TensorMapSpec, tensor: DeviceTensor) -> TensorMapArgs:
         if problem:
             raise ArgumentError(problem)
         strides.append(stride)
+    global_dim = tuple(reversed(tensor.shape))
+    if spec.ragged is not None:
+        shape = tuple(tensor.shape)
+        outer_strides = tuple(s * size for s in tensor.strides)
+        problem = ragged_view.view_problem(name, shape, outer_strides, spec.ragged)
+        if problem:
+            raise ArgumentError(problem)
+        global_dim = tuple(reversed(ragged_view.view_dims(shape, spec.ragged)))
+        strides = list(reversed(ragged_view.view_strides(outer_strides, spec.ragged)[:-1]))
     return TensorMapArgs(
-        data_type=spec.data_type, rank=rank, global_address=tensor.address,
-        global_dim=tuple(reversed(tensor.shape)), global_strides=tuple(strides),
+        data_type=spec.data_type, rank=len(global_dim), global_address=tensor.address,
+        global_dim=global_dim, global_strides=tuple(strides),
         box_dim=spec.box, element_strides=spec.element_strides, interleave=spec.interleave,
         swizzle=spec.swizzle, l2_promotion=spec.l2_promotion, oob_fill=spec.oob_fill)
 

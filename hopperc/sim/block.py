@@ -16,7 +16,8 @@ from hopperc.ir.global_accesses import global_vectors
 from hopperc.sim.barriers import MBarrier, NamedBarrier
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Agents, Clock, GlobalWrites, ShadowMemory, Site
-from hopperc.sim.values import PER_THREAD, compile_scalar, per_lane, read_box, write_box
+from hopperc.sim.values import (PER_THREAD, Clip, compile_scalar, per_lane, read_box,
+                                write_box)
 from hopperc.sim.views import Place, SharedSpace
 
 TRACE_LENGTH = 14
@@ -114,6 +115,7 @@ class Load:
     nbytes: int
     barrier: MBarrier
     site: Site
+    clip: Clip = None  # a ragged load's (axis, END)
 
 
 @dataclass
@@ -127,6 +129,7 @@ class Store:
     box: tuple[int, ...]
     site: Site
     done: bool = False
+    clip: Clip = None  # a ragged store's (axis, END)
 
 
 @dataclass
@@ -258,7 +261,7 @@ class Block:
                                                 "which is no longer initialized", load.site.span)
         self.memory.write(load.agent, load.clock, self.space.region(load.place), load.site)
         if self.tensors is not None:
-            values = read_box(self.tensors[load.tensor], load.origin, load.box)
+            values = read_box(self.tensors[load.tensor], load.origin, load.box, load.clip)
             self.space.write(load.place, values.reshape(self.space.shape(load.place)))
         self.event(self.agents.names[load.agent], load.site.span,
                    f"completes {load.nbytes} B on {load.barrier.name}")
@@ -269,10 +272,11 @@ class Block:
         self.memory.read(queue.agent, store.clock, self.space.region(store.place), store.site)
         if self.tensors is not None:
             values = self.space.read(store.place)
-            write_box(self.tensors[store.tensor], store.origin, values.reshape(store.box))
+            write_box(self.tensors[store.tensor], store.origin, values.reshape(store.box),
+                      store.clip)
         if store.tensor in self.writers:
             write_box(self.writers[store.tensor], store.origin,
-                      np.full(store.box, store.site.span, dtype=object))
+                      np.full(store.box, store.site.span, dtype=object), store.clip)
         store.done = True
 
     def exit_checks(self, span: Span | None) -> None:

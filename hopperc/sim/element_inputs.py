@@ -38,7 +38,7 @@ def reach_element_dims(kernel: ir.Kernel, dims: dict[str, int], iterations: int)
     read = set(element_tensors(kernel))
     others = {d for t in kernel.tensors if t.name not in read for d in t.dims}
     env = _last_tile(kernel, dims)
-    for element in tensor_elements_in(kernel.body):
+    for element in tensor_elements_in((kernel.body, kernel.grid)):
         tensor = kernel.tensor(element.tensor)
         for dim, index in zip(tensor.dims, element.indices):
             if isinstance(dim, str) and dim not in others:
@@ -91,7 +91,7 @@ def draw_elements(kernel: ir.Kernel, tensor: ir.TensorParam, dims: dict[str, int
 
 def _offsets_axis(kernel: ir.Kernel, tensor: str) -> int | None:
     """The axis along which the kernel reads `tensor` at i and at i + 1."""
-    elements = {e for e in tensor_elements_in(kernel.body) if e.tensor == tensor}
+    elements = {e for e in tensor_elements_in((kernel.body, kernel.grid)) if e.tensor == tensor}
     for a in elements:
         for b in elements:
             steps = [index_algebra.difference(y, x) for x, y in zip(a.indices, b.indices)]
@@ -127,6 +127,9 @@ def _last_tile(kernel: ir.Kernel, dims: dict[str, int]) -> dict:
     env: dict = {**dims, **{s.name: 1 for s in kernel.scalars}}
     env.update({f"@{b}": 0 for b in ("warp", "lane", "thread", "wg", "block", "rank")})
     env["@blocks"] = 1
-    for axis in kernel.grid:
-        env[f"tile.{axis.name}"] = max(int(scalar(extent(axis), env)) - 1, 0)
+    for axis in reversed(kernel.grid):  # a ragged grid's extents read the last axis
+        try:
+            env[f"tile.{axis.name}"] = max(int(scalar(extent(axis), env)) - 1, 0)
+        except KeyError:  # an extent that reads elements: its first tile
+            env[f"tile.{axis.name}"] = 0
     return env

@@ -11,6 +11,7 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.layout import element_threads, plane_rows
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Site
+from hopperc.sim.row_stores import stored_elements, storing_rows
 from hopperc.sim.values import elementwise, operands, row_partials
 from hopperc.sim.views import Place, owned_elements, owned_rows
 
@@ -81,6 +82,42 @@ class ElementCode:
                 old = self.tiles.get(stmt.name)
                 self.tiles[stmt.name] = values.copy() if old is None else \
                     np.where(owned, values, old)
+
+    def row_store(self, stmt: ir.GlobalRowStore, lanes) -> None:
+        """The rows this warp's running lanes store (st.global, generic proxy):
+        another thread's store of the same element must be ordered before it."""
+        span, block = stmt.span, self.block
+        tensor = block.kernel.tensor(stmt.tensor)
+
+        def tile(name: str) -> np.ndarray:
+            self.register_use(name, span)
+            return self.tiles[name]
+
+        def shared(read: ir.SharedRead) -> np.ndarray:
+            where = self.place(read.view, lanes, span)  # a row reduction's partials
+            block.memory.read(self.agent, self.clock, block.space.region(where),
+                              Site(f"ld.shared of {self.label(where)}", span))
+            return block.space.read(where)
+
+        def integer(e: ir.ScalarExpr) -> int:
+            return self.value(e, lanes, span)
+
+        shape = tuple(self.env[d] if isinstance(d, str) else d for d in tensor.dims)
+        rows, index = stored_elements(stmt, shape, integer)
+        mine = storing_rows(stmt, self.local, lanes)[rows]
+        rows, index = rows[mine], tuple(i[mine] for i in index)
+        if block.tensors is not None:
+            values = elementwise(stmt.value, (stmt.rows,), tensor.dtype, tile, shared,
+                                 block.tensors, integer, True)
+            block.tensors[stmt.tensor][index] = values[rows]
+            if stmt.tensor in block.writers:
+                block.writers[stmt.tensor][index] = span
+        else:
+            operands(stmt.value, lambda name: self.register_use(name, span),
+                     lambda read: shared(read), integer)
+        block.global_writes.store(self.agent, self.clock, stmt.tensor, zip(*map(tuple, index)),
+                                  Site(f"st.global of '{stmt.tensor}' by {self.who}", span))
+        self.tick()
 
     def row_partials(self, stmt: ir.RowPartials, lanes) -> None:
         """Lane 0 of this warp writes its row of the partials (codegen's RowPartials)."""

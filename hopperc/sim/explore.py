@@ -264,7 +264,8 @@ def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.n
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             store = writers[tensor][where] or next(
                 (s.span for s in walk(kernel.body)
-                 if isinstance(s, ir.AsyncStore) and s.tensor == tensor), kernel.span)
+                 if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore)) and s.tensor == tensor),
+                kernel.span)
             report.add(Finding(
                 Category.WRONG_RESULT,
                 f"{tensor} differs from the numpy reference at {int(bad.sum())} of {bad.size} "

@@ -12,7 +12,7 @@ from hopperc.ir.layout import multicast_slice
 from hopperc.sim.block import InOrderQueue, Load, Product, Store
 from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.memory import GlobalWrite, Site
-from hopperc.sim.values import matrix_product
+from hopperc.sim.values import Clip, clipped_box, matrix_product
 from hopperc.sim.views import Place
 
 
@@ -23,7 +23,9 @@ class AsyncIssue:
         index = self.value(stmt.barrier.index, lanes, span)
         place = self.place(stmt.dst, lanes, stmt.span)
         origin = tuple(self.value(c, lanes, span) for c in stmt.coords)
-        block.global_writes.read(self.clock, stmt.tensor, origin, stmt.box,
+        clip = self.ragged_clip(stmt, origin, lanes)
+        block.global_writes.read(self.clock, stmt.tensor, origin,
+                                 clipped_box(origin, stmt.box, clip),
                                  Site(f"{stmt.engine.label} load of '{stmt.tensor}'", span))
         box, nbytes, targets = stmt.box, stmt.nbytes, [block]
         if stmt.multicast > 1:  # this block's slice of rows, into every block's stage
@@ -40,9 +42,25 @@ class AsyncIssue:
             agent = block.agents.add(f"{stmt.engine.label} load{line(span)}", generic=False)
             barrier.in_flight += 1
             target.loads.append(Load(agent, {**self.clock, agent: 1}, place, stmt.tensor, origin,
-                                     box, nbytes, barrier, site))
+                                     box, nbytes, barrier, site, clip))
             block.event(self.name, span, f"issues {site.what} on {target.label}{barrier.name}")
         self.tick()
+
+    def ragged_clip(self, stmt: ir.AsyncLoad | ir.AsyncStore, origin: tuple[int, ...],
+                    lanes) -> Clip:
+        """A ragged copy's (axis, END). Its tensor map's view clips rows at or past
+        END but cannot clip below the tensor: a START < 0 would read or write the
+        memory before it (runtime/ragged_view.py)."""
+        if stmt.ragged is None:
+            return None
+        axis = stmt.ragged.dim
+        if origin[axis] < 0:
+            raise fail(Category.OUT_OF_RANGE, f"the {stmt.engine.label} "
+                       f"{'load' if isinstance(stmt, ir.AsyncLoad) else 'store'} of "
+                       f"'{stmt.tensor}' starts at element {origin[axis]} of dimension {axis}: "
+                       "a START : END copy clips only at END, so its rows before 0 would "
+                       "touch the memory before the tensor", stmt.span)
+        return axis, self.value(stmt.ragged.end, lanes, stmt.span)
 
     def store_queue(self, lane: int) -> InOrderQueue:
         if lane not in self.stores:
@@ -57,13 +75,15 @@ class AsyncIssue:
         queue = self.store_queue(lane)
         place = self.place(stmt.src, (lane,), stmt.span)
         origin = tuple(self.value(c, (lane,), stmt.span) for c in stmt.coords)
+        clip = self.ragged_clip(stmt, origin, (lane,))
         queue.issued += 1
         clock = {**self.clock, queue.agent: queue.issued}
         site = Site(f"{stmt.engine.label} store from {self.label(place)}", stmt.span)
-        queue.add(Store(clock, place, stmt.tensor, origin, stmt.box, site))
+        queue.add(Store(clock, place, stmt.tensor, origin, stmt.box, site, clip=clip))
         # Its global writes may land any time until a plain wait completes its group.
-        self.block.global_writes.write(GlobalWrite(stmt.tensor, origin, stmt.box, queue.writer,
-                                                   queue.issued, site))
+        self.block.global_writes.write(GlobalWrite(stmt.tensor, origin,
+                                                   clipped_box(origin, stmt.box, clip),
+                                                   queue.writer, queue.issued, site))
         self.block.event(self.name, stmt.span, f"issues {site.what}")
         self.tick()
 

@@ -15,8 +15,8 @@ from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.elements import element_tensors
-from hopperc.ir.raster import TILE_LOOP, extent, run_extents
-from hopperc.runtime.launch_rules import GridShape, TensorShape, illegal_shape
+from hopperc.ir.raster import count_tiles, launch_grid, ragged_walk, run_extents
+from hopperc.runtime.launch_rules import TensorShape, extent_names, illegal_shape
 from hopperc.sim.shapes import (  # noqa: F401 - default_dims re-exported
     MAX_BLOCKS, default_dims, index_ranges, ring_depth)
 from hopperc.sim.element_inputs import DATA_SETS, draw_elements
@@ -88,12 +88,15 @@ class Problem:
         return f"{dims or 'no dimensions'}, {run}"
 
 
-def check_launch(kernel: ir.Kernel, dims: dict[str, int]) -> None:
+def check_launch(kernel: ir.Kernel, dims: dict[str, int],
+                 scalars: dict[str, int] | None = None) -> None:
     """Refuse a shape the runtime would refuse (`runtime.launch_rules`, the one
-    definition), with its message, at the tensor at fault or the grid."""
-    problem = illegal_shape(launch_tensors(kernel), [
-        GridShape(axis, g.dim, g.divisor) for axis, g in enumerate(kernel.grid)],
-        kernel.cluster, kernel.persistent, dims)
+    definition), with its message, at the tensor at fault or the grid; without
+    `scalars`, the grid axes whose extents read none."""
+    grid = [g for g in launch_grid(kernel.grid) if scalars is not None or g.extent is None
+            or set(extent_names(g.extent)) <= set(dims)]
+    problem = illegal_shape(launch_tensors(kernel), grid, kernel.cluster, kernel.persistent,
+                            dims, scalars)
     if problem:
         span = next((t.span for t in kernel.tensors if t.name == problem.tensor),
                     kernel.grid[0].span if kernel.grid and not problem.tensor else kernel.span)
@@ -113,7 +116,8 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
     represented by a subset of its blocks (the reference runs the same ones)."""
     check_launch(kernel, dims)
     rng = np.random.default_rng(seed)
-    stored = {s.tensor for s in walk(kernel.body) if isinstance(s, ir.AsyncStore)}
+    stored = {s.tensor for s in walk(kernel.body)
+              if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore))}
     inputs = {}
     indices = index_ranges(kernel, dims)
     elements = tuple(element_tensors(kernel))
@@ -137,16 +141,21 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
     scalars = {s.name: (float(round_to(s.dtype, rng.uniform(0.5, 2))) if s.dtype.is_float
                         and s.dtype is not ir.DType.I32 else int(rng.integers(1, 4)))
                for s in kernel.scalars}
-    env = {**dims, **scalars}
+    check_launch(kernel, dims, {s.name: scalars[s.name] for s in kernel.scalars
+                                if s.dtype is ir.DType.I32})
+    env = {**dims, **scalars, **{element_key(name): inputs[name] for name in elements}}
     names = [axis.name for axis in kernel.grid]
-    extents = [scalar(extent(axis), env) for axis in kernel.grid]
-    blocks = math.prod(extents)
+    ragged = ragged_walk(kernel.grid)
+    if ragged is not None:  # a ragged grid: the tiles its walk counts
+        blocks = count_tiles(ragged, lambda e, g: scalar(e, {**env, f"tile.{ragged.slowest}": g}))
+    else:
+        blocks = math.prod(scalar(axis.extent, env) for axis in kernel.grid)
     if kernel.persistent:
         # Fewer blocks than tiles, as SMs: each block takes several tiles, so the
         # rings wrap across tiles and the tile loop's syncs are exercised. With
         # clusters, fewer clusters than runs of tiles.
         size = kernel.cluster[0]
-        runs = math.prod(scalar(e, env) for e in run_extents(kernel))
+        runs = blocks if ragged else math.prod(scalar(e, env) for e in run_extents(kernel))
         resident = max(1, min(runs // 2, PERSISTENT_BLOCKS))
         if size == 1:
             grid = [{"@block": b, "@blocks": resident} for b in range(resident)]
@@ -156,6 +165,7 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
         return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid, tiles=blocks,
                        cluster=size, element_tensors=elements,
                        element_sets=tuple(element_sets[1:]))
+    extents = [scalar(axis.extent, env) for axis in kernel.grid]
     shape = list(kernel.cluster[:len(extents)])
     size = math.prod(kernel.cluster)
     # Whole clusters, each block with its rank (x fastest, as %cluster_ctarank).

@@ -22,8 +22,10 @@ from hopperc.ir.layout import element_threads
 from hopperc.ir.raster import TILE_LOOP, turn_warpgroups
 from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
+from hopperc.sim.row_stores import stored_elements
 from hopperc.sim.values import (PER_THREAD, elementwise, matrix_product, per_lane, read_box,
-                                row_partials, scalar, taken_tile, undefined, write_box)
+                                row_partials, scalar, started_walk, taken_tile, undefined,
+                                write_box)
 from hopperc.sim.views import Place, place_shape
 
 
@@ -165,28 +167,36 @@ class _Block:
                 self.block(then if self.scalar(cond, span=span) else orelse)
             case ir.OneThread(body=body) | ir.ElectLane(body=body) | ir.ManualRegion(body=body):
                 self.block(body)
-            case ir.AsyncLoad(dst=dst, tensor=tensor, coords=coords, box=box):
+            case ir.AsyncLoad(dst=dst, tensor=tensor, coords=coords, box=box, ragged=ragged):
                 origin = tuple(self.scalar(c) for c in coords)
                 place = self.place(dst, 0)
-                data = read_box(self.tensors[tensor], origin, box)
+                clip = ragged and (ragged.dim, self.scalar(ragged.end))
+                data = read_box(self.tensors[tensor], origin, box, clip)
                 self.write(place, data.reshape(self.shape(place)))
-            case ir.AsyncStore(src=src, tensor=tensor, coords=coords, box=box):
+            case ir.AsyncStore(src=src, tensor=tensor, coords=coords, box=box, ragged=ragged):
                 # A store that names `wg` is issued by each warpgroup.
                 for instance in self.running() if issued_per_warpgroup(stmt) else (0,):
                     origin = tuple(self.scalar(c, instance) for c in coords)
+                    clip = ragged and (ragged.dim, self.scalar(ragged.end, instance))
                     write_box(self.tensors[tensor], origin,
-                              self.read(self.place(src, instance)).reshape(box))
+                              self.read(self.place(src, instance)).reshape(box), clip)
             case ir.TileDef() | ir.TileAssign() | ir.SharedStore() | ir.Mma():
                 for instance in self.running():
                     self.per_warpgroup(stmt, instance)
+            case ir.GlobalRowStore():
+                for instance in self.running():
+                    self.row_store(stmt, instance)
             case ir.RowPartials(op=op, tile=tile, partials=partials):
                 width = self.kernel.buffer(partials.buffer).shape[1]
                 for instance in self.running():
                     self.write(self.place(partials, instance),
                                row_partials(op, self.values[instance][tile],
                                             self.tiles[tile].threads, width))
-            case ir.TakeTile(index=index, span=span):
-                self.env.update(taken_tile(self.kernel, self.scalar(index, span=span), self.env))
+            case ir.TakeTile(index=index, span=span, walk=walk):
+                self.env.update(taken_tile(self.kernel, self.scalar(index, span=span), self.env,
+                                           walk))
+            case ir.StartTileWalk(walk=walk):
+                self.env.update(started_walk(walk, self.env))
             case _:
                 pass  # synchronization: the reference has no concurrency to order
 
@@ -198,11 +208,22 @@ class _Block:
         """A branch some threads take: copies and syncs mean the same run once;
         element-wise code would depend on which threads run it."""
         for stmt in walk(body):
-            if isinstance(stmt, (ir.TileDef, ir.TileAssign, ir.SharedStore, ir.Mma)):
+            if isinstance(stmt, (ir.TileDef, ir.TileAssign, ir.SharedStore, ir.Mma,
+                                 ir.GlobalRowStore)):
                 raise ReferenceUnavailable(
                     f"{stmt.span.file}:{stmt.span.line}: element-wise code or a wgmma under a "
                     f"condition on the thread ({span.file}:{span.line})")
         self.block(body)
+
+    def row_store(self, stmt: ir.GlobalRowStore, instance: int) -> None:
+        """The warpgroup's row vector to the elements it reaches (sim/row_stores.py)."""
+        data = self.tensors[stmt.tensor]
+        values = elementwise(stmt.value, (stmt.rows,), self.kernel.tensor(stmt.tensor).dtype,
+                             self.values[instance].__getitem__,
+                             lambda read: self.read(self.place(read.view, instance)),
+                             self.tensors, lambda e: self.scalar(e, instance), True)
+        rows, index = stored_elements(stmt, data.shape, lambda e: self.scalar(e, instance))
+        data[index] = values[rows]
 
     def per_warpgroup(self, stmt: ir.Stmt, instance: int) -> None:
         tiles = self.values[instance]

@@ -3,7 +3,8 @@ kernel, so that `check` runs every path of it on a small problem:
 
 - a grid axis gets two tiles (three in a pingpong kernel), a whole number of
   clusters along it, and two clusters where that stays within the blocks the
-  simulator runs;
+  simulator runs; the slowest axis of a ragged grid gets four, so that its
+  values' tile counts differ (and some are 0 where the extents allow);
 - a loop bound gets 2 x ring depth + 1 iterations (every slot of the longest
   ring filled more than twice: both parities and the wrap-around), found by
   evaluating the loop's bounds, whatever expression they are;
@@ -31,12 +32,13 @@ import math
 from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies, walk
-from hopperc.ir.raster import TILE_LOOP
+from hopperc.ir.raster import TILE_LOOP, ragged_walk
 from hopperc.runtime.launch_rules import TMA_ALIGNMENT
 from hopperc.sim.element_inputs import reach_element_dims
 from hopperc.sim.values import scalar
 
 GRID_TILES = 2
+RAGGED_VALUES = 4  # a ragged grid's slowest axis: values with different tile counts
 MAX_BLOCKS = 8  # a larger grid is simulated on a representative subset of its blocks
 NEST_ITERATIONS = 128  # most default iterations of the innermost body of nested loops
 MAX_TRIPS = 64  # the most tiles a default loop dimension is searched over
@@ -112,6 +114,13 @@ def _tensor_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
     """TMA strides (a multiple of 16 bytes), TMA boxes and bulk slices, and how
     far block 0's boxes reach."""
     for stmt, ranges in _constant_loops(kernel.body, {}):
+        if isinstance(stmt, ir.GlobalRowStore):  # a row vector's run of the last dimension
+            dims = kernel.tensor(stmt.tensor).dims
+            for dim, coord in zip(dims, (*stmt.index, stmt.start)):
+                if isinstance(dim, str):
+                    uses[dim].reach = max(uses[dim].reach, _farthest(coord, ranges))
+            if isinstance(dims[-1], str):
+                uses[dims[-1]].boxes.add(stmt.rows)
         if not isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore)):
             continue
         tensor = kernel.tensor(stmt.tensor)
@@ -165,6 +174,8 @@ def _farthest(coord: ir.ScalarExpr, ranges: dict[str, tuple[int, int]]) -> int:
 def _grid_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
     """Tiles along each grid axis: whole clusters, two of them where cheap."""
     tiles = [GRID_TILES + 1 if kernel.pingpong else GRID_TILES for _ in kernel.grid]
+    if ragged_walk(kernel.grid):  # more values of the slowest axis: empty and uneven ones
+        tiles[-1] = RAGGED_VALUES
     tiles = [-(-t // c) * c for t, c in zip(tiles, kernel.cluster)]
     per_cluster = math.prod(kernel.cluster)
     if per_cluster > 1 and not kernel.persistent and math.prod(tiles) // per_cluster < 2 and \
@@ -172,9 +183,9 @@ def _grid_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
         axis = next(i for i, c in enumerate(kernel.cluster[:len(tiles)]) if c > 1)
         tiles[axis] *= 2
     for axis, count in zip(kernel.grid, tiles):
-        if axis.dim is not None:
-            use = uses[axis.dim]
-            use.units.add(axis.divisor)
+        for dim, divisor in _divided_dims(axis.extent):
+            use = uses[dim]
+            use.units.add(divisor)
             use.tiles = max(use.tiles, count)
 
 
@@ -306,7 +317,8 @@ def index_ranges(kernel: ir.Kernel, dims: dict[str, int]) -> dict[str, int]:
     values = [(s, v) for s in walk(kernel.body) for v in _values(s)]
     loads = {(s.dst.buffer, s.tensor) for s in walk(kernel.body)
              if isinstance(s, ir.AsyncLoad)}
-    grid = {axis.name: axis.dim for axis in kernel.grid}
+    grid = {axis.name: list(dict.fromkeys(d for d, _ in _divided_dims(axis.extent)))
+            for axis in kernel.grid}
     loop_dims = {loop.var: _loop_dims(loop) for loop, _ in _loops(kernel)}
     ranges = {}
     for tensor in tensors:
@@ -333,7 +345,8 @@ def _values(stmt: ir.Stmt):
     match stmt:
         case ir.TileDef(init=init) if init is not None:
             yield init
-        case ir.TileAssign(value=value) | ir.SharedStore(value=value):
+        case ir.TileAssign(value=value) | ir.SharedStore(value=value) | \
+                ir.GlobalRowStore(value=value):
             yield value
 
 
@@ -373,14 +386,14 @@ def _reads(expr, tensor: str, held: set[str]) -> bool:
     return False
 
 
-def _dims_behind(expr, grid: dict[str, str | None], loop_dims: dict[str, list[str]]):
+def _dims_behind(expr, grid: dict[str, list[str]], loop_dims: dict[str, list[str]]):
     for node in _tile_nodes(expr):
         if isinstance(node, ir.ScalarValue):
             for s in _scalars(node.expr):
                 if s.kind is ir.ScalarKind.DIM:
                     yield s.name
-                elif s.kind is ir.ScalarKind.TILE and grid.get(s.name):
-                    yield grid[s.name]
+                elif s.kind is ir.ScalarKind.TILE:
+                    yield from grid.get(s.name, ())
                 elif s.kind is ir.ScalarKind.LOOP:
                     yield from loop_dims.get(s.name, ())
 

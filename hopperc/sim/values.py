@@ -102,13 +102,40 @@ def element(data: np.ndarray, indices) -> int | float:
     return int(value) if value.is_integer() else value
 
 
-def taken_tile(kernel: ir.Kernel, index: int, env: Mapping[str, int]) -> dict[str, int]:
+def taken_tile(kernel: ir.Kernel, index: int, env: Mapping[str, int],
+               walk: ir.TileWalk | None = None) -> dict[str, int]:
     """The grid coordinates (`tile.m`, ...) of a persistent block's tile `index`
-    (with clusters: of its tile in its cluster's run `index`)."""
+    (with clusters: of its tile in its cluster's run `index`); over a ragged
+    grid (`walk`), the cursor registers moved to it as well."""
+    if walk is not None:
+        return _walked_tile(walk, index, env)
     extents = tuple(scalar(e, env) for e in raster.run_extents(kernel))
     coords = raster.in_cluster(raster.coordinates(index, extents), kernel.cluster[0],
                                env.get("@rank", 0))
     return {f"tile.{axis.name}": c for axis, c in zip(kernel.grid, coords)}
+
+
+def started_walk(walk: ir.TileWalk, env: Mapping[str, int]) -> dict[str, int]:
+    """A ragged walk's registers at its start: the grid's tiles, the cursor at 0."""
+    total = raster.count_tiles(walk, lambda e, g: scalar(e, {**env, f"tile.{walk.slowest}": g}))
+    return {raster.WALK_TOTAL: total, raster.WALK_GROUP: 0, raster.WALK_FIRST: 0}
+
+
+def _walked_tile(walk: ir.TileWalk, index: int, env: Mapping[str, int]) -> dict[str, int]:
+    group_env = dict(env)
+
+    def tiles(group: int) -> int:
+        group_env[f"tile.{walk.slowest}"] = group
+        return scalar(raster.group_tiles(walk, ir.Scalar(ir.ScalarKind.TILE, walk.slowest)),
+                      group_env)
+
+    group, first = raster.advance(index, env[raster.WALK_GROUP], env[raster.WALK_FIRST],
+                                  scalar(walk.extents[-1], env), tiles)
+    group_env[f"tile.{walk.slowest}"] = group
+    faster = raster.within_group(index - first, tuple(
+        scalar(e, group_env) for e in walk.extents[:-1]))
+    return {raster.WALK_GROUP: group, raster.WALK_FIRST: first, f"tile.{walk.slowest}": group,
+            **{f"tile.{axis}": c for axis, c in zip(walk.axes, faster)}}
 
 
 def compile_scalar(expr: ir.ScalarExpr) -> Callable[[Mapping[str, int]], int]:
@@ -188,10 +215,23 @@ def _f32(value):
     return np.float32(value) if np.isscalar(value) else value
 
 
+def _log2(x):
+    """lg2.approx.ftz: log2(0) = -inf and of a negative number NaN, as numpy's,
+    without numpy's warnings."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log2(x)
+
+
+def _log(x):
+    """log2(x) * ln 2, as the kernel computes it (rounded to f32 twice)."""
+    return _log2(x) * np.float32(np.log(2.0))
+
+
 _ELEMENTWISE = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "neg": np.negative,
     "relu": lambda x: np.maximum(x, np.float32(0)), "abs": np.abs, "exp": np.exp,
-    "exp2": np.exp2, "rsqrt": lambda x: np.float32(1) / np.sqrt(x),
+    "exp2": np.exp2, "log2": _log2, "log": _log,
+    "rsqrt": lambda x: np.float32(1) / np.sqrt(x),
     "max": np.maximum, "min": np.minimum,
     **{op: (lambda f: lambda a, b: np.where(f(a, b), np.float32(1), np.float32(0)))(f)
        for op, f in (("==", np.equal), ("!=", np.not_equal), ("<", np.less),
@@ -324,20 +364,43 @@ def global_vector(data: np.ndarray, start: int, length: int) -> np.ndarray:
     return out
 
 
-def read_box(data: np.ndarray, origin: tuple[int, ...], box: tuple[int, ...]) -> np.ndarray:
-    """A TMA box at element coordinates `origin`; parts outside the tensor read 0."""
+Clip = tuple[int, int] | None  # a ragged copy's (axis, END): elements at or past END are out
+
+
+def read_box(data: np.ndarray, origin: tuple[int, ...], box: tuple[int, ...],
+             clip: Clip = None) -> np.ndarray:
+    """A TMA box at element coordinates `origin`; parts outside the tensor (or
+    at or past a ragged END) read 0."""
     out = np.zeros(box, dtype=np.float32)
-    src, dst = _clip(data.shape, origin, box)
+    src, dst = _clip(_bounds(data.shape, clip), origin, box)
     if src is not None:
         out[dst] = data[src]
     return out
 
 
-def write_box(data: np.ndarray, origin: tuple[int, ...], values: np.ndarray) -> None:
-    """Store a box; parts outside the tensor are not written."""
-    src, dst = _clip(data.shape, origin, values.shape)
+def write_box(data: np.ndarray, origin: tuple[int, ...], values: np.ndarray,
+              clip: Clip = None) -> None:
+    """Store a box; parts outside the tensor (or at or past a ragged END) are
+    not written."""
+    src, dst = _clip(_bounds(data.shape, clip), origin, values.shape)
     if src is not None:
         data[src] = values[dst]
+
+
+def clipped_box(origin: tuple[int, ...], box: tuple[int, ...], clip: Clip) -> tuple[int, ...]:
+    """The part of a box a ragged copy may touch: along its axis, up to END."""
+    if clip is None:
+        return box
+    axis, end = clip
+    return tuple(max(0, min(n, end - origin[axis])) if i == axis else n
+                 for i, n in enumerate(box))
+
+
+def _bounds(shape: tuple[int, ...], clip: Clip) -> tuple[int, ...]:
+    if clip is None:
+        return shape
+    axis, end = clip
+    return tuple(min(n, max(end, 0)) if i == axis else n for i, n in enumerate(shape))
 
 
 def _clip(shape, origin, box):

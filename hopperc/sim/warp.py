@@ -22,7 +22,7 @@ from hopperc.sim.elements import ElementCode
 from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.issue import AsyncIssue
 from hopperc.sim.memory import Site, join
-from hopperc.sim.values import taken_tile, undefined
+from hopperc.sim.values import started_walk, taken_tile, undefined
 from hopperc.sim.views import Place
 
 ALL_LANES = tuple(range(32))
@@ -31,7 +31,8 @@ PREEMPT = None  # yielded: the scheduler may run something else here
 # counters); every other one is a synchronization or asynchronous operation.
 _RUN_AT_ONCE = frozenset({ir.RoleBlock, ir.ForLoop, ir.IfThen, ir.OneThread, ir.ElectLane,
                           ir.ManualRegion, ir.TileDef, ir.TileAssign, ir.SharedStore,
-                          ir.RowPartials, ir.TakeTile, ir.PhaseFlip, ir.StageAdvance})
+                          ir.RowPartials, ir.GlobalRowStore, ir.TakeTile, ir.StartTileWalk,
+                          ir.PhaseFlip, ir.StageAdvance})
 
 
 class SimUnsupported(ToolchainError):
@@ -206,9 +207,13 @@ class Warp(ElementCode, AsyncIssue):
                 self.elementwise(stmt, lanes)
             case ir.RowPartials():
                 self.row_partials(stmt, lanes)
-            case ir.TakeTile(index=index, span=span):
+            case ir.GlobalRowStore():
+                self.row_store(stmt, lanes)
+            case ir.TakeTile(index=index, span=span, walk=walk):
                 self.env.update(taken_tile(self.block.kernel, self.value(index, lanes, span),
-                                           self.env))
+                                           self.env, walk))
+            case ir.StartTileWalk(walk=walk):
+                self.env.update(started_walk(walk, self.env))
             case ir.PhaseFlip(phase=phase):
                 self.env[phase] ^= 1
             case ir.StageAdvance(stage=stage, phase=phase, stages=stages, by=by, span=span):

@@ -89,7 +89,7 @@ def test_other_schema_asks_for_a_rebuild():
     (lambda r: r["tensor_maps"].clear(), "no tensor_maps entry"),
     (lambda r: r.update(block=[128, 0, 1]), "three positive integers"),
     (lambda r: r["tensors"][0].update(dtype="f64"), "unknown element type 'f64'"),
-    (lambda r: r["grid"][0].update(dim="Q"), "bad dimension"),
+    (lambda r: r["grid"][0].update(tiles={"dim": "Q"}), "its extent reads an unknown name"),
 ])
 def test_malformed_fields_are_named(edit, message):
     record = _record()

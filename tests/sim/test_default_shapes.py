@@ -10,7 +10,8 @@ import pytest
 
 from hopperc import driver
 from hopperc.diagnostics import SourceFile
-from hopperc.runtime.launch_rules import GridShape, illegal_shape
+from hopperc.ir.raster import launch_grid
+from hopperc.runtime.launch_rules import illegal_shape
 from hopperc.sim.problem import launch_tensors, make_problem
 from hopperc.sim.shapes import NEST_ITERATIONS, default_dims, index_ranges
 
@@ -20,9 +21,8 @@ def lowered(text: str):
 
 
 def legal(kernel, dims) -> bool:
-    grid = [GridShape(i, g.dim, g.divisor) for i, g in enumerate(kernel.grid)]
-    return illegal_shape(launch_tensors(kernel), grid, kernel.cluster, kernel.persistent,
-                         dims) is None
+    return illegal_shape(launch_tensors(kernel), launch_grid(kernel.grid), kernel.cluster,
+                         kernel.persistent, dims) is None
 
 
 # A row softmax over one 256-wide tile: N is only in the mask and the tensors.

@@ -1,0 +1,42 @@
+"""Which elements a register row vector's store to global memory
+(ir.GlobalRowStore) writes, and which running lanes write them, as code
+generation does: row r goes to element START + r of the last dimension unless
+that is at or past END, outside the tensor, or a leading index is; lane q < 2
+of the quad holding a row (Layout.ROWS) or thread r (EVERY_ROW) stores it."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from hopperc.ir import nodes as ir
+
+
+def stored_elements(stmt: ir.GlobalRowStore, shape: tuple[int, ...],
+                    integer: Callable[[ir.ScalarExpr], int]
+                    ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """The rows that reach the tensor (of `shape`) and, as a numpy index, the
+    element each one writes."""
+    index = [integer(i) for i in stmt.index]
+    start = integer(stmt.start)
+    end = shape[-1] if stmt.end is None else min(integer(stmt.end), shape[-1])
+    rows = np.arange(stmt.rows)
+    keep = (start + rows >= 0) & (start + rows < end)
+    if not all(0 <= i < extent for i, extent in zip(index, shape)):
+        keep[:] = False
+    rows = rows[keep]
+    return rows, tuple(np.full(rows.size, i) for i in index) + (start + rows,)
+
+
+def storing_rows(stmt: ir.GlobalRowStore, warp: int, lanes: tuple[int, ...]) -> np.ndarray:
+    """Which rows the running `lanes` of role warp `warp` store."""
+    mine = np.zeros(stmt.rows, dtype=bool)
+    for lane in lanes:
+        if stmt.layout is ir.Layout.ROWS:
+            if lane % 4 < 2:
+                mine[16 * (warp % 4) + lane // 4 + 8 * (lane % 4)] = True
+        else:
+            thread = (32 * warp + lane) % stmt.threads
+            if thread < stmt.rows:
+                mine[thread] = True
+    return mine

@@ -169,3 +169,28 @@ def test_a_row_vector_over_stacked_planes_indexes_the_row_in_its_plane():
     e = _Context(kernel, launch_info(kernel), "t.hk").per_element(store)
     loads = re.findall(r"hk_ld_shared_f32\(([^;]*?)\) \* 4u\)", e.hoisted)
     assert len(loads) == 2 and all(load.endswith("% 32") for load in loads), e.hoisted
+
+
+def test_a_tile_spanning_two_b_scale_blocks_selects_a_scale_per_column():
+    """docs/language.md §13: with BN = 192 a tile's columns fall in two 128-wide
+    B-scale blocks; the promotion picks SB[nb, k] or SB[nb + 1, k] per column."""
+    text = SAMPLE.read_text()
+    for old, new in [
+            ("BN = 128, BK = 128", "BN = 192, BK = 128"), ("stages 6", "stages 4"),
+            ("acc = acc + part * (ss[wg][:, None] * SB[tile.n, k])",
+             "nb: i32 = (BN * tile.n - BN * tile.n % 128) / 128\n            acc = acc + part"
+             " * (ss[wg][:, None] * where(BN * tile.n + col() < 128 * (nb + 1), SB[nb, k], "
+             "SB[nb + 1, k]))"),
+            ("bf16(acc[:, 64 : 128])\n        tma C[2 * tile.m + wg, 2 * tile.n + 1] <- sc[2 + wg]",
+             "bf16(acc[:, 64 : 128])\n        tma C[2 * tile.m + wg, 3 * tile.n + 1] <- sc[2 + wg]"
+             "\n        sc[wg] = bf16(acc[:, 128 : 192])"
+             "\n        tma C[2 * tile.m + wg, 3 * tile.n + 2] <- sc[wg]"),
+            ("tma C[2 * tile.m + wg, 2 * tile.n] <- sc[wg]",
+             "tma C[2 * tile.m + wg, 3 * tile.n] <- sc[wg]")]:
+        assert old in text, old
+        text = text.replace(old, new)
+    front_end = driver.check(SourceFile("bn192.hk", text))
+    problem = make_problem(driver.lower(front_end), _shapes(128, 384, 256))
+    got = expected_outputs(front_end, problem)["C"]
+    want = _blockscaled(*(problem.inputs[t] for t in ("A", "B", "SA", "SB")))
+    np.testing.assert_allclose(got, want, atol=1e-2 * np.abs(want).max(), rtol=1e-2)

@@ -35,6 +35,16 @@ def _grouped_masked(torch, t):
     return {"C": c}
 
 
+def _blockscaled(torch, t):
+    """Dequantize, then multiply: A times its 1 x 128 scales SA[k / 128, m], B
+    times its 128 x 128 scales SB[n / 128, k / 128]."""
+    a, b = t["A"].float(), t["B"].float()
+    (m, k), n = a.shape, b.shape[0]
+    sa = t["SA"].T.repeat_interleave(128, 1)[:, :k]
+    sb = t["SB"].repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)[:, :k]
+    return {"C": ((a * sa) @ (b * sb).T).bfloat16()}
+
+
 TORCH_REFERENCE = {
     "tma_copy": lambda torch, t: {"Y": t["X"]},
     "scale_rows": lambda torch, t: {"Y": (t["X"].float() * t["S"][:, None]).bfloat16()},
@@ -58,6 +68,7 @@ TORCH_REFERENCE = {
         *(t[n].float()[None, None] for n in "QKV"))[0, 0].bfloat16()},
     "grouped_gemm": _grouped,
     "grouped_gemm_masked": _grouped_masked,
+    "gemm_fp8_blockscaled": _blockscaled,
     "rmsnorm": lambda torch, t: {"Y": (t["X"].float() * torch.rsqrt(
         (t["X"].float() ** 2).mean(dim=1, keepdim=True) + 1e-6) * t["W"].float()).bfloat16()},
 }
@@ -68,8 +79,20 @@ def shapes(path) -> dict[str, dict[str, int]]:
     short of them (still multiples of 8, as TMA strides need 16 bytes), and
     8 everywhere: one partial tile per axis."""
     dims = default_dims(driver.lower(driver.check(driver.read_source(path))))
-    return {"tiles": dims, "large": {d: 4 * v for d, v in dims.items()},
-            "ragged": {d: v - 24 for d, v in dims.items()}, "tiny": {d: 8 for d in dims}}
+    kinds = {"tiles": dims, "large": {d: 4 * v for d, v in dims.items()},
+             "ragged": {d: v - 24 for d, v in dims.items()}, "tiny": {d: 8 for d in dims}}
+    derive = DERIVED.get(path.stem, lambda d: d)
+    return {kind: derive(d) for kind, d in kinds.items()}
+
+
+# Dimensions that follow from others: the fp8 sample's scale blocks (K / 128 and
+# N / 128, rounded up), and its e4m3 rows' K a multiple of 16 (16-byte TMA strides).
+def _fp8_blocks(d: dict[str, int]) -> dict[str, int]:
+    k = -(-d["K"] // 16) * 16
+    return {**d, "K": k, "KB": -(-k // 128), "NB": -(-d["N"] // 128)}
+
+
+DERIVED = {"gemm_fp8_blockscaled": _fp8_blocks}
 
 
 CASES = [(p, kind) for p in SAMPLES for kind in ("tiles", "large", "ragged", "tiny")]

@@ -14,7 +14,7 @@ from hopperc import driver
 from hopperc.backend import sass_metrics as sm
 from hopperc.diagnostics import SourceFile
 from hopperc.sim.explore import program, simulate
-from hopperc.sim.problem import make_problem
+from hopperc.sim.problem import default_dims, make_problem
 from hopperc.sim.schedule import Chooser, run_cluster
 from tests.conftest import ROOT
 
@@ -106,7 +106,6 @@ def test_every_schedule_of_the_drawn_experts_is_right(path):
 
 
 def _small_dims(path) -> dict[str, int]:
-    from hopperc.sim.problem import default_dims
     dims = default_dims(_kernels(path)[1])
     dims.update(N=256, K=128)
     return dims
@@ -153,7 +152,6 @@ def test_check_draws_counts_of_every_awkward_size():
     through empty, one row, not a multiple of the tile, shorter than a tile,
     a whole tile and a long one, each at most MAX_M, every size in some data set."""
     _, lowered = _kernels(MASKED)
-    from hopperc.sim.problem import default_dims
     dims = default_dims(lowered)
     problem = make_problem(lowered, dims)
     drawn = [problem.data_set(i).inputs["CNT"].astype(int) for i in range(problem.data_sets)]

@@ -40,8 +40,11 @@ class TensorShape:
 # A grid extent as JSON: an int, {"dim": NAME}, {"scalar": NAME} (an int scalar
 # parameter), or {"op": OP, "args": [LEFT, RIGHT]} with OP one of EXTENT_OPS.
 Extent = int | dict
+# The arithmetic of every integer expression (`/` rounds up: tile counts), defined
+# here for the launch, which imports nothing of the compiler; ir/arith.py's
+# INTEGER_OPS, which the compiler and the simulator use, adds its other operators.
 EXTENT_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-              "/": lambda a, b: -(-a // b), "%": lambda a, b: a % b}  # `/` rounds up
+              "/": lambda a, b: -(-a // b), "%": lambda a, b: a % b}
 MAX_GRID = (INT_MAX, 65535, 65535)  # blocks along x, y, z
 
 

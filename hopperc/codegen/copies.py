@@ -13,6 +13,10 @@ from hopperc.ir.layout import block_bytes, column_blocks, copy_box, multicast_sl
 from hopperc.runtime import ragged_view
 
 RAGGED_END = "hk_ragged_end"  # a ragged copy's END, clamped to the tensor
+# The view's arithmetic (runtime/ragged_view.py) as C++ text on int operands.
+_CXX: ragged_view.Arithmetic[str] = ragged_view.Arithmetic(
+    add=lambda a, b: f"{a} + {b}", sub=lambda a, b: f"({a} - {b})",
+    min=lambda a, b: f"min({a}, {b})", max=lambda a, b: f"max({a}, {b})")
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,11 @@ def copy_operands(stmt: ir.AsyncLoad | ir.AsyncStore, kernel: ir.Kernel, launch:
     bulk group or one mbarrier transaction count covers them all)."""
     view = stmt.dst if isinstance(stmt, ir.AsyncLoad) else stmt.src
     buf = kernel.buffer(view.buffer)
-    coords = tuple(scalar(c, role) for c in reversed(stmt.coords))  # innermost first
+    outer = tuple(scalar(c, role) for c in stmt.coords)
+    if stmt.ragged is not None:
+        outer = tuple(str(c) for c in ragged_view.view_coordinates(
+            outer, stmt.ragged.dim, RAGGED_END, _CXX))
+    coords = outer[::-1]  # innermost first
     base = exprs.view_base(view, role)
     if stmt.engine is ir.Engine.BULK:
         address = f"{names.user(stmt.tensor)} + ({coords[0]})"
@@ -43,8 +51,6 @@ def copy_operands(stmt: ir.AsyncLoad | ir.AsyncStore, kernel: ir.Kernel, launch:
     box = copy_box(buf, stmt.issued_box if isinstance(stmt, ir.AsyncLoad) else stmt.box)
     ragged = None if stmt.ragged is None else stmt.ragged.dim
     tmap = names.tensor_map(launch.tensor_map(stmt.tensor, box, buf.swizzle, ragged).param)
-    if ragged is not None:
-        coords = _ragged_coordinates(coords, len(stmt.coords) - 1 - ragged)
     offset = 2 if isinstance(stmt, ir.AsyncStore) else 3
     slots = ", ".join(f"%{i + offset}" for i in range(len(coords)))
     if isinstance(stmt, ir.AsyncLoad) and stmt.multicast > 1:
@@ -67,12 +73,5 @@ def ragged_end(stmt: ir.AsyncLoad | ir.AsyncStore, kernel: ir.Kernel, role: Role
         return ""
     extent = kernel.tensor(stmt.tensor).dims[stmt.ragged.dim]
     bound = names.user(extent) if isinstance(extent, str) else str(extent)
-    return f"const int {RAGGED_END} = min(max({scalar(stmt.ragged.end, role)}, 0), {bound});"
-
-
-def _ragged_coordinates(coords: tuple[str, ...], axis: int) -> tuple[str, ...]:
-    """A ragged copy's coordinates in its view (runtime/ragged_view.py), innermost
-    first: the clipped axis at ROWS - END' + START, then END' and ROWS for the
-    view's two outer dimensions."""
-    shifted = f"({ragged_view.ROWS} - {RAGGED_END}) + {coords[axis]}"
-    return coords[:axis] + (shifted,) + coords[axis + 1:] + (RAGGED_END, str(ragged_view.ROWS))
+    end = ragged_view.clipped_end(scalar(stmt.ragged.end, role), bound, _CXX)
+    return f"const int {RAGGED_END} = {end};"

@@ -9,8 +9,7 @@ from hopperc.frontend.tiles import ViewInfo, buffer_view
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, copy_indices
 from hopperc.ir.layout import column_blocks, copy_box
-
-RAGGED_MAX_RANK = 3  # two view dimensions are added, and TMA takes 5
+from hopperc.runtime import ragged_view
 
 
 def lower_copy(stmt: ast.Copy, scope: Scope, warpgroups: int, manual: bool):
@@ -76,11 +75,12 @@ def _ragged_bound(indices: tuple[ast.Expr, ...], tensor: ir.TensorParam, engine:
         raise CompileError(index.span, "the innermost dimension cannot take a START : END "
                                        "bound (TMA addresses it contiguously); clip an outer "
                                        "dimension")
-    if len(indices) > RAGGED_MAX_RANK:
+    if len(indices) > ragged_view.MAX_RANK:
         raise CompileError(index.span, f"a START : END bound needs a tensor of at most "
-                                       f"{RAGGED_MAX_RANK} dimensions ('{tensor.name}' has "
-                                       f"{len(indices)}): its tensor map adds two to the "
-                                       "tensor's, and TMA takes 5")
+                                       f"{ragged_view.MAX_RANK} dimensions ('{tensor.name}' has "
+                                       f"{len(indices)}): its tensor map adds "
+                                       f"{ragged_view.EXTRA_DIMS} to the tensor's, and TMA "
+                                       f"takes {ragged_view.TMA_MAX_RANK}")
     inner = tensor.dims[dim + 1:]
     if all(isinstance(d, int) for d in inner):
         stride = tensor.dtype.nbytes

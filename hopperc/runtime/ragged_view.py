@@ -1,6 +1,6 @@
 """The tensor map of a ragged copy (`tma buf <- T[START : END, j]`): a view of
 T whose own bounds check clips the box at END. Plain Python on sizes (no CUDA),
-shared by the runtime's encoder, the metadata, the code generator's constants
+shared by the runtime's encoder, the metadata, the code generator's coordinates
 and the tests' model of TMA addressing.
 
 TMA computes an element's address as base + sum(coordinate_i * stride_i) in
@@ -32,10 +32,17 @@ above.
 """
 from __future__ import annotations
 
+import operator
+from dataclasses import dataclass
+from typing import Callable, Generic, Sequence, TypeVar
+
 ROWS = 1 << 30  # the clipped dimension's extent in the view; END' is at most this
 LEAD = 0x7FFF0000  # extent of W and E: above any coordinate they take, below 2^31
 WRAP = 1 << 34  # W's stride is WRAP - R: ROWS * WRAP = 2^64
 EXTRA_DIMS = 2
+TMA_MAX_RANK = 5  # cuTensorMapEncodeTiled's tensorRank
+MAX_RANK = TMA_MAX_RANK - EXTRA_DIMS  # of a tensor a ragged copy clips
+T = TypeVar("T")
 
 
 def view_dims(shape: tuple[int, ...], dim: int) -> tuple[int, ...]:
@@ -53,14 +60,33 @@ def view_box(box: tuple[int, ...]) -> tuple[int, ...]:
     return (1, 1) + tuple(box)
 
 
-def view_coordinates(coords: tuple[int, ...], dim: int, end: int, extent: int
-                     ) -> tuple[int, ...]:
+@dataclass(frozen=True)
+class Arithmetic(Generic[T]):
+    """The operations the view's coordinates take, on ints (INTS: the tests'
+    model of TMA) or on the code generator's C++ text (codegen/copies.py), so
+    that one definition below serves both."""
+
+    add: Callable[[T, T], T]
+    sub: Callable[[T, T], T]
+    min: Callable[[T, T], T]
+    max: Callable[[T, T], T]
+
+
+INTS: Arithmetic[int] = Arithmetic(operator.add, operator.sub, min, max)
+
+
+def clipped_end(end: T, extent: T, arith: Arithmetic[T] = INTS) -> T:
+    """END' = min(max(END, 0), D_d): the end a box is clipped at, where the
+    clipped dimension's extent in the tensor is `extent`."""
+    return arith.min(arith.max(end, 0), extent)
+
+
+def view_coordinates(coords: Sequence[T], dim: int, end: T, arith: Arithmetic[T] = INTS
+                     ) -> tuple[T, ...]:
     """The view's coordinates, outermost first, of a box at element coordinates
-    `coords` (coords[dim] is START) clipped at `end` along `dim`, whose extent
-    in the tensor is `extent` (the kernel computes the same: codegen/render.py)."""
-    clipped = min(max(end, 0), extent)
-    return (ROWS, clipped) + tuple(ROWS - clipped + c if i == dim else c
-                                   for i, c in enumerate(coords))
+    `coords` (coords[dim] is START) clipped at `end` (END', `clipped_end`)."""
+    return (ROWS, end) + tuple(arith.add(arith.sub(ROWS, end), c) if i == dim else c
+                               for i, c in enumerate(coords))
 
 
 def view_problem(tensor: str, shape: tuple[int, ...], strides: tuple[int, ...],

@@ -3,8 +3,8 @@ tiled addressing (address = base + sum(coordinate_i * stride_i) modulo 2^64,
 element in bounds when 0 <= coordinate_i < extent_i along every dimension)
 applied to the exact arguments the runtime encodes (runtime/tensor_maps.py,
 from the metadata a real build writes) and the coordinates the kernel computes
-(runtime/ragged_view.view_coordinates, which the generated code spells out:
-tests/test_ragged_copies.py). For any tensor, START >= 0 and END, the box
+(runtime/ragged_view.view_coordinates, which the code generator also renders as
+C++: tests/test_ragged_copies.py). For any tensor, START >= 0 and END, the box
 touches exactly the rows [START, min(END, rows)) of the tensor, each element
 at its own address, and nothing else; and the arguments keep
 cuTensorMapEncodeTiled's documented limits."""
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from hopperc import api
 from hopperc.runtime import ArgumentError, MetadataError
 from hopperc.runtime.arrays import DeviceTensor
-from hopperc.runtime.ragged_view import ROWS, view_coordinates
+from hopperc.runtime.ragged_view import ROWS, clipped_end, view_coordinates
 from hopperc.runtime.spec import TensorMapSpec, parse_spec
 from hopperc.runtime.tensor_maps import TensorMapArgs, tensor_map_args
 from tests.conftest import source
@@ -133,7 +133,7 @@ def test_ragged_view_touches_exactly_the_rows_before_end(problem):
     tmap, tensor, origin, end = problem
     dim = tmap.ragged
     args = tensor_map_args(tmap, tensor)
-    coords = view_coordinates(origin, dim, end, tensor.shape[dim])
+    coords = view_coordinates(origin, dim, clipped_end(end, tensor.shape[dim]))
     check_driver_limits(args, coords)
     box = tmap.box[::-1][2:]
     want = expected_touches(tensor, origin, box, dim, min(end, tensor.shape[dim]))
@@ -144,8 +144,8 @@ def test_a_box_at_end_touches_nothing_and_one_row_short_touches_one():
     tmap = spec("rows_2d")
     tensor = DeviceTensor(1 << 20, (100, 32), (32, 1), F32, None, 0, "test")
     args = tensor_map_args(tmap, tensor)
-    assert tma_touches(args, view_coordinates((50, 0), 0, 50, 100), F32) == {}
-    touched = tma_touches(args, view_coordinates((50, 0), 0, 51, 100), F32)
+    assert tma_touches(args, view_coordinates((50, 0), 0, 50), F32) == {}
+    touched = tma_touches(args, view_coordinates((50, 0), 0, 51), F32)
     assert {row for row, _ in touched} == {0}
     assert touched[(0, 0)] == (1 << 20) + 50 * 32 * F32
 
@@ -156,7 +156,7 @@ def test_negative_start_reaches_before_the_tensor():
     tmap = spec("rows_2d")
     base = 1 << 20
     tensor = DeviceTensor(base, (100, 32), (32, 1), F32, None, 0, "test")
-    touched = tma_touches(tensor_map_args(tmap, tensor), view_coordinates((-2, 0), 0, 100, 100),
+    touched = tma_touches(tensor_map_args(tmap, tensor), view_coordinates((-2, 0), 0, 100),
                           F32)
     assert touched[(0, 0)] == base - 2 * 32 * F32
 

@@ -21,7 +21,7 @@ from typing import Iterator
 from hopperc.diagnostics import CompileError, Span
 from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import bodies
+from hopperc.ir.accesses import bodies, scalars_in
 from hopperc.ir.global_accesses import global_vectors
 from hopperc.ir.index_algebra import GlobalBox, copy_box
 
@@ -162,7 +162,7 @@ def _apart_in_block(store: _Box, read: _Box) -> bool:
 def _unbounded(form: index_algebra.Linear) -> dict:
     """The terms with no loop variable or `wg` in them."""
     return {leaf: c for leaf, c in form[0].items()
-            if not {s.kind for s in _scalars(leaf)} & set(BOUNDED)}
+            if not {s.kind for s in scalars_in(leaf)} & set(BOUNDED)}
 
 
 def _invariant(form: index_algebra.Linear, tile: ir.Scalar) -> dict | None:
@@ -170,7 +170,7 @@ def _invariant(form: index_algebra.Linear, tile: ir.Scalar) -> dict | None:
     names another tile coordinate."""
     terms = {}
     for leaf, coefficient in form[0].items():
-        kinds = {s.kind for s in _scalars(leaf)}
+        kinds = {s.kind for s in scalars_in(leaf)}
         if leaf == tile or kinds & set(BOUNDED):
             continue
         if ir.ScalarKind.TILE in kinds:
@@ -184,7 +184,7 @@ def _loop_span(form: index_algebra.Linear, ranges: Ranges, tile: ir.Scalar | Non
     """The least and greatest value of the constant and loop terms."""
     low = high = form[1]
     for leaf, coefficient in form[0].items():
-        if leaf == tile or not {s.kind for s in _scalars(leaf)} & set(BOUNDED):
+        if leaf == tile or not {s.kind for s in scalars_in(leaf)} & set(BOUNDED):
             continue
         if leaf not in ranges:
             return None
@@ -192,13 +192,6 @@ def _loop_span(form: index_algebra.Linear, ranges: Ranges, tile: ir.Scalar | Non
         ends = (coefficient * first, coefficient * last)
         low, high = low + min(ends), high + max(ends)
     return low, high
-
-
-def _scalars(expr: ir.ScalarExpr) -> Iterator[ir.Scalar]:
-    if isinstance(expr, ir.Scalar):
-        yield expr
-    for operand in ir.operands(expr):
-        yield from _scalars(operand)
 
 
 def _boxes(stmt: ir.Stmt) -> list[tuple[GlobalBox, bool]]:

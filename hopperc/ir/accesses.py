@@ -172,11 +172,13 @@ def builtins_in(expr: ir.ScalarExpr) -> set[str]:
     return set().union(*(builtins_in(e) for e in ir.operands(expr)))
 
 
-def scalars_in(expr: ir.ScalarExpr) -> set[ir.Scalar]:
-    """Every leaf of a scalar expression (constants, dimensions, tile coordinates...)."""
+def scalars_in(expr: ir.ScalarExpr) -> Iterator[ir.Scalar]:
+    """Every leaf of a scalar expression (constants, dimensions, tile coordinates...,
+    an element's indices' included), left to right, repeats included."""
     if isinstance(expr, ir.Scalar):
-        return {expr}
-    return set().union(*(scalars_in(e) for e in ir.operands(expr)))
+        yield expr
+    for operand in ir.operands(expr):
+        yield from scalars_in(operand)
 
 
 def _is_wg(expr: ir.ScalarExpr) -> bool:

@@ -5,7 +5,7 @@ from dataclasses import fields, is_dataclass
 from typing import Iterator
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import walk
+from hopperc.ir.accesses import scalars_in, walk
 
 
 def tensor_elements_in(node) -> Iterator[ir.TensorElement]:
@@ -45,7 +45,7 @@ def loop_invariant_elements(loop: ir.ForLoop) -> list[ir.TensorElement]:
     takes_tiles = any(isinstance(s, ir.TakeTile) for s in inner)
     found: dict[ir.TensorElement, None] = {}
     for element in reversed(list(tensor_elements_in(loop))):
-        if all(_keeps_value(leaf, inner_vars, takes_tiles) for leaf in _leaves(element)):
+        if all(_keeps_value(leaf, inner_vars, takes_tiles) for leaf in scalars_in(element)):
             found.setdefault(element)
     return list(found)
 
@@ -59,11 +59,4 @@ def _keeps_value(leaf: ir.Scalar, inner_vars: set[str], takes_tiles: bool) -> bo
         case ir.ScalarKind.TILE:
             return not takes_tiles
     return True
-
-
-def _leaves(expr: ir.ScalarExpr):
-    if isinstance(expr, ir.Scalar):
-        yield expr
-    for operand in ir.operands(expr):
-        yield from _leaves(operand)
 

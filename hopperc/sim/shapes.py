@@ -31,7 +31,7 @@ import math
 
 from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import bodies, walk
+from hopperc.ir.accesses import bodies, scalars_in, walk
 from hopperc.ir.raster import TILE_LOOP, ragged_walk
 from hopperc.runtime.launch_rules import TMA_ALIGNMENT
 from hopperc.sim.element_inputs import reach_element_dims
@@ -389,17 +389,10 @@ def _reads(expr, tensor: str, held: set[str]) -> bool:
 def _dims_behind(expr, grid: dict[str, list[str]], loop_dims: dict[str, list[str]]):
     for node in _tile_nodes(expr):
         if isinstance(node, ir.ScalarValue):
-            for s in _scalars(node.expr):
+            for s in scalars_in(node.expr):
                 if s.kind is ir.ScalarKind.DIM:
                     yield s.name
                 elif s.kind is ir.ScalarKind.TILE:
                     yield from grid.get(s.name, ())
                 elif s.kind is ir.ScalarKind.LOOP:
                     yield from loop_dims.get(s.name, ())
-
-
-def _scalars(expr: ir.ScalarExpr):
-    if isinstance(expr, ir.Scalar):
-        yield expr
-    for operand in ir.operands(expr):
-        yield from _scalars(operand)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from hopperc import driver
-from hopperc.diagnostics import SourceFile
+from hopperc.diagnostics import CompileError, SourceFile
 from hopperc.explain import schedule
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
@@ -301,3 +301,16 @@ kernel onedim(X: bf16[M, N], Y: bf16[M, N], NT: i32[1])
     assert report.ok, [f.headline() for f in report.findings]
     assert stores == collections.Counter({(m * 64, 0): 1
                                           for m in range(int(problem.inputs["NT"][0]))})
+
+
+def test_simulator_refuses_a_ragged_grid_past_int_max_tiles():
+    """A ragged grid's tile index is a 32-bit int: the kernel traps when its count
+    passes 2^31 - 1 (ir/raster.count_cxx), and the simulator refuses the data
+    with the launch's message for a static grid."""
+    _, lowered = _kernels(RAGGED.replace("n: N / BN", "n: 32768 * 32768"))  # 6 x 2^30 tiles
+    with pytest.raises(CompileError, match=r"a persistent grid of 6442450944 tiles; a tile's "
+                                           r"index is a 32-bit int \(at most 2147483647\): the "
+                                           r"kernel would stop \(trap\)"):
+        make_problem(lowered, default_dims(lowered))
+    code = driver.generate(SourceFile("g.hk", RAGGED)).cuda
+    assert "if (hk_tiles > 2147483647) __trap();" in code

@@ -145,6 +145,7 @@ def test_generated_ragged_walk_takes_the_same_tiles(tmp_path):
     render = _host_renderer(dims)
     targets = ("tm", "tn", "tg")
     program = f"""#include <cstdio>
+{HOST_TRAP}
 static int hk_cdiv(int a, int b) {{ return (a + b - 1) / b; }}
 int main() {{
   for (int blocks = 1; blocks <= 4; ++blocks) for (int block = 0; block < blocks; ++block) {{
@@ -167,6 +168,33 @@ int main() {{
     want = [(blocks, block, *t) for blocks in range(1, 5) for block in range(blocks)
             for t in _walk(blocks, block, groups)[0]]
     assert got == want and len(want) == 4 * 18  # 18 tiles, for 1 to 4 blocks
+
+
+# The device's __trap() on the host: the program stops with exit status 3.
+HOST_TRAP = "#include <cstdlib>\nstatic void __trap() { std::exit(3); }"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++ compiler")
+@pytest.mark.parametrize("extents, total", [
+    ((46340, 46340, 1), 46340 * 46340),  # just below 2^31: counted exactly
+    ((-5, 3, 2), 0),  # negative extents count as 0
+    ((65536, 65536, 1), None),  # one value's 2^32 tiles: a product past int, in 64 bits
+    ((1 << 30, 1, 3), None),  # the sum passes 2^31 - 1 at the second value
+])
+def test_generated_count_traps_past_int_max(tmp_path, extents, total):
+    """The C++ count of a ragged grid's tiles is exact up to 2^31 - 1 and traps
+    beyond (a tile's index is a 32-bit int), however large one value's count."""
+    walk = ir.TileWalk(("m", "n", "g"), tuple(ir.const(e) for e in extents))
+    program = f"""#include <cstdio>
+{HOST_TRAP}
+int main() {{ {raster.count_cxx(walk, _host_renderer({}))}
+  std::printf("%d\\n", {raster.WALK_TOTAL}); }}
+"""
+    (tmp_path / "count.cpp").write_text(program)
+    subprocess.run(["g++", "-o", str(tmp_path / "count"), str(tmp_path / "count.cpp")],
+                   check=True)
+    out = subprocess.run([str(tmp_path / "count")], capture_output=True, text=True)
+    assert (out.returncode, out.stdout) == ((0, f"{total}\n") if total is not None else (3, ""))
 
 
 def _host_renderer(dims: dict[str, int]):

@@ -35,7 +35,7 @@ from typing import Callable
 from hopperc.ir import nodes as ir
 from hopperc.ir.elements import tensor_elements_in
 from hopperc.ir.index_algebra import names, substitute
-from hopperc.runtime.launch_rules import EXTENT_OPS, Extent, GridShape
+from hopperc.runtime.launch_rules import EXTENT_OPS, INT_MAX, Extent, GridShape
 
 GROUP = 8
 TILE_LOOP = "tile"  # the tile loop's variable: `tile` is a keyword, no user name shadows it
@@ -130,13 +130,19 @@ def ragged_walk(grid: tuple[ir.GridAxis, ...]) -> ir.TileWalk | None:
     return ir.TileWalk(tuple(a.name for a in grid), tuple(a.extent for a in grid))
 
 
-def group_tiles(walk: ir.TileWalk, group: ir.ScalarExpr) -> ir.ScalarExpr:
-    """The tiles of the slowest axis's value `group`: the faster extents' product,
-    each negative extent counted as 0 (x * (x > 0))."""
+def group_factors(walk: ir.TileWalk, group: ir.ScalarExpr) -> list[ir.ScalarExpr]:
+    """The faster extents at the slowest axis's value `group`, each negative one
+    counted as 0 (x * (x > 0)): their product is that value's tile count."""
     factors = []
     for e in walk.extents[:-1]:
         e = substitute(e, ir.ScalarKind.TILE, walk.slowest, group)
         factors.append(ir.ScalarOp("*", e, ir.ScalarOp(">", e, ir.const(0))))
+    return factors
+
+
+def group_tiles(walk: ir.TileWalk, group: ir.ScalarExpr) -> ir.ScalarExpr:
+    """The tiles of the slowest axis's value `group` (`group_factors`' product)."""
+    factors = group_factors(walk, group)
     if not factors:  # one axis: each of its values is one tile
         return ir.const(1)
     tiles = factors[0]
@@ -193,10 +199,18 @@ def walk_cxx(walk: ir.TileWalk, index: str, render: Callable[[ir.ScalarExpr], st
 def count_cxx(walk: ir.TileWalk, render: Callable[[ir.ScalarExpr], str]) -> str:
     """C++ declaring a ragged walk's registers: the grid's tiles summed over the
     slowest axis (the cursor's name serves as the sum's loop variable), then the
-    cursor at the slowest axis's 0."""
+    cursor at the slowest axis's 0. A tile's index is a 32-bit int, so the sum
+    is kept in 64 bits (each value's count a 64-bit product of its faster
+    extents) and the kernel traps once it passes INT_MAX, before any tile is
+    taken: the launch then fails with an error (the simulator refuses such
+    data: launch_rules.tile_count_problem). Below it, every count and cursor
+    the walk computes in `int` is at most the total."""
     total, group, first = (render(r) for r in walk_registers())
-    return (f"int {total} = 0; for (int {group} = 0; {group} < {render(walk.extents[-1])}; "
-            f"++{group}) {{ {total} += {render(group_tiles(walk, walk_registers()[1]))}; }} "
+    factors = " * ".join(f"static_cast<long long>({render(f)})"
+                         for f in group_factors(walk, walk_registers()[1])) or "1LL"
+    return (f"int {total}; {{ long long hk_tiles = 0; for (int {group} = 0; {group} < "
+            f"{render(walk.extents[-1])}; ++{group}) {{ hk_tiles += {factors}; "
+            f"if (hk_tiles > {INT_MAX}) __trap(); }} {total} = static_cast<int>(hk_tiles); }} "
             f"int {group} = 0, {first} = 0;")
 
 

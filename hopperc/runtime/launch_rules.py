@@ -9,6 +9,7 @@ For dimension values `dims` (the kernel's runtime sizes), a launch is legal when
   `Extent`) is at least 0 and at most the hardware's (2^31 - 1 along x, 65535
   along y and z), and a multiple of the cluster's extent along its axis (a
   persistent grid is whole clusters anyway, and launches along x only);
+- a persistent grid has at most 2^31 - 1 tiles (`tile_count_problem`);
 - for a tensor read or written by TMA, laid out densely row-major (the layout
   the simulator and a `.contiguous()` tensor have): every extent is in
   1 .. 2^32 and every stride but the innermost (the bytes from one index of an
@@ -116,9 +117,8 @@ def illegal_shape(tensors: Iterable[TensorShape], grid: Sequence[GridShape],
                                 f"{MAX_GRID[0 if persistent else axis.axis]} blocks there")
     if 0 in extents:
         return None
-    if persistent and math.prod(extents) > INT_MAX:
-        return IllegalShape(f"a persistent grid of {math.prod(extents)} tiles; a tile's index "
-                            f"is a 32-bit int (at most {INT_MAX})")
+    if persistent and (problem := tile_count_problem(math.prod(extents))):
+        return IllegalShape(problem)
     if not persistent:
         for axis, extent in zip(fixed, extents):
             size = cluster[axis.axis]
@@ -132,6 +132,17 @@ def illegal_shape(tensors: Iterable[TensorShape], grid: Sequence[GridShape],
             problem = _tma_problem(tensor, dims)
             if problem:
                 return IllegalShape(problem, tensor.name)
+    return None
+
+
+def tile_count_problem(tiles: int) -> str | None:
+    """Why a persistent grid of `tiles` tiles cannot run, or None: its blocks
+    take tiles by a 32-bit int index. The launch checks a static grid; a
+    ragged grid's kernel counts its own tiles and traps past the limit
+    (ir/raster.count_cxx), and the simulator refuses such data."""
+    if tiles > INT_MAX:
+        return f"a persistent grid of {tiles} tiles; a tile's index is a 32-bit int (at most " \
+               f"{INT_MAX})"
     return None
 
 

@@ -16,7 +16,8 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.elements import element_tensors
 from hopperc.ir.raster import count_tiles, launch_grid, ragged_walk, run_extents
-from hopperc.runtime.launch_rules import TensorShape, extent_names, illegal_shape
+from hopperc.runtime.launch_rules import (TensorShape, extent_names, illegal_shape,
+                                          tile_count_problem)
 from hopperc.sim.shapes import (  # noqa: F401 - default_dims re-exported
     MAX_BLOCKS, default_dims, index_ranges, ring_depth)
 from hopperc.sim.element_inputs import DATA_SETS, draw_elements
@@ -146,8 +147,16 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
     env = {**dims, **scalars, **{element_key(name): inputs[name] for name in elements}}
     names = [axis.name for axis in kernel.grid]
     ragged = ragged_walk(kernel.grid)
-    if ragged is not None:  # a ragged grid: the tiles its walk counts
-        blocks = count_tiles(ragged, lambda e, g: scalar(e, {**env, f"tile.{ragged.slowest}": g}))
+    if ragged is not None:  # a ragged grid: the tiles its walk counts, on each data set
+        counts = [count_tiles(ragged, lambda e, g: scalar(e, {
+            **env, **{element_key(n): v for n, v in data.items()}, f"tile.{ragged.slowest}": g}))
+            for data in element_sets]
+        problem = next(filter(None, map(tile_count_problem, counts)), None)
+        if problem:
+            raise CompileError(kernel.grid[0].span, f"{problem}: the kernel would stop (trap) "
+                               "when it counts them; give smaller dimensions with `hopperc sim "
+                               "--shape NAME=VALUE,...`")
+        blocks = counts[0]
     else:
         blocks = math.prod(scalar(axis.extent, env) for axis in kernel.grid)
     if kernel.persistent:

@@ -208,11 +208,15 @@ def _search(prog: Program, problem: Problem, budget: int, report: Report,
     run the same code on other tiles), pruning states already explored. Data is
     compared on the seeded schedules, which run every block; the search runs
     without data (no tensors: the same synchronization and access checks)."""
-    stack: list[list[int]] = [[]]
+    # A pending schedule is (the prefix of the run that found it, a depth, an
+    # alternative there), its choices built when it is taken: a run with n
+    # choice points leaves O(n) of them, not O(n) lists of length O(n).
+    stack: list[tuple[tuple[int, ...], int, int | None]] = [((), 0, None)]
     visited: set = set()
     envs = [problem.env(block) for block in problem.clusters()[0]]
     while stack and report.exhaustive < budget:
-        prefix = stack.pop()
+        base, depth, alternative = stack.pop()
+        prefix = [] if alternative is None else [*base, *[0] * (depth - len(base)), alternative]
         replay = Replay(prefix, visited)
         try:
             run_cluster(prog, envs, None, steps.guard(replay) if steps else replay, 0)
@@ -224,9 +228,10 @@ def _search(prog: Program, problem: Problem, budget: int, report: Report,
         report.exhaustive += 1
         if first_finding and report.findings:
             return
+        base = tuple(prefix)
         for depth in range(len(replay.branching) - 1, len(prefix) - 1, -1):
             for alternative in range(replay.branching[depth] - 1, 0, -1):
-                stack.append(prefix + [0] * (depth - len(prefix)) + [alternative])
+                stack.append((base, depth, alternative))
     report.exhaustive_complete = budget > 0 and not stack
 
 

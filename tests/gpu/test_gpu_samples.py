@@ -16,6 +16,26 @@ def _relu_mm(torch, a, b):
     return torch.relu(a.float() @ b.float().T)
 
 
+def _attention_varlen(torch, t, g=2, d=128):
+    """samples/attention_varlen.hk by hand: head h's columns h*d .. of Q and O
+    (past DQ: zeros, not stored), kv head h // g's of K and V, per sequence
+    CU[b] .. CU[b + 1]; O and LSE stay 0 outside every sequence."""
+    cu = [int(x) for x in t["CU"].tolist()]
+    heads = t["LSE"].shape[0]
+    width = heads * d
+    kv_width = -(-heads // g) * d
+    q, k, v = (torch.nn.functional.pad(t[n].float(), (0, max(cols - t[n].shape[1], 0)))
+               for n, cols in (("Q", width), ("K", kv_width), ("V", kv_width)))
+    o, lse = torch.zeros_like(q), torch.zeros_like(t["LSE"])
+    for s, e in zip(cu[:-1], cu[1:]):
+        for h in range(heads if e > s else 0):
+            kv = h // g
+            scores = q[s:e, h * d:(h + 1) * d] @ k[s:e, kv * d:(kv + 1) * d].T / d ** 0.5
+            lse[h, s:e] = torch.logsumexp(scores, dim=1)
+            o[s:e, h * d:(h + 1) * d] = torch.softmax(scores, dim=1) @ v[s:e, kv * d:(kv + 1) * d]
+    return {"O": o[:, :t["O"].shape[1]].bfloat16(), "LSE": lse}
+
+
 TORCH_REFERENCE = {
     "tma_copy": lambda torch, t: {"Y": t["X"]},
     "scale_rows": lambda torch, t: {"Y": (t["X"].float() * t["S"][:, None]).bfloat16()},
@@ -37,6 +57,7 @@ TORCH_REFERENCE = {
     "softmax_wide": lambda torch, t: {"Y": torch.softmax(t["X"].float(), dim=1).bfloat16()},
     "attention_fwd": lambda torch, t: {"O": torch.nn.functional.scaled_dot_product_attention(
         *(t[n].float()[None, None] for n in "QKV"))[0, 0].bfloat16()},
+    "attention_varlen": _attention_varlen,
     "rmsnorm": lambda torch, t: {"Y": (t["X"].float() * torch.rsqrt(
         (t["X"].float() ** 2).mean(dim=1, keepdim=True) + 1e-6) * t["W"].float()).bfloat16()},
 }
@@ -44,11 +65,12 @@ TORCH_REFERENCE = {
 
 def shapes(path) -> dict[str, dict[str, int]]:
     """Tile multiples (the simulator's defaults and 4x them), ragged sizes 24
-    short of them (still multiples of 8, as TMA strides need 16 bytes), and
+    short of them (still multiples of 8, as TMA strides need 16 bytes; at
+    least 1, for counts such as heads), and
     8 everywhere: one partial tile per axis."""
     dims = default_dims(driver.lower(driver.check(driver.read_source(path))))
     return {"tiles": dims, "large": {d: 4 * v for d, v in dims.items()},
-            "ragged": {d: v - 24 for d, v in dims.items()}, "tiny": {d: 8 for d in dims}}
+            "ragged": {d: max(v - 24, 1) for d, v in dims.items()}, "tiny": {d: 8 for d in dims}}
 
 
 CASES = [(p, kind) for p in SAMPLES for kind in ("tiles", "large", "ragged", "tiny")]

@@ -14,8 +14,9 @@ not see them when it is itself a venv). Then, each step with a time limit:
   1. the GPU tests (tests/gpu, HOPPERC_REQUIRE_GPU=1: a skip is a failure), and at
      the same time compute-sanitizer racecheck and synccheck of `hopperc run` on
      every sample (correctness only: they share the GPU);
-  2. alone on the GPU, bench/gemm.py on every GEMM sample (against cuBLAS) and
-     bench/attention.py, causal and not (against PyTorch's SDPA).
+  2. alone on the GPU, bench/gemm.py on every GEMM sample (against cuBLAS),
+     bench/attention.py, causal and not (against PyTorch's SDPA), and
+     bench/gemm_fp8_blockscaled.py (against torch._scaled_mm).
 The report says each step's outcome; a step that could not run says why.
 Exit status: 0 when every step passed; 3 when every step that ran passed but
 compute-sanitizer refused the device; 1 otherwise (a failure, a timeout, no GPU).
@@ -44,6 +45,7 @@ from gpu_wheels import PIP, SOURCE_DIGEST, package_digest  # noqa: E402
 # Every sample computing C = A @ B^T from A, B and C (a test keeps this list whole).
 GEMM_SAMPLES = ("gemm_bf16", "gemm_multicast", "gemm_one_role", "gemm_persistent",
                 "gemm_pingpong", "gemm_pipelined", "gemm_relu")
+FP8_BENCH = "bench gemm_fp8_blockscaled vs torch._scaled_mm"
 BUDGET_SECONDS = 470
 CORRECTNESS_SECONDS = 240  # the GPU tests and compute-sanitizer, side by side
 SANITIZER_FINDINGS = 86  # compute-sanitizer's exit status when it reports an error
@@ -295,7 +297,8 @@ def benchmarks(check: Check) -> None:
     runs = [(f"bench {s} vs cuBLAS", ["bench/gemm.py", "--sample", s], 45)
             for s in GEMM_SAMPLES]
     runs += [("bench attention_fwd vs SDPA", ["bench/attention.py"], 60),
-             ("bench attention_fwd causal vs SDPA", ["bench/attention.py", "--causal"], 60)]
+             ("bench attention_fwd causal vs SDPA", ["bench/attention.py", "--causal"], 60),
+             (FP8_BENCH, ["bench/gemm_fp8_blockscaled.py"], 60)]
     for name, arguments, limit in runs:
         step = check.step(name)
         if check.left() < 10:
@@ -331,7 +334,7 @@ def not_run(check: Check, reason: str) -> None:
         for tool in SANITIZER_TOOLS:
             check.sanitizer[(sample.stem, tool)] = Step(f"{tool} {sample.stem}", note=reason)
     for name in ["GPU tests", *(f"bench {s} vs cuBLAS" for s in GEMM_SAMPLES),
-                 "bench attention_fwd vs SDPA", "bench attention_fwd causal vs SDPA"]:
+                 "bench attention_fwd vs SDPA", "bench attention_fwd causal vs SDPA", FP8_BENCH]:
         check.finish(check.step(name), None, NOT_RUN, reason)
 
 

@@ -64,7 +64,7 @@ def figures(path: Path) -> dict[str, object]:
     built = driver.build(read_source(path))
     hgmma, loads = per_source_iteration(built.generated.kernel)
     (code,) = sm.functions(built.result.cubin).values()
-    consumer = sm.per_iteration(code, "HGMMA", hgmma) if hgmma else None
+    consumer = sm.per_iteration(code, sm.WGMMA, hgmma) if hgmma else None
     producer = sm.per_iteration(code, "UTMALDG", loads) if loads else None
     stores = sm.epilogue_stores(code) if hgmma else {}
     tiles = epilogue_tiles(built.generated.kernel)

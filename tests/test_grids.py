@@ -9,13 +9,15 @@ import re
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from hopperc import driver
 from hopperc.diagnostics import SourceFile
 from hopperc.explain import schedule
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
-from hopperc.runtime.launch_rules import evaluate_extent, illegal_shape
+from hopperc.ir.verify import VerifyError, verify
+from hopperc.runtime.launch_rules import GridShape, evaluate_extent, illegal_shape
 from hopperc.runtime.spec import parse_spec
 from hopperc.sim import block as sim_block
 from hopperc.sim.explore import simulate
@@ -260,3 +262,20 @@ def test_a_ragged_grid_launches_one_block_per_sm():
     assert spec.grid_dims({"M": 64, "N": 64, "G1": 2}, sms=132) == (132, 1, 1)
     assert illegal_shape([], raster.launch_grid(_kernels(GROUPED)[1].grid), (1, 1, 1), True,
                          {"M": 64, "N": 64, "G1": 2}) is None
+
+
+def test_verify_refuses_a_walk_whose_registers_are_not_declared():
+    front_end, _ = _kernels(GROUPED)
+    verify(front_end, "front-end")
+    broken = m.edit(front_end, m.remove(ir.StartTileWalk))
+    with pytest.raises(VerifyError, match="walks tile.g with no StartTileWalk before its loop"):
+        verify(broken, "front-end")
+
+
+def test_launch_refuses_an_extent_that_divides_by_zero_or_is_negative():
+    grid = [GridShape(0, {"op": "/", "args": [{"dim": "M"}, {"scalar": "S"}]}),
+            GridShape(1, {"op": "-", "args": [{"dim": "N"}, 4]})]
+    assert "a grid extent divides by 0 (ceil(M / S))" in illegal_shape(
+        [], grid, (1, 1, 1), False, {"M": 64, "N": 8}, {"S": 0}).message
+    assert "grid y extent (N - 4) is -2" in illegal_shape(
+        [], grid, (1, 1, 1), False, {"M": 64, "N": 2}, {"S": 1}).message

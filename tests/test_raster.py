@@ -11,12 +11,14 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
+from hopperc.sim.values import element_key, started_walk, walked_tile
 
 
 @pytest.mark.parametrize("extents", [(3, 4), (17, 5), (8, 8), (1, 1), (9, 1), (20,), (3, 4, 2),
@@ -178,3 +180,24 @@ def _host_renderer(dims: dict[str, int]):
             return str(int(expr.value)) if expr.kind is ir.ScalarKind.CONST else expr.name
         return f"({render(expr.left)} {expr.op} {render(expr.right)})"
     return render
+
+
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=6), st.integers(1, 3),
+       st.integers(1, 5))
+def test_the_simulators_walk_over_offsets_takes_every_tile_once(sizes, columns, blocks):
+    """The walk as the simulator runs it (StartTileWalk, then TakeTile with the
+    IR's extents `OFFS[g + 1] - OFFS[g]` and a static one): every (m, n, g)
+    once across the blocks, empty groups included."""
+    g = ir.Scalar(ir.ScalarKind.TILE, "g")
+    rows = ir.ScalarOp("-", ir.TensorElement("OFFS", (ir.ScalarOp("+", g, ir.const(1)),)),
+                       ir.TensorElement("OFFS", (g,)))
+    walk = ir.TileWalk(("m", "n", "g"), (rows, ir.const(columns), ir.const(len(sizes))))
+    offsets = np.cumsum([0, *sizes]).astype(np.float32)
+    taken = []
+    for block in range(blocks):
+        env = {element_key("OFFS"): offsets, **started_walk(walk, {element_key("OFFS"): offsets})}
+        for tile in range(-(-(env[raster.WALK_TOTAL] - block) // blocks)):
+            env.update(walked_tile(walk, block + tile * blocks, env))
+            taken.append((env["tile.m"], env["tile.n"], env["tile.g"]))
+    assert sorted(taken) == sorted((m, n, gi) for gi, size in enumerate(sizes)
+                                   for m in range(size) for n in range(columns))

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from hopperc.backend.cubin_tools import sass_functions
 
 INSTRUCTION_BYTES = 16
+# The wgmma opcodes: HGMMA for 16-bit inputs, QGMMA for fp8 ones.
+WGMMA = ("HGMMA", "QGMMA")
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,10 @@ class Instruction:
     @property
     def base(self) -> str:
         return self.opcode.split(".")[0]
+
+    @property
+    def is_wgmma(self) -> bool:
+        return self.base in WGMMA
 
 
 @dataclass(frozen=True)
@@ -60,20 +66,24 @@ def loops(code: list[Instruction]) -> list[Loop]:
     return sorted(out, key=len)
 
 
-def loop_holding(code: list[Instruction], base: str) -> Loop | None:
-    """The innermost loop that holds an instruction with opcode `base` (HGMMA, UTMALDG)."""
+def loop_holding(code: list[Instruction], base: str | tuple[str, ...]) -> Loop | None:
+    """The innermost loop that holds an instruction with opcode `base` (HGMMA, UTMALDG,
+    or one of several: WGMMA)."""
+    bases = (base,) if isinstance(base, str) else base
     return next((lp for lp in loops(code)
-                 if any(i.base == base for i in lp.body(code))), None)
+                 if any(i.base in bases for i in lp.body(code))), None)
 
 
-def per_iteration(code: list[Instruction], base: str, per_source_iteration: int) -> float | None:
+def per_iteration(code: list[Instruction], base: str | tuple[str, ...],
+                  per_source_iteration: int) -> float | None:
     """Instructions of the innermost loop holding `base`, per source iteration:
     the loop's length divided by how many source iterations it holds (its
     `base` instructions over `per_source_iteration`, in case ptxas unrolled it)."""
-    loop = loop_holding(code, base)
+    bases = (base,) if isinstance(base, str) else base
+    loop = loop_holding(code, bases)
     if loop is None:
         return None
-    count = sum(i.base == base for i in loop.body(code))
+    count = sum(i.base in bases for i in loop.body(code))
     return len(loop) * per_source_iteration / count
 
 
@@ -81,12 +91,12 @@ def wait_to_mma(code: list[Instruction]) -> int | None:
     """Instructions from the main loop's WARPGROUP.DEPBAR that precedes its first
     HGMMA to that HGMMA (both excluded): the last wait before it in the body,
     else the body's last wait, around the back edge."""
-    loop = loop_holding(code, "HGMMA")
+    loop = loop_holding(code, WGMMA)
     if loop is None:
         return None
     body = loop.body(code)
     waits = [k for k, i in enumerate(body) if i.opcode.startswith("WARPGROUP.DEPBAR")]
-    mmas = [k for k, i in enumerate(body) if i.base == "HGMMA"]
+    mmas = [k for k, i in enumerate(body) if i.is_wgmma]
     if not waits:
         return None
     before = [k for k in waits if k < mmas[0]]
@@ -97,7 +107,7 @@ def wait_to_mma(code: list[Instruction]) -> int | None:
 
 def epilogue_stores(code: list[Instruction]) -> dict[str, int]:
     """Shared-memory store instructions after the last HGMMA, by opcode."""
-    last = max((k for k, i in enumerate(code) if i.base == "HGMMA"), default=-1)
+    last = max((k for k, i in enumerate(code) if i.is_wgmma), default=-1)
     counts: dict[str, int] = {}
     for instruction in code[last + 1:]:
         if instruction.base in ("STS", "STSM"):
@@ -108,6 +118,6 @@ def epilogue_stores(code: list[Instruction]) -> dict[str, int]:
 def epilogue_length(code: list[Instruction]) -> int:
     """Instructions from the last HGMMA to the first EXIT after it: the consumer's
     epilogue as one thread runs it (straight-line code once the main loop is done)."""
-    last = max((k for k, i in enumerate(code) if i.base == "HGMMA"), default=-1)
+    last = max((k for k, i in enumerate(code) if i.is_wgmma), default=-1)
     end = next((k for k in range(last + 1, len(code)) if code[k].base == "EXIT"), len(code))
     return end - last - 1

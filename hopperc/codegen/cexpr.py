@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from hopperc.codegen import names
 from hopperc.codegen.launch import LaunchInfo
@@ -173,22 +174,22 @@ class ExprRenderer:
             return f"{self.view_base(view, role)} + hk_swizzle({offset}, {mask}u)"
         return f"hk_smem_base + hk_swizzle({self.view_offset(view, role)} + {offset}, {mask}u)"
 
-    def value(self, expr: ir.TileExpr, role: RoleContext, plane_row: str = "hk_r") -> str:
+    def value(self, expr: ir.TileExpr, role: RoleContext, plane_row: str = "hk_r",
+              hoisted: Mapping[ir.TileExpr, str] | None = None) -> str:
         """The expression's value as a float; `plane_row` is the element's row in its
-        2-D plane, which a row vector indexes (hk_r itself unless the view has planes)."""
+        2-D plane, which a row vector indexes (hk_r itself unless the view has planes).
+        `hoisted` names the row vectors already read ahead of the loop over slots, as
+        C++ expressions of the slot."""
+        if hoisted and expr in hoisted:
+            return hoisted[expr]
         match expr:
             case ir.TileRef(name=name, columns=columns):
                 # In the wgmma layout column c + 8j is slot k + 4j of the same thread.
                 tile = self.tiles[name]
                 first_slot = columns[0] // 2 if columns else 0
                 return to_float(tile.dtype, tile_element(tile, first_slot))
-            case ir.SharedRead(view=view, broadcast=str() as axis, elements=elements):
-                dtype = self.kernel.buffer(view.buffer).dtype
-                index = plane_row if axis == "rows" else "hk_c"
-                if elements is not None and elements[0]:
-                    index = f"{index} + {elements[0]}"
-                address = f"{self.view_base(view, role)} + ({index}) * {dtype.nbytes}u"
-                return to_float(dtype, shared_load(dtype, address))
+            case ir.SharedRead(broadcast=str() as axis):
+                return self.vector_element(expr, role, plane_row if axis == "rows" else "hk_c")
             case ir.SharedRead(view=view):
                 dtype = self.kernel.buffer(view.buffer).dtype
                 return to_float(dtype, shared_load(dtype, self.element_address(view, role)))
@@ -217,12 +218,20 @@ class ExprRenderer:
             case ir.ScalarValue(expr=e):
                 return scalar(e, role)
             case ir.Convert(dtype=dtype, operand=operand):
-                inner = self.value(operand, role, plane_row)
+                inner = self.value(operand, role, plane_row, hoisted)
                 return inner if dtype is DType.F32 else to_float(dtype, from_float(dtype, inner))
             case ir.Elementwise(op=op, args=args):
-                vals = [self.value(a, role, plane_row) for a in args]
+                vals = [self.value(a, role, plane_row, hoisted) for a in args]
                 return _elementwise(op, vals)
         raise TypeError(expr)
+
+    def vector_element(self, read: ir.SharedRead, role: RoleContext, index: str) -> str:
+        """Element `index` of a broadcast 1-D shared view (from its first element read)."""
+        dtype = self.kernel.buffer(read.view.buffer).dtype
+        if read.elements is not None and read.elements[0]:
+            index = f"{index} + {read.elements[0]}"
+        address = f"{self.view_base(read.view, role)} + ({index}) * {dtype.nbytes}u"
+        return to_float(dtype, shared_load(dtype, address))
 
 
     def row_combine(self, op: str, tile: ir.TileDef, partials: ir.BufferView,

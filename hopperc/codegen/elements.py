@@ -29,6 +29,7 @@ class PerElement:
     row: str
     col: str
     assign: str
+    hoisted: str = ""  # declarations ahead of the loop (row vectors' values)
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class MatrixStore:
     value: str
     pack: str
     address: str
+    hoisted: str = ""  # declarations ahead of the stores (see PerElement)
 
 
 def matrix_store(stmt: ir.SharedStore, kernel: ir.Kernel, exprs: ExprRenderer,
@@ -59,9 +61,12 @@ def matrix_store(stmt: ir.SharedStore, kernel: ir.Kernel, exprs: ExprRenderer,
         # register limit, that spills. Element-wise stores keep them apart.
         return None
     columns = _view_shape(buf, stmt.dst)[1]
-    value = exprs.value(_unrounded(stmt.value, buf.dtype), role)
-    return MatrixStore(columns // STMATRIX_COLS, thread_among(role, threads), WGMMA_ROW, WGMMA_COL,
-                       value, f"hk_pack_{buf.dtype.text}x2", exprs.element_address(stmt.dst, role))
+    thread = thread_among(role, threads)
+    hoisted, names_of = _hoisted_reads(stmt.value, exprs, role, thread)
+    value = exprs.value(_unrounded(stmt.value, buf.dtype), role, hoisted=names_of)
+    return MatrixStore(columns // STMATRIX_COLS, thread, WGMMA_ROW, WGMMA_COL, value,
+                       f"hk_pack_{buf.dtype.text}x2", exprs.element_address(stmt.dst, role),
+                       hoisted)
 
 
 def thread_among(role: RoleContext, threads: int) -> str:
@@ -88,17 +93,24 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
     rows, cols = element_grid(shape)
     in_plane = plane_rows(shape)
     plane_row = "hk_r" if in_plane == rows else f"(hk_r % {in_plane})"
-    text = from_float(dtype, exprs.value(_unrounded(value, dtype), role, plane_row))
+    thread = thread_among(role, threads)
+    wgmma = register_layout((rows, cols), threads) is ir.Layout.WGMMA and (
+        isinstance(stmt, ir.SharedStore) or definition.layout is ir.Layout.WGMMA)
+    stacked = in_plane if in_plane != rows else None
+    hoisted, names_of = _hoisted_reads(value, exprs, role, thread, stacked) if wgmma \
+        else ("", {})
+    text = from_float(dtype, exprs.value(_unrounded(value, dtype), role, plane_row, names_of))
     if isinstance(stmt, ir.SharedStore):
         assign = shared_store(dtype, exprs.element_address(stmt.dst, role), text) + ";"
     else:
         assign = tile_store(definition, text)
-    thread = thread_among(role, threads)
     elements = rows * cols
     if not isinstance(stmt, ir.SharedStore) and definition.layout is ir.Layout.ROWS:
         return PerElement(ROW_SLOTS, thread, ROWS_ROW, "0", assign)
     if not isinstance(stmt, ir.SharedStore) and definition.layout is ir.Layout.EVERY_ROW:
         return PerElement(shape[0], thread, "hk_k", "0", assign)
+    if wgmma:
+        return PerElement(-(-elements // threads), thread, WGMMA_ROW, WGMMA_COL, assign, hoisted)
     if register_layout((rows, cols), threads) is ir.Layout.WGMMA:
         row, col = WGMMA_ROW, WGMMA_COL
     else:
@@ -107,6 +119,40 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
         if elements % threads:  # the last slot holds elements for some threads only
             assign = f"if (hk_k * {threads} + hk_t < {elements}) {{ {assign} }}"
     return PerElement(-(-elements // threads), thread, row, col, assign)
+
+
+def _hoisted_reads(value: ir.TileExpr, exprs: ExprRenderer, role: RoleContext,
+                   thread: str, plane_rows: int | None = None
+                   ) -> tuple[str, dict[ir.TileExpr, str]]:
+    """Row vectors a thread reads once ahead of the loop over its slots of a
+    wgmma-layout grid rather than once per slot: slot k lies in row WGMMA_ROW, which
+    takes (k / 2) % 2, so a row vector from shared memory is two values per thread
+    (ptxas keeps each volatile shared load); where a view's planes of `plane_rows`
+    rows are stacked, a vector indexes the row in its plane. Tensor elements are
+    read once before the statement already (render.py)."""
+    reads = list(dict.fromkeys(_row_vector_reads(value)))
+    first_row = f"16 * (({thread}) / 32) + (({thread}) % 32) / 4"
+    lines, names_of = [], {}
+    for i, read in enumerate(reads):
+        name = f"hk_row_vector{i}"
+        rows = [f"{first_row} + {8 * j}" for j in range(2)]
+        if plane_rows is not None:
+            rows = [f"({row}) % {plane_rows}" for row in rows]
+        pair = ", ".join(exprs.vector_element(read, role, row) for row in rows)
+        lines.append(f"const float {name}[2] = {{ {pair} }};")
+        names_of[read] = f"{name}[(hk_k / 2) % 2]"
+    return " ".join(lines), names_of
+
+
+def _row_vector_reads(value: ir.TileExpr):
+    match value:
+        case ir.SharedRead(broadcast="rows"):
+            yield value
+        case ir.Elementwise(args=args):
+            for arg in args:
+                yield from _row_vector_reads(arg)
+        case ir.Convert(operand=operand):
+            yield from _row_vector_reads(operand)
 
 
 def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:

@@ -76,7 +76,7 @@ def render(kernel: ir.Kernel, source_name: str) -> tuple[str, LaunchInfo]:
         kernel_line=_line_directive(kernel.span.line, source_name), kernel=kernel,
         symbol=names.kernel_symbol(kernel.name), params=params, grid_axes=grid_axes,
         carried=[names.carried(r) for r in kernel.carried], alignment=launch.alignment,
-        element_readers=[element_reader(kernel.tensor(t)) for t in element_tensors(kernel)],
+        element_readers=[element_reader(kernel.tensor(t)) for t in cx.element_tensors],
         wgmma_forms=list(cx.wgmma_forms), body="\n".join(lines))
     return text, launch
 
@@ -120,6 +120,7 @@ class _Context:
         self.tiles = self.exprs.tiles
         # registers holding elements read before the statement or loop that uses them
         self.element_registers: list[str] = []
+        self.element_tensors = element_tensors(kernel)
         self.wgmma_operands = {t for s in walk(kernel.body) if isinstance(s, ir.Mma)
                                for t in mma_registers(s)}
 
@@ -163,7 +164,8 @@ class _Context:
         if span is not None:
             lines.append(_line_directive(span.line, self.source_name))
         # A ragged walk reads its extents' elements at each value it passes
-        read = loop_invariant_elements(stmt) if isinstance(stmt, ir.ForLoop) else \
+        read = [] if not self.element_tensors else loop_invariant_elements(stmt) \
+            if isinstance(stmt, ir.ForLoop) else \
             [] if bodies(stmt) or isinstance(stmt, _WALKS) else statement_elements(stmt)
         if any(element not in role.elements for element in read):
             role = self._read_elements(read, role, pad, lines)

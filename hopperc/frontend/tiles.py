@@ -143,13 +143,10 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
             start = vector.start if not first else ir.ScalarOp("+", vector.start, ir.const(first))
             return Typed(ir.GlobalVector(vector.tensor, start, axis, stop - first), vector.dtype,
                          ("vector", axis, stop - first))
-        case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if _is_vector_buffer(
+        case ast.Subscript(value=ast.Name(id=name) | ast.Subscript(value=ast.Name(id=name)) as
+                           inner, indices=(a, b)) if _is_vector_buffer(
                 scope.lookup(name, expr.value.span)):
-            buf = scope.lookup(name, expr.value.span)
-            axis, elements = _axis(a, b, expr.span), _elements(a, b, buf.shape[0], scope)
-            view = ir.BufferView(buf.name, None, None, False, buf.reuses)
-            read = ir.SharedRead(view, axis, elements if elements != (0, buf.shape[0]) else None)
-            return Typed(read, buf.dtype, ("vector", axis, elements[1] - elements[0]))
+            return _vector_buffer(inner, a, b, scope, warpgroups, expr.span)
         case ast.Cast(dtype=dtype, operand=operand):
             inner = lower_tile_expr(operand, scope, warpgroups)
             return Typed(ir.Convert(DType.parse(dtype), inner.expr), DType.parse(dtype), inner.shape)
@@ -191,6 +188,18 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
 def _is_vector_buffer(symbol) -> bool:
     """A 1-D shared buffer, which element-wise code reads broadcast like a vector."""
     return isinstance(symbol, ir.SharedBuffer) and len(symbol.shape) == 1
+
+
+def _vector_buffer(inner: ast.Expr, a: ast.Expr, b: ast.Expr, scope: Scope, warpgroups: int,
+                   span: Span) -> Typed:
+    """`sv[:, None]` / `sv[None, :]` of a 1-D shared buffer, or `sv[wg][:, None]`: the
+    running warpgroup's block of its elements (a view part, as `buf[wg]` is a
+    warpgroup's rows), so a ring of BM per-row scales serves warpgroups of BM / W rows."""
+    info = buffer_view(inner, scope, warpgroups)  # refuses any index but wg on rank 1
+    length = info.shape[0]
+    axis, elements = _axis(a, b, span), _elements(a, b, length, scope)
+    read = ir.SharedRead(info.view, axis, elements if elements != (0, length) else None)
+    return Typed(read, info.buffer.dtype, ("vector", axis, elements[1] - elements[0]))
 
 
 def _axis(first: ast.Expr, second: ast.Expr, span: Span) -> str:

@@ -39,7 +39,8 @@ from hopperc.runtime.launch_rules import EXTENT_OPS, Extent, GridShape
 
 GROUP = 8
 TILE_LOOP = "tile"  # the tile loop's variable: `tile` is a keyword, no user name shadows it
-# A ragged walk's registers (carried: compiler names, never a user's)
+# A ragged walk's registers: scalars of the CARRIED kind (compiler names, never a
+# user's), declared as `int` by StartTileWalk in each walking role, not in Kernel.carried
 WALK_TOTAL, WALK_GROUP, WALK_FIRST = "walk_total", "walk_group", "walk_first"
 
 

@@ -1,7 +1,8 @@
 """The IR verifier, run after the front end and after every pass.
 
 It checks what every stage may rely on: names resolve, barrier references are
-in range, carried registers exist, sync nodes sit where they can execute.
+in range, carried registers exist, sync nodes sit where they can execute, a
+ragged walk's registers are declared (StartTileWalk) before a TakeTile moves them.
 A failure is a compiler bug (exit code 2), never a user error.
 """
 from __future__ import annotations
@@ -38,8 +39,14 @@ def verify(kernel: ir.Kernel, stage: str, *, loads_bound: bool = False,
                 0 <= ref.index.value < barriers[ref.array]):
             problems.append(f"mbarrier index {ref.index.value} out of range for '{ref.array}'")
 
-    def visit(block: ir.Block, issuer: ir.OneThread | None, manual: bool) -> None:
+    def visit(block: ir.Block, issuer: ir.OneThread | None, manual: bool,
+              walks: frozenset[ir.TileWalk] = frozenset()) -> None:
         for stmt in block.stmts:
+            if isinstance(stmt, ir.StartTileWalk):
+                walks |= {stmt.walk}
+            if isinstance(stmt, ir.TakeTile) and stmt.walk is not None and stmt.walk not in walks:
+                problems.append(f"TakeTile at {stmt.span} walks tile.{stmt.walk.slowest} with no "
+                                "StartTileWalk before its loop")
             for field in ("dst", "src", "a", "b"):
                 view = getattr(stmt, field, None)
                 if isinstance(view, ir.BufferView) and view.buffer not in buffers:
@@ -75,7 +82,7 @@ def verify(kernel: ir.Kernel, stage: str, *, loads_bound: bool = False,
                                     "warpgroup")
             for body in bodies(stmt):
                 visit(body, stmt if isinstance(stmt, ir.OneThread) and issuer is None else issuer,
-                      manual or isinstance(stmt, ir.ManualRegion))
+                      manual or isinstance(stmt, ir.ManualRegion), walks)
 
     visit(kernel.body, None, False)
     ranks = {t.name: len(t.dims) for t in kernel.tensors}

@@ -82,6 +82,9 @@ class Problem:
         if self.blocks > len(self.grid):
             run = (f"{self.blocks} blocks, {len(self.grid)} simulated (the first, the last, the "
                    "last along each grid axis, and blocks spread between them)")
+        if self.element_sets:
+            run += (f", {self.data_sets} data sets of {', '.join(self.element_sets[0])} (read as "
+                    "scalars)")
         return f"{dims or 'no dimensions'}, {run}"
 
 

@@ -108,7 +108,7 @@ def taken_tile(kernel: ir.Kernel, index: int, env: Mapping[str, int],
     (with clusters: of its tile in its cluster's run `index`); over a ragged
     grid (`walk`), the cursor registers moved to it as well."""
     if walk is not None:
-        return _walked_tile(walk, index, env)
+        return walked_tile(walk, index, env)
     extents = tuple(scalar(e, env) for e in raster.run_extents(kernel))
     coords = raster.in_cluster(raster.coordinates(index, extents), kernel.cluster[0],
                                env.get("@rank", 0))
@@ -121,7 +121,9 @@ def started_walk(walk: ir.TileWalk, env: Mapping[str, int]) -> dict[str, int]:
     return {raster.WALK_TOTAL: total, raster.WALK_GROUP: 0, raster.WALK_FIRST: 0}
 
 
-def _walked_tile(walk: ir.TileWalk, index: int, env: Mapping[str, int]) -> dict[str, int]:
+def walked_tile(walk: ir.TileWalk, index: int, env: Mapping[str, int]) -> dict[str, int]:
+    """The coordinates of a ragged grid's tile `index`, and the cursor registers
+    moved forward to it from where `env` has them (ir/raster.py's walk)."""
     group_env = dict(env)
 
     def tiles(group: int) -> int:

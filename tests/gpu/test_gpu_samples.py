@@ -17,15 +17,12 @@ def _relu_mm(torch, a, b):
 
 
 def _attention_varlen(torch, t, g=2, d=128):
-    """samples/attention_varlen.hk by hand: head h's columns h*d .. of Q and O
-    (past DQ: zeros, not stored), kv head h // g's of K and V, per sequence
-    CU[b] .. CU[b + 1]; O and LSE stay 0 outside every sequence."""
+    """samples/attention_varlen.hk by hand: head h's columns h*d .. of Q and O,
+    kv head h // g's of K and V, per sequence CU[b] .. CU[b + 1]; O and LSE
+    stay 0 outside every sequence."""
     cu = [int(x) for x in t["CU"].tolist()]
     heads = t["LSE"].shape[0]
-    width = heads * d
-    kv_width = -(-heads // g) * d
-    q, k, v = (torch.nn.functional.pad(t[n].float(), (0, max(cols - t[n].shape[1], 0)))
-               for n, cols in (("Q", width), ("K", kv_width), ("V", kv_width)))
+    q, k, v = (t[n].float() for n in "QKV")
     o, lse = torch.zeros_like(q), torch.zeros_like(t["LSE"])
     for s, e in zip(cu[:-1], cu[1:]):
         for h in range(heads if e > s else 0):
@@ -33,7 +30,17 @@ def _attention_varlen(torch, t, g=2, d=128):
             scores = q[s:e, h * d:(h + 1) * d] @ k[s:e, kv * d:(kv + 1) * d].T / d ** 0.5
             lse[h, s:e] = torch.logsumexp(scores, dim=1)
             o[s:e, h * d:(h + 1) * d] = torch.softmax(scores, dim=1) @ v[s:e, kv * d:(kv + 1) * d]
-    return {"O": o[:, :t["O"].shape[1]].bfloat16(), "LSE": lse}
+    return {"O": o.bfloat16(), "LSE": lse}
+
+
+def _blockscaled(torch, t):
+    """Dequantize, then multiply: A times its 1 x 128 scales SA[k / 128, m], B
+    times its 128 x 128 scales SB[n / 128, k / 128]."""
+    a, b = t["A"].float(), t["B"].float()
+    (m, k), n = a.shape, b.shape[0]
+    sa = t["SA"].T.repeat_interleave(128, 1)[:, :k]
+    sb = t["SB"].repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)[:, :k]
+    return {"C": ((a * sa) @ (b * sb).T).bfloat16()}
 
 
 TORCH_REFERENCE = {
@@ -58,6 +65,7 @@ TORCH_REFERENCE = {
     "attention_fwd": lambda torch, t: {"O": torch.nn.functional.scaled_dot_product_attention(
         *(t[n].float()[None, None] for n in "QKV"))[0, 0].bfloat16()},
     "attention_varlen": _attention_varlen,
+    "gemm_fp8_blockscaled": _blockscaled,
     "rmsnorm": lambda torch, t: {"Y": (t["X"].float() * torch.rsqrt(
         (t["X"].float() ** 2).mean(dim=1, keepdim=True) + 1e-6) * t["W"].float()).bfloat16()},
 }
@@ -65,12 +73,31 @@ TORCH_REFERENCE = {
 
 def shapes(path) -> dict[str, dict[str, int]]:
     """Tile multiples (the simulator's defaults and 4x them), ragged sizes 24
-    short of them (still multiples of 8, as TMA strides need 16 bytes; at
-    least 1, for counts such as heads), and
+    short of them (still multiples of 8, as TMA strides need 16 bytes), and
     8 everywhere: one partial tile per axis."""
     dims = default_dims(driver.lower(driver.check(driver.read_source(path))))
-    return {"tiles": dims, "large": {d: 4 * v for d, v in dims.items()},
-            "ragged": {d: max(v - 24, 1) for d, v in dims.items()}, "tiny": {d: 8 for d in dims}}
+    kinds = {"tiles": dims, "large": {d: 4 * v for d, v in dims.items()},
+             "ragged": {d: v - 24 for d, v in dims.items()}, "tiny": {d: 8 for d in dims}}
+    derive = DERIVED.get(path.stem, lambda d: d)
+    return {kind: derive(d) for kind, d in kinds.items()}
+
+
+# Dimensions that follow from others: the fp8 sample's scale blocks (K / 128 and
+# N / 128, rounded up), and its e4m3 rows' K a multiple of 16 (16-byte TMA strides).
+def _fp8_blocks(d: dict[str, int]) -> dict[str, int]:
+    k = -(-d["K"] // 16) * 16
+    return {**d, "K": k, "KB": -(-k // 128), "NB": -(-d["N"] // 128)}
+
+
+# attention_varlen's head columns: 128 per query head, 128 per kv head (G = 2),
+# at least one head and one sequence.
+def _varlen_heads(d: dict[str, int]) -> dict[str, int]:
+    heads = max(d["HQ"], 1)
+    return {**d, "HQ": heads, "B1": max(d["B1"], 2), "DQ": 128 * heads,
+            "DKV": 128 * -(-heads // 2)}
+
+
+DERIVED = {"gemm_fp8_blockscaled": _fp8_blocks, "attention_varlen": _varlen_heads}
 
 
 CASES = [(p, kind) for p in SAMPLES for kind in ("tiles", "large", "ragged", "tiny")]

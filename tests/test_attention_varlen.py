@@ -94,3 +94,53 @@ def test_every_schedule_is_right(causal):
     report = simulate(lowered, front_end, problem, 2, 40)
     assert report.ok and report.reference == "numpy reference", \
         [f.headline() for f in report.findings]
+
+
+@pytest.fixture(scope="module")
+def sass():
+    """(attention_fwd's, attention_varlen's) SASS, normal and causal."""
+    from hopperc.backend import sass_metrics as sm
+    out = {}
+    for causal in (0, 1):
+        for path in (ROOT / "samples" / "attention_fwd.hk", SAMPLE):
+            built = driver.build(driver.read_source(path), {"CAUSAL": causal})
+            (code,) = sm.functions(built.result.cubin).values()
+            out[path.stem, causal] = (code, built.result.resources)
+    return out
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_sass_key_loop_is_attention_fwds(sass, causal):
+    """The key loop holds what attention_fwd's holds, the same 32 HGMMA, 4
+    fences and 3 waits, within 5% of its instructions (attention_fwd 843 /
+    903, varlen 814 / 898 when written): the sequence's offsets are read
+    before the loop (no global load in it) and its end is a register."""
+    from hopperc.backend import sass_metrics as sm
+    lengths = {}
+    for name in ("attention_fwd", "attention_varlen"):
+        code, _ = sass[name, causal]
+        body = sm.loop_holding(code, "HGMMA").body(code)
+        assert sum(i.base == "HGMMA" for i in body) == 32
+        assert sum(i.opcode == "WARPGROUP.ARRIVE" for i in body) == 4
+        waits = [i.operands.replace(" ", "") for i in body
+                 if i.opcode.startswith("WARPGROUP.DEPBAR")]
+        assert waits == ["gsb0,0x0", "gsb0,0x1", "gsb0,0x0"]
+        assert not any(i.base in ("LDG", "LDL", "STL") for i in body)
+        lengths[name] = len(body)
+    assert lengths["attention_varlen"] <= 1.05 * lengths["attention_fwd"], lengths
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_sass_registers_within_the_roles_budgets(sass, causal):
+    """No spills; the producer gives its registers back down to 32 (the walk
+    over the sequences and the ragged boxes' coordinates fit) and every
+    register it names is below that; the consumers take 240."""
+    import re
+    code, resources = sass["attention_varlen", causal]
+    assert resources.spill_stores == resources.spill_loads == 0
+    ops = [(i.opcode, i.operands.replace(" ", "")) for i in code]
+    dealloc = ops.index(("USETMAXREG.DEALLOC.CTAPOOL", "0x20"))
+    alloc = next(k for k, (op, args) in enumerate(ops)
+                 if op == "USETMAXREG.TRY_ALLOC.CTAPOOL" and args.endswith(",0xf0"))
+    producer = [int(r) for _, args in ops[dealloc:alloc] for r in re.findall(r"\bR(\d+)\b", args)]
+    assert dealloc < alloc and max(producer) < 32

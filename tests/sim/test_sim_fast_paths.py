@@ -152,10 +152,10 @@ def test_a_warps_arrivals_that_fail_at_some_lane_are_left_to_the_lanes(count, fe
 
 
 def test_search_keeps_its_pending_schedules_linear_in_a_runs_length():
-    """A run with n choice points leaves O(n) pending schedules; each is its
-    run's prefix (shared) and one choice, so a long first run (gemm_bf16 over
-    48 k-steps: thousands of choice points) costs megabytes, not the gigabyte
-    that one copied prefix per pending schedule took."""
+    """A run with n choice points leaves O(n) pending schedules; each is a
+    node naming its run's node and one choice, so long runs (gemm_bf16 over
+    48 k-steps: thousands of choice points each) cost megabytes, not the
+    gigabytes that a copied prefix per pending schedule (or per run) took."""
     import tracemalloc
 
     from hopperc.sim.explore import Report, _search
@@ -165,9 +165,9 @@ def test_search_keeps_its_pending_schedules_linear_in_a_runs_length():
     report = Report(problem)
     tracemalloc.start()
     try:
-        _search(program(lowered), problem, 2, report)
+        _search(program(lowered), problem, 20, report)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert report.ok and report.exhaustive == 2
+    assert report.ok and report.exhaustive == 20
     assert peak < 64 << 20, peak

@@ -15,8 +15,9 @@ not see them when it is itself a venv). Then, each step with a time limit:
      the same time compute-sanitizer racecheck and synccheck of `hopperc run` on
      every sample (correctness only: they share the GPU);
   2. alone on the GPU, bench/gemm.py on every GEMM sample (against cuBLAS),
-     bench/attention.py, causal and not (against PyTorch's SDPA), and
-     bench/gemm_fp8_blockscaled.py (against torch._scaled_mm).
+     bench/attention.py, causal and not (against PyTorch's SDPA),
+     bench/gemm_fp8_blockscaled.py (against torch._scaled_mm) and
+     bench/attention_varlen.py (against FlashAttention's varlen, else SDPA).
 The report says each step's outcome; a step that could not run says why.
 Exit status: 0 when every step passed; 3 when every step that ran passed but
 compute-sanitizer refused the device; 1 otherwise (a failure, a timeout, no GPU).
@@ -46,6 +47,7 @@ from gpu_wheels import PIP, SOURCE_DIGEST, package_digest  # noqa: E402
 GEMM_SAMPLES = ("gemm_bf16", "gemm_multicast", "gemm_one_role", "gemm_persistent",
                 "gemm_pingpong", "gemm_pipelined", "gemm_relu")
 FP8_BENCH = "bench gemm_fp8_blockscaled vs torch._scaled_mm"
+VARLEN_BENCH = "bench attention_varlen vs flash_attn varlen or SDPA"
 BUDGET_SECONDS = 470
 CORRECTNESS_SECONDS = 240  # the GPU tests and compute-sanitizer, side by side
 SANITIZER_FINDINGS = 86  # compute-sanitizer's exit status when it reports an error
@@ -298,7 +300,8 @@ def benchmarks(check: Check) -> None:
             for s in GEMM_SAMPLES]
     runs += [("bench attention_fwd vs SDPA", ["bench/attention.py"], 60),
              ("bench attention_fwd causal vs SDPA", ["bench/attention.py", "--causal"], 60),
-             (FP8_BENCH, ["bench/gemm_fp8_blockscaled.py"], 60)]
+             (FP8_BENCH, ["bench/gemm_fp8_blockscaled.py"], 60),
+             (VARLEN_BENCH, ["bench/attention_varlen.py"], 60)]
     for name, arguments, limit in runs:
         step = check.step(name)
         if check.left() < 10:
@@ -334,7 +337,8 @@ def not_run(check: Check, reason: str) -> None:
         for tool in SANITIZER_TOOLS:
             check.sanitizer[(sample.stem, tool)] = Step(f"{tool} {sample.stem}", note=reason)
     for name in ["GPU tests", *(f"bench {s} vs cuBLAS" for s in GEMM_SAMPLES),
-                 "bench attention_fwd vs SDPA", "bench attention_fwd causal vs SDPA", FP8_BENCH]:
+                 "bench attention_fwd vs SDPA", "bench attention_fwd causal vs SDPA", FP8_BENCH,
+                 VARLEN_BENCH]:
         check.finish(check.step(name), None, NOT_RUN, reason)
 
 

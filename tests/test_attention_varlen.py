@@ -144,3 +144,17 @@ def test_sass_registers_within_the_roles_budgets(sass, causal):
                  if op == "USETMAXREG.TRY_ALLOC.CTAPOOL" and args.endswith(",0xf0"))
     producer = [int(r) for _, args in ops[dealloc:alloc] for r in re.findall(r"\bR(\d+)\b", args)]
     assert dealloc < alloc and max(producer) < 32
+
+
+def test_bench_says_what_it_needs_without_a_gpu():
+    """bench/attention_varlen.py exits 2 with one line on a machine without a GPU."""
+    import subprocess
+    import sys
+
+    from hopperc.runtime import gpu_available
+    if gpu_available():
+        pytest.skip("a GPU is present: bench/gpu_check.py runs the benchmark")
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "attention_varlen.py"),
+                           "--runs", "1"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("bench/attention_varlen.py: ")
+    assert "Traceback" not in proc.stderr

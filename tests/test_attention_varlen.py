@@ -158,3 +158,20 @@ def test_bench_says_what_it_needs_without_a_gpu():
                            "--runs", "1"], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.startswith("bench/attention_varlen.py: ")
     assert "Traceback" not in proc.stderr
+
+
+def test_check_draws_adversarial_sequences_and_is_clean():
+    """`check`'s own offsets (three data sets) hold an empty sequence, one
+    shorter than a tile and one longer than a tile and not a multiple of it;
+    the causal variant checks clean on them (seeded schedules, every data set)."""
+    front_end = driver.check(driver.read_source(SAMPLE), {"CAUSAL": 1})
+    lowered = driver.lower(front_end)
+    from hopperc.sim.problem import default_dims
+    problem = make_problem(lowered, default_dims(lowered))
+    sizes = {int(n) for i in range(problem.data_sets)
+             for n in np.diff(problem.data_set(i).inputs["CU"])}
+    assert 0 in sizes and any(0 < n < 128 for n in sizes) and any(
+        n > 128 and n % 128 for n in sizes), sizes
+    report = simulate(lowered, front_end, problem, problem.data_sets, 0)
+    assert report.ok and report.reference == "numpy reference", \
+        [f.headline() for f in report.findings]

@@ -16,8 +16,10 @@ not see them when it is itself a venv). Then, each step with a time limit:
      every sample (correctness only: they share the GPU);
   2. alone on the GPU, bench/gemm.py on every GEMM sample (against cuBLAS),
      bench/attention.py, causal and not (against PyTorch's SDPA),
-     bench/gemm_fp8_blockscaled.py (against torch._scaled_mm) and
-     bench/attention_varlen.py (against FlashAttention's varlen, else SDPA).
+     bench/gemm_fp8_blockscaled.py (against torch._scaled_mm),
+     bench/grouped_gemm.py, both layouts (against torch._grouped_mm or a matmul
+     per expert), and bench/attention_varlen.py (against FlashAttention's varlen,
+     else SDPA).
 The report says each step's outcome; a step that could not run says why.
 Exit status: 0 when every step passed; 3 when every step that ran passed but
 compute-sanitizer refused the device; 1 otherwise (a failure, a timeout, no GPU).
@@ -301,6 +303,8 @@ def benchmarks(check: Check) -> None:
     runs += [("bench attention_fwd vs SDPA", ["bench/attention.py"], 60),
              ("bench attention_fwd causal vs SDPA", ["bench/attention.py", "--causal"], 60),
              (FP8_BENCH, ["bench/gemm_fp8_blockscaled.py"], 60),
+             ("bench grouped_gemm vs PyTorch", ["bench/grouped_gemm.py"], 60),
+             ("bench grouped_gemm_masked vs PyTorch", ["bench/grouped_gemm.py", "--masked"], 60),
              (VARLEN_BENCH, ["bench/attention_varlen.py"], 60)]
     for name, arguments, limit in runs:
         step = check.step(name)
@@ -338,6 +342,7 @@ def not_run(check: Check, reason: str) -> None:
             check.sanitizer[(sample.stem, tool)] = Step(f"{tool} {sample.stem}", note=reason)
     for name in ["GPU tests", *(f"bench {s} vs cuBLAS" for s in GEMM_SAMPLES),
                  "bench attention_fwd vs SDPA", "bench attention_fwd causal vs SDPA", FP8_BENCH,
+                 "bench grouped_gemm vs PyTorch", "bench grouped_gemm_masked vs PyTorch",
                  VARLEN_BENCH]:
         check.finish(check.step(name), None, NOT_RUN, reason)
 

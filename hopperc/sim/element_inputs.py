@@ -9,6 +9,10 @@
 - the values stay within the extent they index into where one is found: the
   dimension of a tensor whose copy coordinate an element feeds (`A[OFFS[g] +
   k, ...]`: the tiles of A along that axis), else SMALL_BOUND;
+- counts: a tensor read at one index whose element is the END of a copy's
+  `START : END` index along a dimension (`C[g, r : CNT[g], j]`, an expert's
+  rows in a masked layout) holds the same cycle of sizes, each at most that
+  dimension (grown to hold the long one), the tile being the copy's box there;
 - any other i32 tensor read as scalars holds values 0 .. that bound;
 - a dimension only such tensors have reaches past every index the last tile
   reads (`OFFS[tile.m + 1]` in the last block is in range).
@@ -47,6 +51,10 @@ def reach_element_dims(kernel: ir.Kernel, dims: dict[str, int], iterations: int)
                 except (KeyError, TypeError, ZeroDivisionError):
                     continue  # an index of what the shape does not fix
     for name in read:
+        counts = _counts(kernel, name)
+        if counts is not None and _offsets_axis(kernel, name) is None:
+            dim, box = counts
+            dims[dim] = max(dims[dim], *group_sizes(box, iterations))
         axis, feeds = _offsets_axis(kernel, name), _feeds(kernel, name)
         if axis is None or feeds is None:
             continue
@@ -77,6 +85,13 @@ def draw_elements(kernel: ir.Kernel, tensor: ir.TensorParam, dims: dict[str, int
         dim, a, box = feeds
         bound, tile = -(-dims[dim] // a), max(box // a, 1)
     axis = _offsets_axis(kernel, tensor.name)
+    counts = _counts(kernel, tensor.name)
+    if axis is None and counts is not None:
+        dim, box = counts
+        sizes = group_sizes(box, iterations)
+        count = int(np.prod(shape))
+        drawn = [min(sizes[(data_set * count + n) % len(sizes)], dims[dim]) for n in range(count)]
+        return np.array(drawn, dtype=np.float32).reshape(shape)
     if axis is None:
         return rng.integers(0, bound + 1, shape).astype(np.float32)
     sizes = group_sizes(tile, iterations)
@@ -117,6 +132,24 @@ def _feeds(kernel: ir.Kernel, tensor: str) -> tuple[str, int, int] | None:
                         and isinstance(dim, str):
                     return dim, a, box
     return None
+
+
+def _counts(kernel: ir.Kernel, tensor: str) -> tuple[str, int] | None:
+    """Where an element of `tensor` is a term of a ragged copy's END along a
+    named dimension D: D and the largest box extent of those copies along it."""
+    found: tuple[str, int] | None = None
+    for stmt in walk(kernel.body):
+        if not isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore)) or stmt.ragged is None:
+            continue
+        dim = kernel.tensor(stmt.tensor).dims[stmt.ragged.dim]
+        form = index_algebra.linear(stmt.ragged.end)
+        if form is None or not isinstance(dim, str) or not any(
+                isinstance(leaf, ir.TensorElement) and leaf.tensor == tensor and a == 1
+                for leaf, a in form[0].items()):
+            continue
+        box = stmt.box[stmt.ragged.dim]
+        found = (dim, max(box, found[1] if found is not None and found[0] == dim else 0))
+    return found
 
 
 def _size(dim: str | int, dims: dict[str, int]) -> int:

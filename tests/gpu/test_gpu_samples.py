@@ -33,6 +33,25 @@ def _attention_varlen(torch, t, g=2, d=128):
     return {"O": o.bfloat16(), "LSE": lse}
 
 
+def _grouped(torch, t):
+    """Expert g's rows OFFS[g] .. OFFS[g + 1] - 1 of A times B[g]; C's other rows
+    as the kernel left them (the reference of its statements checks those)."""
+    c, offsets = t["C"].clone(), t["OFFS"].tolist()
+    for g in range(min(t["B"].shape[0], len(offsets) - 1)):
+        rows = slice(offsets[g], max(offsets[g], offsets[g + 1]))
+        c[rows] = (t["A"][rows].float() @ t["B"][g].float().T).bfloat16()
+    return {"C": c}
+
+
+def _grouped_masked(torch, t):
+    """The first CNT[g] rows of A[g] times B[g]; C's other rows as the kernel left them."""
+    c = t["C"].clone()
+    for g, count in enumerate(t["CNT"].tolist()):
+        rows = slice(0, max(count, 0))
+        c[g, rows] = (t["A"][g, rows].float() @ t["B"][g].float().T).bfloat16()
+    return {"C": c}
+
+
 def _blockscaled(torch, t):
     """Dequantize, then multiply: A times its 1 x 128 scales SA[k / 128, m], B
     times its 128 x 128 scales SB[n / 128, k / 128]."""
@@ -65,6 +84,8 @@ TORCH_REFERENCE = {
     "attention_fwd": lambda torch, t: {"O": torch.nn.functional.scaled_dot_product_attention(
         *(t[n].float()[None, None] for n in "QKV"))[0, 0].bfloat16()},
     "attention_varlen": _attention_varlen,
+    "grouped_gemm": _grouped,
+    "grouped_gemm_masked": _grouped_masked,
     "gemm_fp8_blockscaled": _blockscaled,
     "rmsnorm": lambda torch, t: {"Y": (t["X"].float() * torch.rsqrt(
         (t["X"].float() ** 2).mean(dim=1, keepdim=True) + 1e-6) * t["W"].float()).bfloat16()},

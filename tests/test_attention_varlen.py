@@ -113,7 +113,7 @@ def sass():
 def test_sass_key_loop_is_attention_fwds(sass, causal):
     """The key loop holds what attention_fwd's holds, the same 32 HGMMA, 4
     fences and 3 waits, within 5% of its instructions (attention_fwd 843 /
-    903, varlen 814 / 898 when written): the sequence's offsets are read
+    903, varlen 813 / 902 when written): the sequence's offsets are read
     before the loop (no global load in it) and its end is a register."""
     from hopperc.backend import sass_metrics as sm
     lengths = {}
@@ -132,18 +132,19 @@ def test_sass_key_loop_is_attention_fwds(sass, causal):
 
 @pytest.mark.parametrize("causal", [0, 1])
 def test_sass_registers_within_the_roles_budgets(sass, causal):
-    """No spills; the producer gives its registers back down to 32 (the walk
-    over the sequences and the ragged boxes' coordinates fit) and every
-    register it names is below that; the consumers take 240."""
+    """No spills; the producer gives its registers back down to 24, as
+    attention_fwd's (the walk over the sequences, whose count is not unrolled,
+    and the ragged boxes' coordinates fit), and every register it names is
+    below that; the consumers take 240."""
     import re
     code, resources = sass["attention_varlen", causal]
     assert resources.spill_stores == resources.spill_loads == 0
     ops = [(i.opcode, i.operands.replace(" ", "")) for i in code]
-    dealloc = ops.index(("USETMAXREG.DEALLOC.CTAPOOL", "0x20"))
+    dealloc = ops.index(("USETMAXREG.DEALLOC.CTAPOOL", "0x18"))
     alloc = next(k for k, (op, args) in enumerate(ops)
                  if op == "USETMAXREG.TRY_ALLOC.CTAPOOL" and args.endswith(",0xf0"))
     producer = [int(r) for _, args in ops[dealloc:alloc] for r in re.findall(r"\bR(\d+)\b", args)]
-    assert dealloc < alloc and max(producer) < 32
+    assert dealloc < alloc and max(producer) < 24
 
 
 def test_bench_says_what_it_needs_without_a_gpu():

@@ -220,7 +220,7 @@ __align__ __cvta_generic_to_shared __expf __float2int_rn __forceinline__ __globa
 __grid_constant__ __host__ __device__ __launch_bounds__ __ldg __restrict__ __shared__
 __shfl_sync __shfl_xor_sync __syncthreads __uint_as_float __int_as_float char constexpr rsqrtf
 fabsf fmaxf fminf long opaque short
-bool n r l f h""".split())
+bool n r l f h _Pragma""".split())
 _STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|^#line[^\n]*', re.M)
 
 

@@ -191,9 +191,12 @@ def walk_cxx(walk: ir.TileWalk, index: str, render: Callable[[ir.ScalarExpr], st
 def count_cxx(walk: ir.TileWalk, render: Callable[[ir.ScalarExpr], str]) -> str:
     """C++ declaring a ragged walk's registers: the grid's tiles summed over the
     slowest axis (the cursor's name serves as the sum's loop variable), then the
-    cursor at the slowest axis's 0."""
+    cursor at the slowest axis's 0. The sum runs once per role and block, so it is
+    not unrolled: ptxas's unrolling by 4 keeps 16 offsets in flight, more than a
+    producer's 24 registers hold (it spilled)."""
     total, group, first = (render(r) for r in walk_registers())
-    return (f"int {total} = 0; for (int {group} = 0; {group} < {render(walk.extents[-1])}; "
+    return (f"int {total} = 0; _Pragma(\"unroll 1\") for (int {group} = 0; "
+            f"{group} < {render(walk.extents[-1])}; "
             f"++{group}) {{ {total} += {render(group_tiles(walk, walk_registers()[1]))}; }} "
             f"int {group} = 0, {first} = 0;")
 

@@ -151,3 +151,12 @@ kernel m(X: bf16[M, N], Y: bf16[M, N])
 """
     waits = [s for s in walk(driver.check(source(text)).body) if isinstance(s, ir.BulkWaitRead)]
     assert [(w.pending, w.read) for w in waits] == [(1, True), (0, False)]
+
+
+def test_a_coordinate_mixing_two_tile_axes_is_not_proven_apart():
+    """Y[tile.m + tile.n, 0] is the same box for tiles (0, 1) and (1, 0): the other
+    axis's term moves between tiles, so nothing proves the read apart from the
+    other blocks' stores along m (or n)."""
+    text = OWN_TILE.replace("tma Y[tile.m, tile.n] <- sx", "tma Y[tile.m + tile.n, 0] <- sx") \
+        .replace("tma sx <- Y[tile.m, tile.n]", "tma sx <- Y[tile.m + tile.n, 0]")
+    expect_error(text, "tma sx <- Y[tile.m + tile.n, 0]", ["another block may store"])

@@ -279,3 +279,25 @@ def test_launch_refuses_an_extent_that_divides_by_zero_or_is_negative():
         [], grid, (1, 1, 1), False, {"M": 64, "N": 8}, {"S": 0}).message
     assert "grid y extent (N - 4) is -2" in illegal_shape(
         [], grid, (1, 1, 1), False, {"M": 64, "N": 2}, {"S": 1}).message
+
+
+def test_a_one_axis_grid_whose_extent_reads_data_walks_one_tile_per_value(monkeypatch):
+    """grid(m: NT[0]) persistent: a ragged grid of one axis, each value of which is a
+    tile (no faster axes to multiply)."""
+    text = """\
+kernel onedim(X: bf16[M, N], Y: bf16[M, N], NT: i32[1])
+    tile(BM = 64, BN = 64) grid(m: NT[0]) threads 128 persistent
+{
+    shared buf: bf16[BM, BN] swizzle 128B
+    tma buf <- X[tile.m, 0]
+    tma Y[tile.m, 0] <- buf
+}
+"""
+    front_end, lowered = _kernels(text)
+    driver.generate(SourceFile("g.hk", text))  # the C++ walk: an internal error before
+    problem = make_problem(lowered, default_dims(lowered))
+    stores = _stores(monkeypatch)
+    report = simulate(lowered, front_end, problem, 1, 0)
+    assert report.ok, [f.headline() for f in report.findings]
+    assert stores == collections.Counter({(m * 64, 0): 1
+                                          for m in range(int(problem.inputs["NT"][0]))})

@@ -51,12 +51,37 @@ def scalar(expr: ir.ScalarExpr, role: RoleContext) -> str:
     if expr.op == "not":
         return f"!({scalar(expr.left, role)})"
     left, right = scalar(expr.left, role), scalar(expr.right, role)
-    if expr.op == "/":
-        return f"hk_cdiv({left}, {right})"
+    if expr.op in ("/", "%"):
+        # C truncates toward zero; the language (and the simulator) round `/` up and
+        # give `%` the divisor's sign. The plain forms agree where neither operand
+        # can be negative, the exact helpers cost a few instructions elsewhere.
+        if _never_negative(expr.left) and _never_negative(expr.right):
+            return f"hk_cdiv({left}, {right})" if expr.op == "/" else f"({left} % {right})"
+        return f"hk_{'cdiv' if expr.op == '/' else 'mod'}_signed({left}, {right})"
     if expr.op == "//":  # operands are never negative: C++ truncation is floor
         return f"({left} / {right})"
     op = {"and": "&&", "or": "||"}.get(expr.op, expr.op)
     return f"({left} {op} {right})"
+
+
+_TRUTH_OPS = frozenset({"==", "!=", "<", "<=", ">", ">=", "and", "or", "not"})
+_NEVER_NEGATIVE_KINDS = frozenset({ir.ScalarKind.DIM, ir.ScalarKind.TILE, ir.ScalarKind.BUILTIN,
+                                   ir.ScalarKind.CARRIED})
+
+
+def _never_negative(expr: ir.ScalarExpr) -> bool:
+    """Whether an integer expression is >= 0 for every input: dimensions, tile
+    coordinates, thread built-ins and carried counters are; scalar parameters,
+    tensor elements and loop variables (a loop may start below 0) may not be."""
+    if isinstance(expr, ir.Scalar):
+        if expr.kind is ir.ScalarKind.CONST:
+            return expr.value >= 0
+        return expr.kind in _NEVER_NEGATIVE_KINDS
+    if isinstance(expr, ir.ScalarOp) and expr.op in _TRUTH_OPS:
+        return True  # 0 or 1
+    if isinstance(expr, ir.ScalarOp) and expr.op in ("+", "*", "/", "//", "%"):
+        return all(_never_negative(o) for o in ir.operands(expr))
+    return False
 
 
 def element_reader(tensor: ir.TensorParam) -> str:

@@ -137,6 +137,8 @@ def group_tiles(walk: ir.TileWalk, group: ir.ScalarExpr) -> ir.ScalarExpr:
     for e in walk.extents[:-1]:
         e = substitute(e, ir.ScalarKind.TILE, walk.slowest, group)
         factors.append(ir.ScalarOp("*", e, ir.ScalarOp(">", e, ir.const(0))))
+    if not factors:  # one axis: each of its values is one tile
+        return ir.const(1)
     tiles = factors[0]
     for factor in factors[1:]:
         tiles = ir.ScalarOp("*", tiles, factor)

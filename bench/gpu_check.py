@@ -16,9 +16,10 @@ not see them when it is itself a venv). Then, each step with a time limit:
      every sample (correctness only: they share the GPU);
   2. alone on the GPU, bench/gemm.py on every GEMM sample (against cuBLAS),
      bench/attention.py, causal and not (against PyTorch's SDPA),
-     bench/gemm_fp8_blockscaled.py (against torch._scaled_mm), and
+     bench/gemm_fp8_blockscaled.py (against torch._scaled_mm),
      bench/grouped_gemm.py, both layouts (against torch._grouped_mm or a matmul
-     per expert).
+     per expert), and bench/attention_varlen.py (against FlashAttention's varlen,
+     else SDPA).
 The report says each step's outcome; a step that could not run says why.
 Exit status: 0 when every step passed; 3 when every step that ran passed but
 compute-sanitizer refused the device; 1 otherwise (a failure, a timeout, no GPU).
@@ -48,6 +49,7 @@ from gpu_wheels import PIP, SOURCE_DIGEST, package_digest  # noqa: E402
 GEMM_SAMPLES = ("gemm_bf16", "gemm_multicast", "gemm_one_role", "gemm_persistent",
                 "gemm_pingpong", "gemm_pipelined", "gemm_relu")
 FP8_BENCH = "bench gemm_fp8_blockscaled vs torch._scaled_mm"
+VARLEN_BENCH = "bench attention_varlen vs flash_attn varlen or SDPA"
 BUDGET_SECONDS = 470
 CORRECTNESS_SECONDS = 240  # the GPU tests and compute-sanitizer, side by side
 SANITIZER_FINDINGS = 86  # compute-sanitizer's exit status when it reports an error
@@ -302,7 +304,8 @@ def benchmarks(check: Check) -> None:
              ("bench attention_fwd causal vs SDPA", ["bench/attention.py", "--causal"], 60),
              (FP8_BENCH, ["bench/gemm_fp8_blockscaled.py"], 60),
              ("bench grouped_gemm vs PyTorch", ["bench/grouped_gemm.py"], 60),
-             ("bench grouped_gemm_masked vs PyTorch", ["bench/grouped_gemm.py", "--masked"], 60)]
+             ("bench grouped_gemm_masked vs PyTorch", ["bench/grouped_gemm.py", "--masked"], 60),
+             (VARLEN_BENCH, ["bench/attention_varlen.py"], 60)]
     for name, arguments, limit in runs:
         step = check.step(name)
         if check.left() < 10:
@@ -339,7 +342,8 @@ def not_run(check: Check, reason: str) -> None:
             check.sanitizer[(sample.stem, tool)] = Step(f"{tool} {sample.stem}", note=reason)
     for name in ["GPU tests", *(f"bench {s} vs cuBLAS" for s in GEMM_SAMPLES),
                  "bench attention_fwd vs SDPA", "bench attention_fwd causal vs SDPA", FP8_BENCH,
-                 "bench grouped_gemm vs PyTorch", "bench grouped_gemm_masked vs PyTorch"]:
+                 "bench grouped_gemm vs PyTorch", "bench grouped_gemm_masked vs PyTorch",
+                 VARLEN_BENCH]:
         check.finish(check.step(name), None, NOT_RUN, reason)
 
 

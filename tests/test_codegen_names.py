@@ -214,13 +214,13 @@ def test_tensor_map_labels_are_unique():
 
 # Words the templates and the renderer write themselves (C++, CUDA, asm operands).
 FIXED_WORDS = set("""
-alignas asm auto blockIdx gridDim min const else extern float for if int maybe_unused memory pragma return
+alignas asm auto blockIdx gridDim min max const else extern float for if int maybe_unused memory pragma return
 static_cast struct unroll unsigned void volatile while x y z threadIdx
 __align__ __cvta_generic_to_shared __expf __float2int_rn __forceinline__ __global__
 __grid_constant__ __host__ __device__ __launch_bounds__ __ldg __restrict__ __shared__
-__shfl_sync __shfl_xor_sync __syncthreads __uint_as_float __int_as_float char constexpr rsqrtf
+__shfl_sync __shfl_xor_sync __syncthreads __trap __uint_as_float __int_as_float char constexpr rsqrtf
 fabsf fmaxf fminf long opaque short
-bool n r l f h""".split())
+bool n r l f h _Pragma""".split())
 _STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|^#line[^\n]*', re.M)
 
 

@@ -199,17 +199,20 @@ def walk_cxx(walk: ir.TileWalk, index: str, render: Callable[[ir.ScalarExpr], st
 def count_cxx(walk: ir.TileWalk, render: Callable[[ir.ScalarExpr], str]) -> str:
     """C++ declaring a ragged walk's registers: the grid's tiles summed over the
     slowest axis (the cursor's name serves as the sum's loop variable), then the
-    cursor at the slowest axis's 0. A tile's index is a 32-bit int, so the sum
-    is kept in 64 bits (each value's count a 64-bit product of its faster
+    cursor at the slowest axis's 0. The sum runs once per role and block, so it is
+    not unrolled: ptxas's unrolling by 4 keeps 16 offsets in flight, more than a
+    producer's 24 registers hold (it spilled). A tile's index is a 32-bit int, so
+    the sum is kept in 64 bits (each value's count a 64-bit product of its faster
     extents) and the kernel traps once it passes INT_MAX, before any tile is
-    taken: the launch then fails with an error (the simulator refuses such
-    data: launch_rules.tile_count_problem). Below it, every count and cursor
-    the walk computes in `int` is at most the total."""
+    taken: the launch then fails with an error (the simulator refuses such data:
+    launch_rules.tile_count_problem). Below it, every count and cursor the walk
+    computes in `int` is at most the total."""
     total, group, first = (render(r) for r in walk_registers())
     factors = " * ".join(f"static_cast<long long>({render(f)})"
                          for f in group_factors(walk, walk_registers()[1])) or "1LL"
-    return (f"int {total}; {{ long long hk_tiles = 0; for (int {group} = 0; {group} < "
-            f"{render(walk.extents[-1])}; ++{group}) {{ hk_tiles += {factors}; "
+    return (f"int {total}; {{ long long hk_tiles = 0; _Pragma(\"unroll 1\") "
+            f"for (int {group} = 0; {group} < {render(walk.extents[-1])}; ++{group}) "
+            f"{{ hk_tiles += {factors}; "
             f"if (hk_tiles > {INT_MAX}) __trap(); }} {total} = static_cast<int>(hk_tiles); }} "
             f"int {group} = 0, {first} = 0;")
 

@@ -208,11 +208,15 @@ def _search(prog: Program, problem: Problem, budget: int, report: Report,
     run the same code on other tiles), pruning states already explored. Data is
     compared on the seeded schedules, which run every block; the search runs
     without data (no tensors: the same synchronization and access checks)."""
-    stack: list[list[int]] = [[]]
+    # A pending schedule is a node (the node of the run that found it, a depth,
+    # an alternative there), its choices built when it is taken: the pending
+    # schedules cost memory in their number, not in their runs' lengths.
+    stack: list[_Pending | None] = [None]
     visited: set = set()
     envs = [problem.env(block) for block in problem.clusters()[0]]
     while stack and report.exhaustive < budget:
-        prefix = stack.pop()
+        node = stack.pop()
+        prefix = _choices(node)
         replay = Replay(prefix, visited)
         try:
             run_cluster(prog, envs, None, steps.guard(replay) if steps else replay, 0)
@@ -226,8 +230,28 @@ def _search(prog: Program, problem: Problem, budget: int, report: Report,
             return
         for depth in range(len(replay.branching) - 1, len(prefix) - 1, -1):
             for alternative in range(replay.branching[depth] - 1, 0, -1):
-                stack.append(prefix + [0] * (depth - len(prefix)) + [alternative])
+                stack.append(_Pending(node, depth, alternative))
     report.exhaustive_complete = budget > 0 and not stack
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A schedule of the search still to run: its parent's choices, then the
+    first candidate up to `depth`, and `alternative` there."""
+    parent: "_Pending | None"
+    depth: int
+    alternative: int
+
+
+def _choices(node: _Pending | None) -> list[int]:
+    chain = []
+    while node is not None:
+        chain.append(node)
+        node = node.parent
+    prefix: list[int] = []
+    for step in reversed(chain):
+        prefix += [0] * (step.depth - len(prefix)) + [step.alternative]
+    return prefix
 
 
 def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Report) -> None:

@@ -16,6 +16,23 @@ def _relu_mm(torch, a, b):
     return torch.relu(a.float() @ b.float().T)
 
 
+def _attention_varlen(torch, t, g=2, d=128):
+    """samples/attention_varlen.hk by hand: head h's columns h*d .. of Q and O,
+    kv head h // g's of K and V, per sequence CU[b] .. CU[b + 1]; O and LSE
+    stay 0 outside every sequence."""
+    cu = [int(x) for x in t["CU"].tolist()]
+    heads = t["LSE"].shape[0]
+    q, k, v = (t[n].float() for n in "QKV")
+    o, lse = torch.zeros_like(q), torch.zeros_like(t["LSE"])
+    for s, e in zip(cu[:-1], cu[1:]):
+        for h in range(heads if e > s else 0):
+            kv = h // g
+            scores = q[s:e, h * d:(h + 1) * d] @ k[s:e, kv * d:(kv + 1) * d].T / d ** 0.5
+            lse[h, s:e] = torch.logsumexp(scores, dim=1)
+            o[s:e, h * d:(h + 1) * d] = torch.softmax(scores, dim=1) @ v[s:e, kv * d:(kv + 1) * d]
+    return {"O": o.bfloat16(), "LSE": lse}
+
+
 def _grouped(torch, t):
     """Expert g's rows OFFS[g] .. OFFS[g + 1] - 1 of A times B[g]; C's other rows
     as the kernel left them (the reference of its statements checks those)."""
@@ -66,6 +83,7 @@ TORCH_REFERENCE = {
     "softmax_wide": lambda torch, t: {"Y": torch.softmax(t["X"].float(), dim=1).bfloat16()},
     "attention_fwd": lambda torch, t: {"O": torch.nn.functional.scaled_dot_product_attention(
         *(t[n].float()[None, None] for n in "QKV"))[0, 0].bfloat16()},
+    "attention_varlen": _attention_varlen,
     "grouped_gemm": _grouped,
     "grouped_gemm_masked": _grouped_masked,
     "gemm_fp8_blockscaled": _blockscaled,
@@ -92,7 +110,15 @@ def _fp8_blocks(d: dict[str, int]) -> dict[str, int]:
     return {**d, "K": k, "KB": -(-k // 128), "NB": -(-d["N"] // 128)}
 
 
-DERIVED = {"gemm_fp8_blockscaled": _fp8_blocks}
+# attention_varlen's head columns: 128 per query head, 128 per kv head (G = 2),
+# at least one head and one sequence.
+def _varlen_heads(d: dict[str, int]) -> dict[str, int]:
+    heads = max(d["HQ"], 1)
+    return {**d, "HQ": heads, "B1": max(d["B1"], 2), "DQ": 128 * heads,
+            "DKV": 128 * -(-heads // 2)}
+
+
+DERIVED = {"gemm_fp8_blockscaled": _fp8_blocks, "attention_varlen": _varlen_heads}
 
 
 CASES = [(p, kind) for p in SAMPLES for kind in ("tiles", "large", "ragged", "tiny")]

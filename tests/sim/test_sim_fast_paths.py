@@ -149,3 +149,25 @@ def test_a_warps_arrivals_that_fail_at_some_lane_are_left_to_the_lanes(count, fe
     with pytest.raises(SimFailure) as failure:
         _lane_by_lane(barrier, range(32), clock, trace)
     assert failure.value.finding.category is Category.BARRIER_MISUSE
+
+
+def test_search_keeps_its_pending_schedules_linear_in_a_runs_length():
+    """A run with n choice points leaves O(n) pending schedules; each is a
+    node naming its run's node and one choice, so long runs (gemm_bf16 over
+    48 k-steps: thousands of choice points each) cost megabytes, not the
+    gigabytes that a copied prefix per pending schedule (or per run) took."""
+    import tracemalloc
+
+    from hopperc.sim.explore import Report, _search
+    from tests.conftest import ROOT
+    lowered = driver.lower(driver.check(driver.read_source(ROOT / "samples" / "gemm_bf16.hk")))
+    problem = make_problem(lowered, {**default_dims(lowered), "K": 64 * 48})
+    report = Report(problem)
+    tracemalloc.start()
+    try:
+        _search(program(lowered), problem, 20, report)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert report.ok and report.exhaustive == 20
+    assert peak < 64 << 20, peak

@@ -3,13 +3,10 @@ arrays, grid axes and roles. Re-exported by `hopperc.ir.nodes`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from hopperc.diagnostics import Span
 from hopperc.dtypes import DType, Swizzle
-
-if TYPE_CHECKING:
-    from hopperc.ir.nodes import ScalarExpr
+from hopperc.ir.scalars import ScalarExpr
 
 
 @dataclass(frozen=True)

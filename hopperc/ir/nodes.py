@@ -14,6 +14,8 @@ from hopperc.diagnostics import Span
 from hopperc.dtypes import DType, Swizzle  # noqa: F401 - re-exported with SharedBuffer
 from hopperc.ir.declarations import (  # noqa: F401 - re-exported: one namespace for the IR
     GridAxis, MBarrierArray, RoleInfo, ScalarParam, SharedBuffer, TensorParam)
+from hopperc.ir.scalars import (  # noqa: F401 - re-exported: one namespace for the IR
+    Scalar, ScalarExpr, ScalarKind, ScalarOp, TensorElement, const, operands, with_operands)
 from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace for the IR
     BarrierRef, BulkCommit, BulkWaitRead, ClusterBarrier, Hazard, MBarrierArrive, MBarrierExpectTx,
     MBarrierInit, MBarrierInitFence, MBarrierInval, MBarrierWait, MemoryScope, NamedBarrier,
@@ -22,76 +24,7 @@ from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace f
 from hopperc.ir.tile_exprs import (  # noqa: F401 - re-exported: one namespace for the IR
     Convert, ElementIndex, Elementwise, GlobalVector, Literal, RowReduce, RowValues, ScalarValue,
     SharedRead, TileExpr, TileRef)
-
-
-# ---------------------------------------------------------------- scalar expressions
-class ScalarKind(Enum):
-    CONST = "const"
-    DIM = "dim"
-    PARAM = "param"
-    TILE = "tile"  # block coordinate along a grid axis
-    LOOP = "loop"
-    # warp, lane, thread, wg (relative to the running role); block and blocks, the
-    # block's index and the grid's blocks, which only the compiler names (persistent tiles)
-    BUILTIN = "builtin"
-    CARRIED = "carried"  # a register the compiler carries: a phase bit, a stage counter
-
-
-@dataclass(frozen=True)
-class Scalar:
-    kind: ScalarKind
-    name: str = ""
-    value: int | float = 0
-
-
-@dataclass(frozen=True)
-class ScalarOp:
-    """Integer or boolean arithmetic; `/` rounds up (tile counts: `K / BK` counts
-    the last partial tile), `//` rounds down (stage and phase arithmetic)."""
-
-    op: str
-    left: "ScalarExpr"
-    right: "ScalarExpr | None" = None
-
-
-@dataclass(frozen=True)
-class TensorElement:
-    """Element `indices` (one integer index per dimension) of global tensor `tensor`
-    (i32, or f32 in element-wise math), read by every thread that evaluates it
-    (`ld.global.nc`); an index outside [0, dim) reads 0. The kernel never stores
-    the tensor, so the value is the same wherever and whenever it is read: the
-    analyses treat it as an opaque value of its indices, equal only to a
-    structurally equal TensorElement."""
-
-    tensor: str
-    indices: tuple["ScalarExpr", ...]
-
-
-ScalarExpr = Scalar | ScalarOp | TensorElement
-
-
-def operands(expr: ScalarExpr) -> tuple[ScalarExpr, ...]:
-    """The sub-expressions an expression evaluates: an operation's operands, an
-    element's indices; none for a leaf."""
-    if isinstance(expr, ScalarOp):
-        return (expr.left,) if expr.right is None else (expr.left, expr.right)
-    if isinstance(expr, TensorElement):
-        return expr.indices
-    return ()
-
-
-def with_operands(expr: ScalarExpr, operand) -> ScalarExpr:
-    """`expr` with `operand` applied to each of its operands (a leaf as it is)."""
-    if isinstance(expr, ScalarOp):
-        return ScalarOp(expr.op, operand(expr.left),
-                        None if expr.right is None else operand(expr.right))
-    if isinstance(expr, TensorElement):
-        return TensorElement(expr.tensor, tuple(operand(i) for i in expr.indices))
-    return expr
-
-
-def const(value: int) -> Scalar:
-    return Scalar(ScalarKind.CONST, value=value)
+from hopperc.ir.walk_nodes import StartTileWalk, TakeTile, TileWalk  # noqa: F401 - re-exported
 
 
 def phase_register(barrier_array: str) -> str:
@@ -356,46 +289,6 @@ class Mma:
     shape: tuple[int, int, int]  # M, N, K of the whole product for one warpgroup
     span: Span
     overwrite_when: ScalarExpr | None = None
-
-
-@dataclass(frozen=True)
-class TileWalk:
-    """A ragged grid's tiles (ir/raster.py): the axes' extents, first fastest,
-    where the faster ones read tile.<slowest>. A walking role keeps a cursor over
-    the slowest axis in the carried registers raster.WALK_GROUP (its value) and
-    raster.WALK_FIRST (the linear index of that value's first tile)."""
-
-    axes: tuple[str, ...]
-    extents: tuple[ScalarExpr, ...]
-
-    def __post_init__(self) -> None:
-        assert len(self.axes) == len(self.extents) >= 1
-
-    @property
-    def slowest(self) -> str:
-        return self.axes[-1]
-
-
-@dataclass(frozen=True)
-class StartTileWalk:
-    """Before a persistent block's tile loop over a ragged grid: the register
-    raster.WALK_TOTAL counts the grid's tiles (the sum over the slowest axis of
-    the faster extents' product) and the cursor starts at the slowest axis's 0."""
-
-    walk: TileWalk
-    span: Span
-
-
-@dataclass(frozen=True)
-class TakeTile:
-    """A persistent block takes output tile `index` (linear, in ir/raster.py's
-    order): from here on tile.AXIS are that tile's coordinates. With `walk` (a
-    ragged grid) the cursor moves forward to the slowest axis's value holding
-    `index` first; indices only grow, so a block's walk is O(that extent)."""
-
-    index: ScalarExpr
-    span: Span
-    walk: TileWalk | None = None
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from hopperc.diagnostics import Span
+from hopperc.ir.scalars import ScalarExpr
 
 if TYPE_CHECKING:
-    from hopperc.ir.nodes import BufferView, ScalarExpr
+    from hopperc.ir.nodes import BufferView
 
 
 class MemoryScope(Enum):

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hopperc.dtypes import DType
+from hopperc.ir.scalars import ScalarExpr
 
 if TYPE_CHECKING:
-    from hopperc.ir.nodes import BufferView, ScalarExpr
+    from hopperc.ir.nodes import BufferView
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
-from hopperc.sim.values import element_key, started_walk, walked_tile
+from hopperc.sim.scalars import element_key, started_walk, walked_tile
 
 
 @pytest.mark.parametrize("extents", [(3, 4), (17, 5), (8, 8), (1, 1), (9, 1), (20,), (3, 4, 2),

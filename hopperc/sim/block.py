@@ -16,8 +16,8 @@ from hopperc.ir.global_accesses import global_vectors
 from hopperc.sim.barriers import MBarrier, NamedBarrier
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Agents, Clock, GlobalWrites, ShadowMemory, Site
-from hopperc.sim.values import (PER_THREAD, Clip, compile_scalar, per_lane, read_box,
-                                write_box)
+from hopperc.sim.scalars import PER_THREAD, compile_scalar, per_lane
+from hopperc.sim.values import Clip, read_box, write_box
 from hopperc.sim.views import Place, SharedSpace
 
 TRACE_LENGTH = 14

@@ -29,7 +29,7 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.elements import element_tensors, tensor_elements_in
 from hopperc.ir.raster import extent
-from hopperc.sim.values import scalar
+from hopperc.sim.scalars import scalar
 
 DATA_SETS = 3
 SMALL_BOUND = 4  # the largest value of an i32 element whose extent is not found

@@ -21,7 +21,8 @@ from hopperc.runtime.launch_rules import (TensorShape, extent_names, illegal_sha
 from hopperc.sim.shapes import (  # noqa: F401 - default_dims re-exported
     MAX_BLOCKS, default_dims, index_ranges, ring_depth)
 from hopperc.sim.element_inputs import DATA_SETS, draw_elements
-from hopperc.sim.values import element_key, round_to, scalar
+from hopperc.sim.scalars import element_key, scalar
+from hopperc.sim.values import round_to
 
 PERSISTENT_BLOCKS = 2  # a persistent kernel's blocks, standing for the SMs
 # Tensors live as f32 arrays: the inputs, a copy per schedule, the reference's

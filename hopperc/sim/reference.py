@@ -23,8 +23,8 @@ from hopperc.ir.raster import TILE_LOOP, turn_warpgroups
 from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
 from hopperc.sim.row_stores import stored_elements
-from hopperc.sim.values import (PER_THREAD, elementwise, matrix_product, per_lane, read_box,
-                                row_partials, scalar, started_walk, taken_tile, undefined,
+from hopperc.sim.scalars import PER_THREAD, per_lane, scalar, started_walk, taken_tile
+from hopperc.sim.values import (elementwise, matrix_product, read_box, row_partials, undefined,
                                 write_box)
 from hopperc.sim.views import Place, place_shape
 

@@ -35,7 +35,7 @@ from hopperc.ir.accesses import bodies, scalars_in, walk
 from hopperc.ir.raster import TILE_LOOP, ragged_walk
 from hopperc.runtime.launch_rules import TMA_ALIGNMENT
 from hopperc.sim.element_inputs import reach_element_dims
-from hopperc.sim.values import scalar
+from hopperc.sim.scalars import scalar
 
 GRID_TILES = 2
 RAGGED_VALUES = 4  # a ragged grid's slowest axis: values with different tile counts

@@ -22,7 +22,8 @@ from hopperc.sim.elements import ElementCode
 from hopperc.sim.findings import Category, fail, line
 from hopperc.sim.issue import AsyncIssue
 from hopperc.sim.memory import Site, join
-from hopperc.sim.values import started_walk, taken_tile, undefined
+from hopperc.sim.scalars import started_walk, taken_tile
+from hopperc.sim.values import undefined
 from hopperc.sim.views import Place
 
 ALL_LANES = tuple(range(32))

@@ -15,7 +15,7 @@ from hopperc.sim.explore import program
 from hopperc.sim.findings import Category, SimFailure
 from hopperc.sim.problem import default_dims, make_problem
 from hopperc.sim.schedule import MODES, Chooser, run_block
-from hopperc.sim.values import compile_scalar, scalar
+from hopperc.sim.scalars import compile_scalar, scalar
 from hopperc.sim.views import Place, SharedSpace
 from tests.sim import mutations as m
 from tests.sim.test_manual_kernels import variant

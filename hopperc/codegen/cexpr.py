@@ -84,21 +84,6 @@ def _never_negative(expr: ir.ScalarExpr) -> bool:
     return False
 
 
-def element_reader(tensor: ir.TensorParam) -> str:
-    """The definition of the kernel's reader of `tensor`'s elements (a lambda at the
-    kernel's start): `ld.global.nc` of the element, 0 where an index is outside
-    [0, dim) (the predicate, as vectors read past a tensor's end)."""
-    dims = [str(d) if isinstance(d, int) else names.user(d) for d in tensor.dims]
-    params = ", ".join(f"int hk_i{a}" for a in range(len(dims)))
-    inside = " && ".join(f"hk_i{a} >= 0 && hk_i{a} < {d}" for a, d in enumerate(dims))
-    offset = "static_cast<long long>(hk_i0)"
-    for a, d in enumerate(dims[1:], 1):
-        offset = f"({offset}) * {d} + hk_i{a}"
-    return (f"auto {names.element_reader(tensor.name)} = [&]({params}) -> {tensor.dtype.storage} "
-            f"{{ return {inside} ? __ldg({names.user(tensor.name)} + {offset}) : "
-            f"{tensor.dtype.storage}(0); }};")
-
-
 def _builtin(name: str, role: RoleContext) -> str:
     warp = f"(hk_warp - {role.first_warp})" if role.first_warp else "hk_warp"
     first_thread = role.first_warp * 32

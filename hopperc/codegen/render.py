@@ -6,15 +6,16 @@ every statement is preceded by `#line` so NVRTC errors point into the .hk file.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 import jinja2
 
 from hopperc import __version__
 from hopperc.codegen import names
-from hopperc.codegen.cexpr import ExprRenderer, RoleContext, element_reader, scalar
+from hopperc.codegen.cexpr import ExprRenderer, RoleContext, scalar
 from hopperc.codegen.copies import CopyOperands, copy_operands, ragged_end
+from hopperc.codegen.element_reads import element_reader, elements_to_read, read_elements
 from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, matrix_store,
                                       per_element, row_partials)
 from hopperc.codegen.launch import LaunchInfo, launch_info
@@ -23,8 +24,8 @@ from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
-from hopperc.ir.accesses import bodies, mma_registers, walk
-from hopperc.ir.elements import element_tensors, loop_invariant_elements, statement_elements
+from hopperc.ir.accesses import mma_registers, walk
+from hopperc.ir.elements import element_tensors
 from hopperc.ir.printer import explain, statement
 from hopperc.ir.layout import packs_pairs, tile_registers
 from hopperc.toolchain import cache_root
@@ -163,12 +164,10 @@ class _Context:
         span = getattr(stmt, "span", None)
         if span is not None:
             lines.append(_line_directive(span.line, self.source_name))
-        # A ragged walk reads its extents' elements at each value it passes
-        read = [] if not self.element_tensors else loop_invariant_elements(stmt) \
-            if isinstance(stmt, ir.ForLoop) else \
-            [] if bodies(stmt) or isinstance(stmt, _WALKS) else statement_elements(stmt)
+        read = elements_to_read(stmt) if self.element_tensors else []
         if any(element not in role.elements for element in read):
-            role = self._read_elements(read, role, pad, lines)
+            role, reads = read_elements(read, role, self.element_registers)
+            lines += [pad + line for line in reads]
             if span is not None:  # the statement's own directive ends the lines before it
                 lines.append(_line_directive(span.line, self.source_name))
         self.role = role
@@ -241,23 +240,6 @@ class _Context:
                 self._leaf(stmt, pad, lines)
             case _:
                 self._leaf(stmt, pad, lines)
-
-    def _read_elements(self, read: list[ir.TensorElement], role: RoleContext, pad: str,
-                       lines: list[str]) -> RoleContext:
-        """Read each element once into a register, before the loop whose iterations
-        keep its indices or the statement that reads it (an element-wise statement
-        reads it for each of its elements): the async copies, barriers and shared
-        stores are `asm volatile` with a memory clobber, after which NVVM may not
-        reuse a value it loaded before them."""
-        elements = dict(role.elements)
-        for element in read:
-            if element not in elements:
-                name = f"hk_element{len(self.element_registers)}"
-                self.element_registers.append(name)
-                value = scalar(element, replace(role, elements=elements))
-                lines.append(f"{pad}[[maybe_unused]] const auto {name} = {value};")
-                elements[element] = name
-        return replace(role, elements=elements)
 
     def _leaf(self, stmt: ir.Stmt, pad: str, lines: list[str], elected: bool = False,
               when: str | None = None) -> None:
@@ -407,9 +389,6 @@ def _lane_dependent(cond: ir.ScalarExpr) -> bool:
 
 def _only_releases(elect: ir.ElectLane) -> bool:
     return all(isinstance(s, ir.StageRelease) for s in elect.body.stmts)
-
-
-_WALKS = (ir.TakeTile, ir.StartTileWalk)
 
 
 def _overwrites_first(loop: ir.ForLoop) -> bool:

@@ -27,6 +27,7 @@ kernel, so that `check` runs every path of it on a small problem:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 from hopperc.ir import index_algebra
@@ -52,7 +53,6 @@ class _Use:
     whole: bool = False  # no partial tile
     tiles: int = 0  # tiles along a grid axis (0: not one)
     loops: bool = False  # in a loop's bounds
-    reach: int = 0  # the size must exceed this: the farthest box start block 0 has along it
 
     @property
     def unit(self) -> int:
@@ -76,14 +76,19 @@ def default_dims(kernel: ir.Kernel) -> dict[str, int]:
     dims = {name: size(use, max(use.tiles, 1)) if use.tiles or use.loops or use.unit > 1
             else GRID_TILES * use.granule for name, use in uses.items()}
     _fit_loops(kernel, loops, uses, dims)
-    for name, use in uses.items():
-        tiles = max(use.tiles, 1)
-        while dims[name] <= use.reach:
-            tiles += 1
-            dims[name] = size(use, tiles)
-    for group, divisor in groups:
-        if dims[group] < 2 * dims[divisor] or dims[group] % dims[divisor]:
-            dims[group] = dims[divisor] * max(2, -(-dims[group] // dims[divisor]))
+    for _ in range(len(names) + 1):  # boxes in their tensors, groups whole: a fixed point
+        before = dict(dims)
+        for name, farthest in _reach(kernel, dims).items():
+            use = uses[name]
+            tiles = max(use.tiles, 1)
+            while dims[name] <= farthest:
+                tiles += 1
+                dims[name] = size(use, tiles)
+        for group, divisor in groups:
+            if dims[group] < 2 * dims[divisor] or dims[group] % dims[divisor]:
+                dims[group] = dims[divisor] * max(2, -(-dims[group] // dims[divisor]))
+        if dims == before:
+            break
     reach_element_dims(kernel, dims, 2 * ring_depth(kernel) + 1)
     return dims
 
@@ -111,25 +116,19 @@ def ring_depth(kernel: ir.Kernel) -> int:
 
 
 def _tensor_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
-    """TMA strides (a multiple of 16 bytes), TMA boxes and bulk slices, and how
-    far block 0's boxes reach."""
-    for stmt, ranges in _constant_loops(kernel.body, {}):
+    """TMA strides (a multiple of 16 bytes), TMA boxes and bulk slices."""
+    for stmt in walk(kernel.body):
         if isinstance(stmt, ir.GlobalRowStore):  # a row vector's run of the last dimension
             dims = kernel.tensor(stmt.tensor).dims
-            for dim, coord in zip(dims, (*stmt.index, stmt.start)):
-                if isinstance(dim, str):
-                    uses[dim].reach = max(uses[dim].reach, _farthest(coord, ranges))
             if isinstance(dims[-1], str):
                 uses[dims[-1]].boxes.add(stmt.rows)
         if not isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore)):
             continue
         tensor = kernel.tensor(stmt.tensor)
         box = stmt.box[-len(tensor.dims):]
-        coords = stmt.coords[-len(box):]
-        for dim, extent, coord in zip(tensor.dims[len(tensor.dims) - len(box):], box, coords):
+        for dim, extent in zip(tensor.dims[len(tensor.dims) - len(box):], box):
             if isinstance(dim, str):
                 uses[dim].boxes.add(extent)
-                uses[dim].reach = max(uses[dim].reach, _farthest(coord, ranges))
                 if stmt.engine is ir.Engine.BULK:  # no clipping at the tensor's end
                     uses[dim].granule = math.lcm(uses[dim].granule, extent)
                     uses[dim].whole = True
@@ -139,36 +138,90 @@ def _tensor_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
             uses[inner].granule = math.lcm(uses[inner].granule, multiple)
 
 
-def _constant_loops(block: ir.Block, ranges: dict[str, tuple[int, int]]):
-    """Every statement, with the first and last value of each loop around it
-    that has constant bounds."""
+def _reach(kernel: ir.Kernel, dims: dict[str, int]) -> dict[str, int]:
+    """For each dimension, the farthest start of a box (or stored row) along it
+    over every tile of the grid (the blocks' tiles, or the persistent walk's),
+    every warp and warpgroup of the role, and every iteration of the loops
+    around the copy. A coordinate that reads data, a carried register or a
+    parameter is left out, and so is one whose range grows with the dimension
+    it indexes (`4 * tile.n + 3` along N on `grid(n: N / 256)`: no size holds
+    the last tile's last box, the partial tile's rule)."""
+    reach: dict[str, int] = {}
+    for stmt, loops, warps in _copies(kernel.body, (), kernel.threads // 32):
+        tensor = kernel.tensor(stmt.tensor)
+        if isinstance(stmt, ir.GlobalRowStore):
+            pairs = zip(tensor.dims, (*stmt.index, stmt.start))
+        else:
+            box = stmt.box[-len(tensor.dims):]
+            pairs = zip(tensor.dims[len(tensor.dims) - len(box):], stmt.coords[-len(box):])
+        for dim, coord in pairs:
+            if isinstance(dim, str):
+                farthest = _farthest(kernel, coord, dim, loops, warps, dims)
+                if farthest is not None:
+                    reach[dim] = max(reach.get(dim, 0), farthest)
+    return reach
+
+
+def _copies(block: ir.Block, loops: tuple[ir.ForLoop, ...], warps: int):
+    """Every box copy and row store, with the loops around it (outermost first)
+    and the warps of the role that runs it."""
     for stmt in block.stmts:
-        inner = ranges
-        if isinstance(stmt, ir.ForLoop):
-            bounds = [b.value for b in (stmt.start, stmt.stop)
-                      if isinstance(b, ir.Scalar) and b.kind is ir.ScalarKind.CONST]
-            inner = {k: v for k, v in ranges.items() if k != stmt.var}
-            if len(bounds) == 2 and int(bounds[1]) > int(bounds[0]):
-                inner[stmt.var] = (int(bounds[0]), int(bounds[1]) - 1)
-        yield stmt, ranges
+        if isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore, ir.GlobalRowStore)):
+            yield stmt, loops, warps
+        inner = loops + (stmt,) if isinstance(stmt, ir.ForLoop) else loops
+        role = stmt.role.active_warps if isinstance(stmt, ir.RoleBlock) else warps
         for body in bodies(stmt):
-            yield from _constant_loops(body, inner)
+            yield from _copies(body, inner, role)
 
 
-def _farthest(coord: ir.ScalarExpr, ranges: dict[str, tuple[int, int]]) -> int:
-    """The largest value of a box coordinate in block 0 (tile coordinates and
-    `wg` 0) over the constant loop ranges; 0 where another term decides it."""
-    form = index_algebra.linear(coord)
-    if form is None:
-        return 0
-    terms, farthest = form
-    for leaf, coefficient in terms.items():
-        if isinstance(leaf, ir.Scalar) and leaf.kind is ir.ScalarKind.LOOP and leaf.name in ranges:
-            farthest += max(coefficient * end for end in ranges[leaf.name])
-        elif not (isinstance(leaf, ir.Scalar) and leaf.kind in (ir.ScalarKind.TILE,
-                                                                  ir.ScalarKind.BUILTIN)):
-            return 0
-    return max(farthest, 0)
+def _farthest(kernel: ir.Kernel, coord: ir.ScalarExpr, dim: str,
+              loops: tuple[ir.ForLoop, ...], warps: int, dims: dict[str, int]) -> int | None:
+    """The largest value of `coord` over the values its variables take (None:
+    one no default shape decides, or one that grows with `dim`)."""
+    extents = {axis.name: axis.extent for axis in kernel.grid}
+    needed = list(_scalars(coord))
+    used = []  # the loops it names, and the loops their bounds name, outermost first
+    for loop in reversed(loops):
+        if any(s.kind is ir.ScalarKind.LOOP and s.name == loop.var for s in needed):
+            used.insert(0, loop)
+            needed += [s for bound in (loop.start, loop.stop) for s in _scalars(bound)]
+    tiles = {s.name for s in needed if s.kind is ir.ScalarKind.TILE}
+    if tiles - set(extents):
+        return None
+    needed += [s for name in tiles for s in _scalars(extents[name])]
+    exprs = [coord, *(extents[name] for name in tiles),
+             *(b for loop in used for b in (loop.start, loop.stop))]
+    if any(s.kind in (ir.ScalarKind.CARRIED, ir.ScalarKind.PARAM) or
+           s.kind is ir.ScalarKind.BUILTIN and s.name not in ("warp", "wg") or
+           s.kind is ir.ScalarKind.DIM and s.name == dim for s in needed) or \
+            any(_reads_elements(e) for e in exprs):
+        return None
+    env: dict[str, int] = dict(dims)
+    ranges = [(f"tile.{name}", range(scalar(extents[name], env))) for name in sorted(tiles)]
+    if any(s.kind is ir.ScalarKind.BUILTIN for s in needed):  # the role's warps
+        ranges.append(("@warp", range(warps)))
+    farthest = None
+    for values in itertools.product(*(r for _, r in ranges)):
+        env.update(zip((name for name, _ in ranges), values))
+        env["@wg"] = env.get("@warp", 0) // 4
+        for value in _loop_values(coord, used, env):
+            farthest = value if farthest is None else max(farthest, value)
+    return None if farthest is None else max(farthest, 0)
+
+
+def _loop_values(coord: ir.ScalarExpr, loops: list[ir.ForLoop], env: dict[str, int]):
+    """`coord` at every iteration of `loops` (outermost first)."""
+    if not loops:
+        yield scalar(coord, env)
+        return
+    loop, inner = loops[0], loops[1:]
+    for value in range(scalar(loop.start, env), scalar(loop.stop, env)):
+        yield from _loop_values(coord, inner, {**env, loop.var: value})
+
+
+def _reads_elements(expr: ir.ScalarExpr) -> bool:
+    return isinstance(expr, ir.TensorElement) or any(_reads_elements(o)
+                                                     for o in ir.operands(expr))
 
 
 def _grid_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:

@@ -27,7 +27,6 @@ kernel, so that `check` runs every path of it on a small problem:
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 
 from hopperc.ir import index_algebra
@@ -185,10 +184,12 @@ def _farthest(kernel: ir.Kernel, coord: ir.ScalarExpr, dim: str,
         if any(s.kind is ir.ScalarKind.LOOP and s.name == loop.var for s in needed):
             used.insert(0, loop)
             needed += [s for bound in (loop.start, loop.stop) for s in _scalars(bound)]
-    tiles = {s.name for s in needed if s.kind is ir.ScalarKind.TILE}
-    if tiles - set(extents):
-        return None
-    needed += [s for name in tiles for s in _scalars(extents[name])]
+    tiles: set[str] = set()  # the axes it names, and the axes their extents name
+    while new := {s.name for s in needed if s.kind is ir.ScalarKind.TILE} - tiles:
+        if new - set(extents):
+            return None
+        tiles |= new
+        needed += [s for name in new for s in _scalars(extents[name])]
     exprs = [coord, *(extents[name] for name in tiles),
              *(b for loop in used for b in (loop.start, loop.stop))]
     if any(s.kind in (ir.ScalarKind.CARRIED, ir.ScalarKind.PARAM) or
@@ -196,27 +197,26 @@ def _farthest(kernel: ir.Kernel, coord: ir.ScalarExpr, dim: str,
            s.kind is ir.ScalarKind.DIM and s.name == dim for s in needed) or \
             any(_reads_elements(e) for e in exprs):
         return None
-    env: dict[str, int] = dict(dims)
-    ranges = [(f"tile.{name}", range(scalar(extents[name], env))) for name in sorted(tiles)]
+    zero = ir.Scalar(ir.ScalarKind.CONST, "", 0)
+    # the slowest axis first: a ragged grid's extents name it
+    ranges = [(f"tile.{axis.name}", zero, axis.extent) for axis in reversed(kernel.grid)
+              if axis.name in tiles]
     if any(s.kind is ir.ScalarKind.BUILTIN for s in needed):  # the role's warps
-        ranges.append(("@warp", range(warps)))
-    farthest = None
-    for values in itertools.product(*(r for _, r in ranges)):
-        env.update(zip((name for name, _ in ranges), values))
-        env["@wg"] = env.get("@warp", 0) // 4
-        for value in _loop_values(coord, used, env):
-            farthest = value if farthest is None else max(farthest, value)
-    return None if farthest is None else max(farthest, 0)
+        ranges.append(("@warp", zero, ir.Scalar(ir.ScalarKind.CONST, "", warps)))
+    ranges += [(loop.var, loop.start, loop.stop) for loop in used]
+    return max(_coordinate_values(coord, ranges, dict(dims)), default=None)
 
 
-def _loop_values(coord: ir.ScalarExpr, loops: list[ir.ForLoop], env: dict[str, int]):
-    """`coord` at every iteration of `loops` (outermost first)."""
-    if not loops:
-        yield scalar(coord, env)
+def _coordinate_values(coord: ir.ScalarExpr, ranges, env: dict[str, int]):
+    """`coord` at every value of the variables `ranges` names, each between its
+    bounds (evaluated with the ones before it)."""
+    if not ranges:
+        yield max(scalar(coord, env), 0)
         return
-    loop, inner = loops[0], loops[1:]
-    for value in range(scalar(loop.start, env), scalar(loop.stop, env)):
-        yield from _loop_values(coord, inner, {**env, loop.var: value})
+    (name, start, stop), inner = ranges[0], ranges[1:]
+    for value in range(scalar(start, env), scalar(stop, env)):
+        step = {name: value, "@wg": value // 4} if name == "@warp" else {name: value}
+        yield from _coordinate_values(coord, inner, {**env, **step})
 
 
 def _reads_elements(expr: ir.ScalarExpr) -> bool:

@@ -17,10 +17,11 @@ kernel, so that `check` runs every path of it on a small problem:
   bulk copy walks, or that divides another, stays whole;
 - a dimension divided by another (`H / HKV`, a group count) is at least twice
   it, so each group has two members or more;
-- a dimension reaches past every box block 0 loads or stores at constant
-  coordinates or loop variables with constant bounds (`Y[tile.m, k]` for k in
-  0 .. 4): a box wholly past the tensor's end is neither read nor written, so
-  whatever orders it would go untested;
+- a dimension holds every box's start along it (`_reach`), at the coordinate's
+  farthest over the grid's tiles, the role's warps and the loops around the copy
+  (`X[tile.m, 2 * tile.h + 1]` on `grid(h: H)`: box 2H - 1), grown by whole boxes,
+  the last partial: a box wholly past the tensor's end is neither read nor
+  written, so whatever orders it would go untested;
 - a dimension only tensors read as scalars have reaches past the indices the
   last tile reads (`element_inputs.py`, which also draws their values).
 """

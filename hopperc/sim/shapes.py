@@ -17,10 +17,11 @@ kernel, so that `check` runs every path of it on a small problem:
   bulk copy walks, or that divides another, stays whole;
 - a dimension divided by another (`H / HKV`, a group count) is at least twice
   it, so each group has two members or more;
-- a dimension reaches past every box block 0 loads or stores at constant
-  coordinates or loop variables with constant bounds (`Y[tile.m, k]` for k in
-  0 .. 4): a box wholly past the tensor's end is neither read nor written, so
-  whatever orders it would go untested;
+- a dimension holds every box's start along it (`_reach`), at the coordinate's
+  farthest over the grid's tiles, the role's warps and the loops around the copy
+  (`X[tile.m, 2 * tile.h + 1]` on `grid(h: H)`: box 2H - 1), grown by whole boxes,
+  the last partial: a box wholly past the tensor's end is neither read nor
+  written, so whatever orders it would go untested;
 - a dimension only tensors read as scalars have reaches past the indices the
   last tile reads (`element_inputs.py`, which also draws their values).
 """
@@ -52,7 +53,6 @@ class _Use:
     whole: bool = False  # no partial tile
     tiles: int = 0  # tiles along a grid axis (0: not one)
     loops: bool = False  # in a loop's bounds
-    reach: int = 0  # the size must exceed this: the farthest box start block 0 has along it
 
     @property
     def unit(self) -> int:
@@ -76,14 +76,19 @@ def default_dims(kernel: ir.Kernel) -> dict[str, int]:
     dims = {name: size(use, max(use.tiles, 1)) if use.tiles or use.loops or use.unit > 1
             else GRID_TILES * use.granule for name, use in uses.items()}
     _fit_loops(kernel, loops, uses, dims)
-    for name, use in uses.items():
-        tiles = max(use.tiles, 1)
-        while dims[name] <= use.reach:
-            tiles += 1
-            dims[name] = size(use, tiles)
-    for group, divisor in groups:
-        if dims[group] < 2 * dims[divisor] or dims[group] % dims[divisor]:
-            dims[group] = dims[divisor] * max(2, -(-dims[group] // dims[divisor]))
+    for _ in range(len(names) + 1):  # boxes in their tensors, groups whole: a fixed point
+        before = dict(dims)
+        for name, farthest in _reach(kernel, dims).items():
+            use = uses[name]
+            tiles = max(use.tiles, 1)
+            while dims[name] <= farthest:
+                tiles += 1
+                dims[name] = size(use, tiles)
+        for group, divisor in groups:
+            if dims[group] < 2 * dims[divisor] or dims[group] % dims[divisor]:
+                dims[group] = dims[divisor] * max(2, -(-dims[group] // dims[divisor]))
+        if dims == before:
+            break
     reach_element_dims(kernel, dims, 2 * ring_depth(kernel) + 1)
     return dims
 
@@ -111,25 +116,19 @@ def ring_depth(kernel: ir.Kernel) -> int:
 
 
 def _tensor_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
-    """TMA strides (a multiple of 16 bytes), TMA boxes and bulk slices, and how
-    far block 0's boxes reach."""
-    for stmt, ranges in _constant_loops(kernel.body, {}):
+    """TMA strides (a multiple of 16 bytes), TMA boxes and bulk slices."""
+    for stmt in walk(kernel.body):
         if isinstance(stmt, ir.GlobalRowStore):  # a row vector's run of the last dimension
             dims = kernel.tensor(stmt.tensor).dims
-            for dim, coord in zip(dims, (*stmt.index, stmt.start)):
-                if isinstance(dim, str):
-                    uses[dim].reach = max(uses[dim].reach, _farthest(coord, ranges))
             if isinstance(dims[-1], str):
                 uses[dims[-1]].boxes.add(stmt.rows)
         if not isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore)):
             continue
         tensor = kernel.tensor(stmt.tensor)
         box = stmt.box[-len(tensor.dims):]
-        coords = stmt.coords[-len(box):]
-        for dim, extent, coord in zip(tensor.dims[len(tensor.dims) - len(box):], box, coords):
+        for dim, extent in zip(tensor.dims[len(tensor.dims) - len(box):], box):
             if isinstance(dim, str):
                 uses[dim].boxes.add(extent)
-                uses[dim].reach = max(uses[dim].reach, _farthest(coord, ranges))
                 if stmt.engine is ir.Engine.BULK:  # no clipping at the tensor's end
                     uses[dim].granule = math.lcm(uses[dim].granule, extent)
                     uses[dim].whole = True
@@ -139,36 +138,91 @@ def _tensor_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
             uses[inner].granule = math.lcm(uses[inner].granule, multiple)
 
 
-def _constant_loops(block: ir.Block, ranges: dict[str, tuple[int, int]]):
-    """Every statement, with the first and last value of each loop around it
-    that has constant bounds."""
+def _reach(kernel: ir.Kernel, dims: dict[str, int]) -> dict[str, int]:
+    """For each dimension, the farthest start of a box (or stored row) along it
+    over every tile of the grid (the blocks' tiles, or the persistent walk's),
+    every warp and warpgroup of the role, and every iteration of the loops
+    around the copy. A coordinate that reads data, a carried register or a
+    parameter is left out, and so is one whose range grows with the dimension
+    it indexes (`4 * tile.n + 3` along N on `grid(n: N / 256)`: no size holds
+    the last tile's last box, the partial tile's rule)."""
+    reach: dict[str, int] = {}
+    for stmt, loops, warps in _copies(kernel.body, (), kernel.threads // 32):
+        tensor = kernel.tensor(stmt.tensor)
+        if isinstance(stmt, ir.GlobalRowStore):
+            pairs = zip(tensor.dims, (*stmt.index, stmt.start))
+        else:
+            box = stmt.box[-len(tensor.dims):]
+            pairs = zip(tensor.dims[len(tensor.dims) - len(box):], stmt.coords[-len(box):])
+        for dim, coord in pairs:
+            if isinstance(dim, str):
+                farthest = _farthest(kernel, coord, dim, loops, warps, dims)
+                if farthest is not None:
+                    reach[dim] = max(reach.get(dim, 0), farthest)
+    return reach
+
+
+def _copies(block: ir.Block, loops: tuple[ir.ForLoop, ...], warps: int):
+    """Every box copy and row store, with the loops around it (outermost first)
+    and the warps of the role that runs it."""
     for stmt in block.stmts:
-        inner = ranges
-        if isinstance(stmt, ir.ForLoop):
-            bounds = [b.value for b in (stmt.start, stmt.stop)
-                      if isinstance(b, ir.Scalar) and b.kind is ir.ScalarKind.CONST]
-            inner = {k: v for k, v in ranges.items() if k != stmt.var}
-            if len(bounds) == 2 and int(bounds[1]) > int(bounds[0]):
-                inner[stmt.var] = (int(bounds[0]), int(bounds[1]) - 1)
-        yield stmt, ranges
+        if isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore, ir.GlobalRowStore)):
+            yield stmt, loops, warps
+        inner = loops + (stmt,) if isinstance(stmt, ir.ForLoop) else loops
+        role = stmt.role.active_warps if isinstance(stmt, ir.RoleBlock) else warps
         for body in bodies(stmt):
-            yield from _constant_loops(body, inner)
+            yield from _copies(body, inner, role)
 
 
-def _farthest(coord: ir.ScalarExpr, ranges: dict[str, tuple[int, int]]) -> int:
-    """The largest value of a box coordinate in block 0 (tile coordinates and
-    `wg` 0) over the constant loop ranges; 0 where another term decides it."""
-    form = index_algebra.linear(coord)
-    if form is None:
-        return 0
-    terms, farthest = form
-    for leaf, coefficient in terms.items():
-        if isinstance(leaf, ir.Scalar) and leaf.kind is ir.ScalarKind.LOOP and leaf.name in ranges:
-            farthest += max(coefficient * end for end in ranges[leaf.name])
-        elif not (isinstance(leaf, ir.Scalar) and leaf.kind in (ir.ScalarKind.TILE,
-                                                                  ir.ScalarKind.BUILTIN)):
-            return 0
-    return max(farthest, 0)
+def _farthest(kernel: ir.Kernel, coord: ir.ScalarExpr, dim: str,
+              loops: tuple[ir.ForLoop, ...], warps: int, dims: dict[str, int]) -> int | None:
+    """The largest value of `coord` over the values its variables take (None:
+    one no default shape decides, or one that grows with `dim`)."""
+    extents = {axis.name: axis.extent for axis in kernel.grid}
+    needed = list(_scalars(coord))
+    used = []  # the loops it names, and the loops their bounds name, outermost first
+    for loop in reversed(loops):
+        if any(s.kind is ir.ScalarKind.LOOP and s.name == loop.var for s in needed):
+            used.insert(0, loop)
+            needed += [s for bound in (loop.start, loop.stop) for s in _scalars(bound)]
+    tiles: set[str] = set()  # the axes it names, and the axes their extents name
+    while new := {s.name for s in needed if s.kind is ir.ScalarKind.TILE} - tiles:
+        if new - set(extents):
+            return None
+        tiles |= new
+        needed += [s for name in new for s in _scalars(extents[name])]
+    exprs = [coord, *(extents[name] for name in tiles),
+             *(b for loop in used for b in (loop.start, loop.stop))]
+    if any(s.kind in (ir.ScalarKind.CARRIED, ir.ScalarKind.PARAM) or
+           s.kind is ir.ScalarKind.BUILTIN and s.name not in ("warp", "wg") or
+           s.kind is ir.ScalarKind.DIM and s.name == dim for s in needed) or \
+            any(_reads_elements(e) for e in exprs):
+        return None
+    zero = ir.Scalar(ir.ScalarKind.CONST, "", 0)
+    # the slowest axis first: a ragged grid's extents name it
+    ranges = [(f"tile.{axis.name}", zero, axis.extent) for axis in reversed(kernel.grid)
+              if axis.name in tiles]
+    if any(s.kind is ir.ScalarKind.BUILTIN for s in needed):  # the role's warps
+        ranges.append(("@warp", zero, ir.Scalar(ir.ScalarKind.CONST, "", warps)))
+    ranges += [(loop.var, loop.start, loop.stop) for loop in used]
+    return max(_coordinate_values(coord, ranges, dict(dims)), default=None)
+
+
+def _coordinate_values(coord: ir.ScalarExpr, ranges, env: dict[str, int]):
+    """`coord` at every value of the variables `ranges` names, each between its
+    bounds (evaluated with the ones before it)."""
+    if not ranges:
+        yield max(scalar(coord, env), 0)
+        return
+    (name, start, stop), inner = ranges[0], ranges[1:]
+    for value in range(scalar(start, env), scalar(stop, env)):
+        step = {name: value, "@wg": value // 4} if name == "@warp" else {name: value}
+        yield from _coordinate_values(coord, inner, {**env, **step})
+
+
+def _reads_elements(expr: ir.ScalarExpr) -> bool:
+    return isinstance(expr, ir.TensorElement) or any(_reads_elements(o)
+                                                     for o in ir.operands(expr))
 
 
 def _grid_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:

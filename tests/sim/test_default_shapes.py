@@ -4,16 +4,22 @@ of two or more, valid indices; nested loops and the work budget stay bounded."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from hopperc import driver
 from hopperc.diagnostics import SourceFile
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import walk
 from hopperc.ir.raster import launch_grid
 from hopperc.runtime.launch_rules import illegal_shape
 from hopperc.sim.problem import launch_tensors, make_problem
 from hopperc.sim.shapes import NEST_ITERATIONS, default_dims, index_ranges
+from hopperc.sim.values import scalar
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 def lowered(text: str):
@@ -203,3 +209,45 @@ def test_check_says_it_stopped_at_the_budget(hopperc_cli, tmp_path):
     assert result.returncode == 3, result.stdout + result.stderr
     assert "stopped: the work budget of 2,000 steps" in result.stdout
     assert "INCOMPLETE" in result.stdout
+
+
+# Head h's columns are the boxes 2 h and 2 h + 1 of a dimension no grid axis
+# divides: the last head's boxes must lie in it, not only block 0's.
+HEAD_COLUMNS = """\
+kernel head_columns(X: bf16[M, D], Y: bf16[M, D], S: f32[H])
+    tile(BM = 64) grid(m: M / BM, h: H) threads 128
+{
+    shared sx: bf16[BM, 64] swizzle 128B
+    tma sx <- X[tile.m, 2 * tile.h + 1]
+    tma Y[tile.m, 2 * tile.h + 1] <- sx
+}
+"""
+
+
+def test_dimension_holds_the_box_of_the_last_tile_of_another_axis():
+    kernel = lowered(HEAD_COLUMNS)
+    dims = default_dims(kernel)
+    last_box = 2 * (dims["H"] - 1) + 1
+    assert dims["H"] >= 2 and last_box * 64 < dims["D"] < (last_box + 1) * 64  # partial
+    assert legal(kernel, dims)
+    report = driver.simulate(SourceFile("k.hk", HEAD_COLUMNS), seeds=2, search=0)
+    assert report.ok, [f.headline() for f in report.findings]
+
+
+def test_attention_varlen_defaults_hold_every_heads_column_boxes():
+    kernel = lowered((SAMPLES / "attention_varlen.hk").read_text())
+    dims = default_dims(kernel)
+    copies = [s for s in walk(kernel.body) if isinstance(s, (ir.AsyncLoad, ir.AsyncStore))]
+    assert {s.tensor for s in copies} == {"Q", "K", "V", "O"}
+    for heads in range(dims["HQ"]):
+        for copy in copies:
+            column = scalar(copy.coords[-1], {**dims, "tile.h": heads})
+            assert column < dims[kernel.tensor(copy.tensor).dims[-1]], (copy.tensor, heads)
+    assert legal(kernel, dims)
+
+
+def test_dimension_holds_the_box_of_a_loops_last_iteration():
+    # SA[k, tile.m] for k in 0 .. K / 128: KB holds a scale row for every k-tile
+    kernel = lowered((SAMPLES / "gemm_fp8_blockscaled.hk").read_text())
+    dims = default_dims(kernel)
+    assert dims["KB"] >= math.ceil(dims["K"] / 128) and legal(kernel, dims)

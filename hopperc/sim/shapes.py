@@ -179,18 +179,18 @@ def _farthest(kernel: ir.Kernel, coord: ir.ScalarExpr, dim: str,
     """The largest value of `coord` over the values its variables take (None:
     one no default shape decides, or one that grows with `dim`)."""
     extents = {axis.name: axis.extent for axis in kernel.grid}
-    needed = list(_scalars(coord))
+    needed = list(scalars_in(coord))
     used = []  # the loops it names, and the loops their bounds name, outermost first
     for loop in reversed(loops):
         if any(s.kind is ir.ScalarKind.LOOP and s.name == loop.var for s in needed):
             used.insert(0, loop)
-            needed += [s for bound in (loop.start, loop.stop) for s in _scalars(bound)]
+            needed += [s for bound in (loop.start, loop.stop) for s in scalars_in(bound)]
     tiles: set[str] = set()  # the axes it names, and the axes their extents name
     while new := {s.name for s in needed if s.kind is ir.ScalarKind.TILE} - tiles:
         if new - set(extents):
             return None
         tiles |= new
-        needed += [s for name in new for s in _scalars(extents[name])]
+        needed += [s for name in new for s in scalars_in(extents[name])]
     exprs = [coord, *(extents[name] for name in tiles),
              *(b for loop in used for b in (loop.start, loop.stop))]
     if any(s.kind in (ir.ScalarKind.CARRIED, ir.ScalarKind.PARAM) or

@@ -311,6 +311,6 @@ def test_simulator_refuses_a_ragged_grid_past_int_max_tiles():
     with pytest.raises(CompileError, match=r"a persistent grid of 6442450944 tiles; a tile's "
                                            r"index is a 32-bit int \(at most 2147483647\): the "
                                            r"kernel would stop \(trap\)"):
-        make_problem(lowered, default_dims(lowered))
+        make_problem(lowered, {"G": 4, "R": 64, "N": 64})
     code = driver.generate(SourceFile("g.hk", RAGGED)).cuda
     assert "if (hk_tiles > 2147483647) __trap();" in code

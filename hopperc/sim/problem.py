@@ -18,8 +18,9 @@ from hopperc.ir.elements import element_tensors
 from hopperc.ir.raster import count_tiles, launch_grid, ragged_walk, run_extents
 from hopperc.runtime.launch_rules import (TensorShape, extent_names, illegal_shape,
                                           tile_count_problem)
+from hopperc.sim.index_inputs import index_ranges
 from hopperc.sim.shapes import (  # noqa: F401 - default_dims re-exported
-    MAX_BLOCKS, default_dims, index_ranges, ring_depth)
+    MAX_BLOCKS, default_dims, ring_depth)
 from hopperc.sim.element_inputs import DATA_SETS, draw_elements
 from hopperc.sim.scalars import element_key, scalar
 from hopperc.sim.values import round_to

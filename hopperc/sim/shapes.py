@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies, scalars_in, walk
 from hopperc.ir.raster import TILE_LOOP, ragged_walk
@@ -64,9 +63,9 @@ def default_dims(kernel: ir.Kernel) -> dict[str, int]:
     uses = {name: _Use() for name in names}
     _tensor_uses(kernel, uses)
     _grid_uses(kernel, uses)
-    loops = _loops(kernel)
+    loops = kernel_loops(kernel)
     for loop, _ in loops:
-        for dim, divisor in _divided_dims(loop.stop):
+        for dim, divisor in divided_dims(loop.stop):
             if divisor > 1:  # `K / 64` counts tiles of 64; `K + 63` tiles of nothing
                 uses[dim].units.add(divisor)
             uses[dim].loops = True
@@ -75,7 +74,7 @@ def default_dims(kernel: ir.Kernel) -> dict[str, int]:
         uses[divisor].whole = True
     dims = {name: size(use, max(use.tiles, 1)) if use.tiles or use.loops or use.unit > 1
             else GRID_TILES * use.granule for name, use in uses.items()}
-    _fit_loops(kernel, loops, uses, dims)
+    _fitkernel_loops(kernel, loops, uses, dims)
     for _ in range(len(names) + 1):  # boxes in their tensors, groups whole: a fixed point
         before = dict(dims)
         for name, farthest in _reach(kernel, dims).items():
@@ -237,13 +236,13 @@ def _grid_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
         axis = next(i for i, c in enumerate(kernel.cluster[:len(tiles)]) if c > 1)
         tiles[axis] *= 2
     for axis, count in zip(kernel.grid, tiles):
-        for dim, divisor in _divided_dims(axis.extent):
+        for dim, divisor in divided_dims(axis.extent):
             use = uses[dim]
             use.units.add(divisor)
             use.tiles = max(use.tiles, count)
 
 
-def _loops(kernel: ir.Kernel) -> list[tuple[ir.ForLoop, tuple[ir.ForLoop, ...]]]:
+def kernel_loops(kernel: ir.Kernel) -> list[tuple[ir.ForLoop, tuple[ir.ForLoop, ...]]]:
     """Every loop (not a persistent kernel's tile loop) with the loops around it."""
     out: list[tuple[ir.ForLoop, tuple[ir.ForLoop, ...]]] = []
 
@@ -259,15 +258,15 @@ def _loops(kernel: ir.Kernel) -> list[tuple[ir.ForLoop, tuple[ir.ForLoop, ...]]]
     return out
 
 
-def _fit_loops(kernel: ir.Kernel, loops, uses: dict[str, _Use], dims: dict[str, int]) -> None:
+def _fitkernel_loops(kernel: ir.Kernel, loops, uses: dict[str, _Use], dims: dict[str, int]) -> None:
     """Grow each loop dimension until its loops run their target iterations:
     2 x ring depth + 1, less for outer loops of a nest past NEST_ITERATIONS."""
     target = {id(loop): 2 * ring_depth(kernel) + 1 for loop, _ in loops}
     innermost = {id(loop) for loop, _ in loops} - {id(o) for _, outer in loops for o in outer}
     for _ in range(2 * len(loops) + 1):
         for loop, _ in loops:
-            for dim in _loop_dims(loop):
-                _grow(dim, [(lp, ou) for lp, ou in loops if dim in _loop_dims(lp)],
+            for dim in loop_dims(loop):
+                _grow(dim, [(lp, ou) for lp, ou in loops if dim in loop_dims(lp)],
                       target, uses, dims, kernel)
         over = [(loop, outer) for loop, outer in loops if id(loop) in innermost and math.prod(
             max(_trips(o, ou, dims, kernel) or 1, 1) for o, ou in loops
@@ -278,9 +277,9 @@ def _fit_loops(kernel: ir.Kernel, loops, uses: dict[str, _Use], dims: dict[str, 
         lowered = False
         for cap in (2, 1):  # the outermost loop with a dimension in its bounds first
             for o in outer:
-                if target[id(o)] > cap and _loop_dims(o):
+                if target[id(o)] > cap and loop_dims(o):
                     target[id(o)] = cap
-                    for dim in _loop_dims(o):
+                    for dim in loop_dims(o):
                         use = uses[dim]
                         dims[dim] = size(use, max(use.tiles, 1))
                     lowered = True
@@ -316,11 +315,11 @@ def _trips(loop: ir.ForLoop, outer, dims: dict[str, int], kernel: ir.Kernel) -> 
         return None
 
 
-def _loop_dims(loop: ir.ForLoop) -> list[str]:
-    return list(dict.fromkeys(d for e in (loop.start, loop.stop) for d, _ in _divided_dims(e)))
+def loop_dims(loop: ir.ForLoop) -> list[str]:
+    return list(dict.fromkeys(d for e in (loop.start, loop.stop) for d, _ in divided_dims(e)))
 
 
-def _divided_dims(expr: ir.ScalarExpr):
+def divided_dims(expr: ir.ScalarExpr):
     if isinstance(expr, ir.ScalarOp):
         if expr.op in ("/", "//") and isinstance(expr.left, ir.Scalar) and \
                 expr.left.kind is ir.ScalarKind.DIM and isinstance(expr.right, ir.Scalar) and \
@@ -328,7 +327,7 @@ def _divided_dims(expr: ir.ScalarExpr):
             yield expr.left.name, int(expr.right.value)
         for side in (expr.left, expr.right):
             if side is not None:
-                yield from _divided_dims(side)
+                yield from divided_dims(side)
     elif isinstance(expr, ir.Scalar) and expr.kind is ir.ScalarKind.DIM:
         yield expr.name, 1
 
@@ -355,98 +354,3 @@ def _scalar_ops(node):
         for f in dataclasses.fields(node):
             if f.name != "span":
                 yield from _scalar_ops(getattr(node, f.name))
-
-
-COMPARISONS = ("<", "<=", ">", ">=", "==", "!=", "min", "max")
-
-
-def index_ranges(kernel: ir.Kernel, dims: dict[str, int]) -> dict[str, int]:
-    """For each i32 tensor, the values its elements take as default inputs,
-    0 .. range - 1: what they are compared with (a length or an index against a
-    column, a loop or tile coordinate: the dimension behind it), else the
-    largest of its own dimensions."""
-    tensors = {t.name for t in kernel.tensors if t.dtype is ir.DType.I32}
-    if not tensors:
-        return {}
-    values = [(s, v) for s in walk(kernel.body) for v in _values(s)]
-    loads = {(s.dst.buffer, s.tensor) for s in walk(kernel.body)
-             if isinstance(s, ir.AsyncLoad)}
-    grid = {axis.name: list(dict.fromkeys(d for d, _ in _divided_dims(axis.extent)))
-            for axis in kernel.grid}
-    loop_dims = {loop.var: _loop_dims(loop) for loop, _ in _loops(kernel)}
-    ranges = {}
-    for tensor in tensors:
-        held = {buffer for buffer, source in loads if source == tensor}
-        for _ in range(len(values) + 1):  # tiles computed from it, to a fixed point
-            grown = held | {name for stmt, value in values if _reads(value, tensor, held)
-                            for name in _written(stmt)}
-            if grown == held:
-                break
-            held = grown
-        against: list[str] = []
-        for _, value in values:
-            for op in _elementwise(value):
-                if op.op in COMPARISONS and any(_reads(a, tensor, held) for a in op.args):
-                    for arg in op.args:
-                        if not _reads(arg, tensor, held):
-                            against += _dims_behind(arg, grid, loop_dims)
-        own = [dims[d] if isinstance(d, str) else d for d in kernel.tensor(tensor).dims]
-        ranges[tensor] = max([dims[d] for d in against if d in dims] or own)
-    return ranges
-
-
-def _values(stmt: ir.Stmt):
-    match stmt:
-        case ir.TileDef(init=init) if init is not None:
-            yield init
-        case ir.TileAssign(value=value) | ir.SharedStore(value=value) | \
-                ir.GlobalRowStore(value=value):
-            yield value
-
-
-def _written(stmt: ir.Stmt) -> list[str]:
-    match stmt:
-        case ir.TileDef(name=name) | ir.TileAssign(name=name):
-            return [name]
-        case ir.SharedStore(dst=dst):
-            return [dst.buffer]
-    return []
-
-
-def _tile_nodes(expr):
-    yield expr
-    match expr:
-        case ir.Elementwise(args=args):
-            for arg in args:
-                yield from _tile_nodes(arg)
-        case ir.Convert(operand=operand):
-            yield from _tile_nodes(operand)
-
-
-def _elementwise(expr):
-    return [node for node in _tile_nodes(expr) if isinstance(node, ir.Elementwise)]
-
-
-def _reads(expr, tensor: str, held: set[str]) -> bool:
-    for node in _tile_nodes(expr):
-        match node:
-            case ir.GlobalVector(tensor=name) if name == tensor:
-                return True
-            case ir.SharedRead(view=view) if view.buffer in held:
-                return True
-            case ir.TileRef(name=name) | ir.RowValues(name=name) | ir.RowReduce(name=name) \
-                    if name in held:
-                return True
-    return False
-
-
-def _dims_behind(expr, grid: dict[str, list[str]], loop_dims: dict[str, list[str]]):
-    for node in _tile_nodes(expr):
-        if isinstance(node, ir.ScalarValue):
-            for s in scalars_in(node.expr):
-                if s.kind is ir.ScalarKind.DIM:
-                    yield s.name
-                elif s.kind is ir.ScalarKind.TILE:
-                    yield from grid.get(s.name, ())
-                elif s.kind is ir.ScalarKind.LOOP:
-                    yield from loop_dims.get(s.name, ())

@@ -16,8 +16,9 @@ from hopperc.ir.accesses import walk
 from hopperc.ir.raster import launch_grid
 from hopperc.runtime.launch_rules import illegal_shape
 from hopperc.sim.problem import launch_tensors, make_problem
-from hopperc.sim.shapes import NEST_ITERATIONS, default_dims, index_ranges
-from hopperc.sim.values import scalar
+from hopperc.sim.index_inputs import index_ranges
+from hopperc.sim.shapes import NEST_ITERATIONS, default_dims
+from hopperc.sim.scalars import scalar
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 

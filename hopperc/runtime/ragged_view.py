@@ -64,12 +64,12 @@ def view_box(box: tuple[int, ...]) -> tuple[int, ...]:
 class Arithmetic(Generic[T]):
     """The operations the view's coordinates take, on ints (INTS: the tests'
     model of TMA) or on the code generator's C++ text (codegen/copies.py), so
-    that one definition below serves both."""
+    that one definition below serves both; the constants (0, ROWS) come as ints."""
 
-    add: Callable[[T, T], T]
-    sub: Callable[[T, T], T]
-    min: Callable[[T, T], T]
-    max: Callable[[T, T], T]
+    add: Callable[[T | int, T | int], T]
+    sub: Callable[[T | int, T | int], T]
+    min: Callable[[T | int, T | int], T]
+    max: Callable[[T | int, T | int], T]
 
 
 INTS: Arithmetic[int] = Arithmetic(operator.add, operator.sub, min, max)
@@ -82,7 +82,7 @@ def clipped_end(end: T, extent: T, arith: Arithmetic[T] = INTS) -> T:
 
 
 def view_coordinates(coords: Sequence[T], dim: int, end: T, arith: Arithmetic[T] = INTS
-                     ) -> tuple[T, ...]:
+                     ) -> tuple[T | int, ...]:
     """The view's coordinates, outermost first, of a box at element coordinates
     `coords` (coords[dim] is START) clipped at `end` (END', `clipped_end`)."""
     return (ROWS, end) + tuple(arith.add(arith.sub(ROWS, end), c) if i == dim else c

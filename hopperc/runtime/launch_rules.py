@@ -112,8 +112,9 @@ def illegal_shape(tensors: Iterable[TensorShape], grid: Sequence[GridShape],
         return IllegalShape(str(exc))
     for axis, extent in zip(fixed, extents):
         if not 0 <= extent <= MAX_GRID[0 if persistent else axis.axis]:
-            return IllegalShape(f"grid {'xyz'[axis.axis]} extent {extent_text(axis.extent)} "
-                                f"is {extent}; a grid takes 0 .. "
+            text = extent_text(axis.extent)
+            value = text if text == str(extent) else f"{text} is {extent}"
+            return IllegalShape(f"grid {'xyz'[axis.axis]} extent {value}; a grid takes 0 .. "
                                 f"{MAX_GRID[0 if persistent else axis.axis]} blocks there")
     if 0 in extents:
         return None

@@ -207,14 +207,23 @@ def _farthest(kernel: ir.Kernel, coord: ir.ScalarExpr, dim: str,
     return max(_coordinate_values(coord, ranges, dict(dims)), default=None)
 
 
+ENDS = 4  # values taken at each end of a long range
+
+
 def _coordinate_values(coord: ir.ScalarExpr, ranges, env: dict[str, int]):
-    """`coord` at every value of the variables `ranges` names, each between its
-    bounds (evaluated with the ones before it)."""
+    """`coord` at the values of the variables `ranges` names, each between its
+    bounds (evaluated with the ones before it): every value of a short range, the
+    first and last ENDS of a long one (a linear coordinate is farthest at an end;
+    the cap keeps a grid of 2^30 tiles or a loop of 10^6 iterations from being
+    enumerated)."""
     if not ranges:
         yield max(scalar(coord, env), 0)
         return
     (name, start, stop), inner = ranges[0], ranges[1:]
-    for value in range(scalar(start, env), scalar(stop, env)):
+    values = range(scalar(start, env), scalar(stop, env))
+    if len(values) > 2 * ENDS:
+        values = [*values[:ENDS], *values[-ENDS:]]
+    for value in values:
         step = {name: value, "@wg": value // 4} if name == "@warp" else {name: value}
         yield from _coordinate_values(coord, inner, {**env, **step})
 

@@ -252,3 +252,21 @@ def test_dimension_holds_the_box_of_a_loops_last_iteration():
     kernel = lowered((SAMPLES / "gemm_fp8_blockscaled.hk").read_text())
     dims = default_dims(kernel)
     assert dims["KB"] >= math.ceil(dims["K"] / 128) and legal(kernel, dims)
+
+
+HUGE_GRID = """\
+kernel huge(X: bf16[M, N], Y: bf16[M, N])
+    tile(BM = 64, BN = 64) grid(n: 65535 * 16, m: M / BM) threads 128
+{
+    shared buf: bf16[BM, BN] swizzle 128B
+    tma buf <- X[tile.m, tile.n % 4]
+    tma Y[tile.m, tile.n % 4] <- buf
+}
+"""
+
+
+def test_a_grid_of_a_million_tiles_is_not_enumerated():
+    """A box coordinate's reach is taken at the ends of a long range (here a million
+    values of tile.n), where `tile.n % 4` still takes every value up to 3."""
+    dims = default_dims(lowered(HUGE_GRID))
+    assert math.ceil(dims["N"] / 64) == 4

@@ -16,7 +16,7 @@ from hopperc.codegen.render import render
 # read_source and the target's names are re-exported: the API and the tests use them here.
 from hopperc.diagnostics import CompileError, SourceFile, ToolchainError, read_source  # noqa: F401
 from hopperc.frontend import ast
-from hopperc.frontend.limits import check_shared_memory
+from hopperc.frontend.limits import ResourceLimitError, check_shared_memory
 from hopperc.frontend.parser import load_parser, parse
 from hopperc.frontend.semantic import analyze
 from hopperc.ir import nodes as ir
@@ -146,8 +146,29 @@ def build(source: SourceFile, defines: dict[str, int] | None = None,
     try:
         result = compile_cuda(generated.cuda, cu_name, arch, reproducible=reproducible)
     except NvrtcError as exc:
-        raise _locate(exc, generated.cuda, cu_name, arch) from None
+        raise _too_few_registers(exc, generated.kernel) or \
+            _locate(exc, generated.cuda, cu_name, arch) from None
     return Built(generated, result, arch)
+
+
+_INSUFFICIENT_REGISTERS = re.compile(r"Insufficient registers \((\d+)\).*register target of (\d+)")
+
+
+def _too_few_registers(exc: NvrtcError, kernel: ir.Kernel) -> ResourceLimitError | None:
+    """ptxas allocates every instruction within the launch's share of the register
+    file (`__launch_bounds__(threads, 1)`): setmaxnreg moves registers between
+    warpgroups only while the kernel runs. An instruction needing more (a wgmma
+    with a wide accumulator, in a block of many warps) is the kernel's resource
+    limit, reported at its header, not a compiler bug."""
+    match = _INSUFFICIENT_REGISTERS.search(exc.log)
+    if match is None:
+        return None
+    have, need = int(match.group(1)), int(match.group(2))
+    return ResourceLimitError(kernel.span, (
+        f"ptxas needs {need} registers per thread for one of this kernel's instructions, but "
+        f"each of the block's {kernel.threads} threads has {have} at launch (the register "
+        "file shared by the block; a role's 'regs' applies only once it runs): run fewer "
+        "warps in the block or use smaller tiles"))
 
 
 def _locate(exc: NvrtcError, cuda: str, cu_name: str, arch: str) -> GeneratedCodeError:

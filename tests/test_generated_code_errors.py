@@ -88,3 +88,18 @@ def test_error_in_any_line_of_a_statement_maps_to_its_line(monkeypatch) -> None:
     with pytest.raises(driver.GeneratedCodeError) as info:
         driver.build(SourceFile("bad.hk", text))
     assert str(info.value).startswith(f"bad.hk:{line}: error: NVRTC rejected"), str(info.value)
+
+
+def test_too_few_registers_at_launch_is_the_kernels_limit_at_its_header():
+    """Five producer warps pad to a second warpgroup: 512 threads leave 128 registers
+    each at launch, fewer than the pingpong wgmma's 128-register accumulator and its
+    operands need. ptxas's refusal is a resource limit at the kernel, not a bug."""
+    text = (ROOT / "samples" / "gemm_pingpong.hk").read_text().replace(
+        "role load: warp regs 40", "role load: warps 5 regs 24")
+    with pytest.raises(driver.ResourceLimitError) as info:
+        driver.build(SourceFile("k.hk", text))
+    error = info.value
+    assert error.span.line == text.splitlines().index(
+        next(line for line in text.splitlines() if line.startswith("kernel"))) + 1
+    assert re.search(r"ptxas needs \d+ registers per thread", str(error))
+    assert "512 threads has 128 at launch" in str(error)

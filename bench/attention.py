@@ -14,8 +14,6 @@ Usage: python bench/attention.py [--causal] [--markdown] [--runs N]
 from __future__ import annotations
 
 import argparse
-import datetime
-import math
 import sys
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from hopperc.harness.torch_bridge import require_torch  # noqa: E402
 from hopperc.runtime import Kernel, device, driver_version  # noqa: E402
 from hopperc.runtime.kernel import stream_handle  # noqa: E402
 from hopperc.runtime.timing import Timer  # noqa: E402
+from bench.speed_table import Measured, geometric_mean_speed, print_markdown  # noqa: E402
 
 LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768)
 HEAD = 128
@@ -71,27 +70,18 @@ def main() -> int:
         for length in LENGTHS:
             ours, theirs, error = run(length, options.causal, options.runs)
             flops = 4 * length * length * HEAD / (2 if options.causal else 1)
-            rows.append((length, ours * 1e3, flops / ours / 1e9, theirs * 1e3,
-                         flops / theirs / 1e9, theirs / ours, error))
+            rows.append(Measured((length,), ours, theirs, flops, (f"{error:.1e}",)))
             if not options.markdown:
-                print(f"L={length:6}  hopperc {rows[-1][1]:9.1f} us {rows[-1][2]:6.1f} TFLOP/s  "
-                      f"sdpa {rows[-1][3]:9.1f} us {rows[-1][4]:6.1f} TFLOP/s  "
-                      f"ratio {rows[-1][5]:.3f}  max |diff| {error:.2e}", flush=True)
+                print(f"L={length:6}  {rows[-1].timings('sdpa')}  max |diff| {error:.2e}",
+                      flush=True)
     except ToolchainError as exc:
         print(f"bench/attention.py: {exc}", file=sys.stderr)
         return 2
-    geomean = math.exp(sum(math.log(row[5]) for row in rows) / len(rows))
     if options.markdown:
-        import torch
-
-        print(f"attention_fwd{' causal' if options.causal else ''} on {gpu.name}, driver "
-              f"{driver_version()}, torch {torch.__version__}, {datetime.date.today()}\n")
-        print("| L | hopperc us | TFLOP/s | sdpa us | TFLOP/s | ratio | max diff |")
-        print("|---|---|---|---|---|---|---|")
-        for length, t, f, bt, bf, ratio, error in rows:
-            print(f"| {length} | {t:.1f} | {f:.1f} | {bt:.1f} | {bf:.1f} | {ratio:.3f} | "
-                  f"{error:.1e} |")
-    print(f"geometric mean of hopperc / sdpa speed: {geomean:.3f} over {len(rows)} lengths")
+        print_markdown(f"attention_fwd{' causal' if options.causal else ''}", gpu.name,
+                       driver_version(), ["L"], "sdpa", ["max diff"], rows)
+    print(f"geometric mean of hopperc / sdpa speed: {geometric_mean_speed(rows):.3f} over "
+          f"{len(rows)} lengths")
     return 0
 
 

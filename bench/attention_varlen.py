@@ -19,7 +19,6 @@ Usage: python bench/attention_varlen.py [--causal] [--markdown] [--runs N]
 from __future__ import annotations
 
 import argparse
-import datetime
 import math
 import sys
 from pathlib import Path
@@ -34,6 +33,7 @@ from hopperc.harness.torch_bridge import require_torch  # noqa: E402
 from hopperc.runtime import Kernel, device, driver_version  # noqa: E402
 from hopperc.runtime.kernel import stream_handle  # noqa: E402
 from hopperc.runtime.timing import Timer  # noqa: E402
+from bench.speed_table import Measured, geometric_mean_speed, print_markdown  # noqa: E402
 
 TOKENS = 16384
 MEANS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -128,32 +128,20 @@ def main() -> int:
         gpu = device(0)
         for mean in MEANS:
             name, ours, theirs, flops, error, lse_error = run(mean, options.causal, options.runs)
-            rows.append((mean, ours * 1e3, flops / ours / 1e9, theirs * 1e3,
-                         flops / theirs / 1e9, theirs / ours, error, lse_error))
+            rows.append(Measured((mean,), ours, theirs, flops,
+                                 (f"{error:.1e}", f"{lse_error:.1e}")))
             if not options.markdown:
-                print(f"mean L={mean:6}  hopperc {rows[-1][1]:9.1f} us {rows[-1][2]:6.1f} TFLOP/s"
-                      f"  {name} {rows[-1][3]:9.1f} us {rows[-1][4]:6.1f} TFLOP/s  "
-                      f"ratio {rows[-1][5]:.3f}  max |O diff| {error:.2e}  "
+                print(f"mean L={mean:6}  {rows[-1].timings(name)}  max |O diff| {error:.2e}  "
                       f"max |LSE diff| {lse_error:.2e}", flush=True)
     except ToolchainError as exc:
         print(f"bench/attention_varlen.py: {exc}", file=sys.stderr)
         return 2
-    geomean = math.exp(sum(math.log(row[5]) for row in rows) / len(rows))
     if options.markdown:
-        import torch
-
-        print(f"attention_varlen{' causal' if options.causal else ''} ({TOKENS} tokens, "
-              f"{HEADS} heads, {HEADS // GROUP} kv heads) against {name} on {gpu.name}, "
-              f"driver {driver_version()}, torch {torch.__version__}, "
-              f"{datetime.date.today()}\n")
-        print("| mean L | hopperc us | TFLOP/s | baseline us | TFLOP/s | ratio | O diff | "
-              "LSE diff |")
-        print("|---|---|---|---|---|---|---|---|")
-        for mean, t, f, bt, bf, ratio, error, lse_error in rows:
-            print(f"| {mean} | {t:.1f} | {f:.1f} | {bt:.1f} | {bf:.1f} | {ratio:.3f} | "
-                  f"{error:.1e} | {lse_error:.1e} |")
-    print(f"geometric mean of hopperc / baseline speed: {geomean:.3f} over {len(rows)} "
-          "mean lengths")
+        print_markdown(f"attention_varlen{' causal' if options.causal else ''} ({TOKENS} tokens, "
+                       f"{HEADS} heads, {HEADS // GROUP} kv heads) against {name}", gpu.name,
+                       driver_version(), ["mean L"], "baseline", ["O diff", "LSE diff"], rows)
+    print(f"geometric mean of hopperc / baseline speed: {geometric_mean_speed(rows):.3f} over "
+          f"{len(rows)} mean lengths")
     return 0
 
 

@@ -15,8 +15,6 @@ Usage: python bench/gemm_fp8_blockscaled.py [--markdown] [--runs N]
 from __future__ import annotations
 
 import argparse
-import datetime
-import math
 import sys
 from pathlib import Path
 
@@ -30,6 +28,7 @@ from hopperc.harness.torch_bridge import require_torch  # noqa: E402
 from hopperc.runtime import Kernel, device, driver_version  # noqa: E402
 from hopperc.runtime.kernel import stream_handle  # noqa: E402
 from hopperc.runtime.timing import Timer  # noqa: E402
+from bench.speed_table import Measured, geometric_mean_speed, print_markdown  # noqa: E402
 
 MS = (128, 4096)
 NKS = ((2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168),
@@ -87,30 +86,18 @@ def main() -> int:
         for m in MS:
             for n, k in NKS:
                 ours, theirs, error = run(m, n, k, options.runs)
-                flops = 2 * m * n * k
-                rows.append((m, n, k, ours * 1e3, flops / ours / 1e9, theirs * 1e3,
-                             flops / theirs / 1e9, theirs / ours, error))
+                rows.append(Measured((m, n, k), ours, theirs, 2 * m * n * k, (f"{error:.1e}",)))
                 if not options.markdown:
-                    print(f"M={m:5} N={n:5} K={k:5}  hopperc {rows[-1][3]:8.1f} us "
-                          f"{rows[-1][4]:6.1f} TFLOP/s  _scaled_mm {rows[-1][5]:8.1f} us "
-                          f"{rows[-1][6]:6.1f} TFLOP/s  ratio {rows[-1][7]:.3f}  "
+                    print(f"M={m:5} N={n:5} K={k:5}  {rows[-1].timings('_scaled_mm')}  "
                           f"max rel |diff| {error:.1e}", flush=True)
     except ToolchainError as exc:
         print(f"bench/gemm_fp8_blockscaled.py: {exc}", file=sys.stderr)
         return 2
-    geomean = math.exp(sum(math.log(row[7]) for row in rows) / len(rows))
     if options.markdown:
-        import torch
-
-        print(f"gemm_fp8_blockscaled on {gpu.name}, driver {driver_version()}, torch "
-              f"{torch.__version__}, {datetime.date.today()}\n")
-        print("| M | N | K | hopperc us | TFLOP/s | _scaled_mm us | TFLOP/s | ratio | "
-              "max rel diff |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for m, n, k, t, f, bt, bf, ratio, error in rows:
-            print(f"| {m} | {n} | {k} | {t:.1f} | {f:.1f} | {bt:.1f} | {bf:.1f} | "
-                  f"{ratio:.3f} | {error:.1e} |")
-    print(f"geometric mean of hopperc / _scaled_mm speed: {geomean:.3f} over {len(rows)} shapes")
+        print_markdown("gemm_fp8_blockscaled", gpu.name, driver_version(), ["M", "N", "K"],
+                       "_scaled_mm", ["max rel diff"], rows)
+    print(f"geometric mean of hopperc / _scaled_mm speed: {geometric_mean_speed(rows):.3f} over "
+          f"{len(rows)} shapes")
     return 0
 
 

@@ -18,8 +18,6 @@ Usage: python bench/grouped_gemm.py [--masked] [--markdown] [--runs N]
 from __future__ import annotations
 
 import argparse
-import datetime
-import math
 import sys
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from hopperc.harness.torch_bridge import require_torch  # noqa: E402
 from hopperc.runtime import Kernel, device, driver_version  # noqa: E402
 from hopperc.runtime.kernel import stream_handle  # noqa: E402
 from hopperc.runtime.timing import Timer  # noqa: E402
+from bench.speed_table import Measured, geometric_mean_speed, print_markdown  # noqa: E402
 
 N, K = 4096, 7168
 SHAPES = ((8, 8192), (32, 16384), (64, 16384), (256, 32768))  # (experts, routed tokens)
@@ -126,31 +125,20 @@ def main() -> int:
         gpu = device(0)
         for experts, tokens in SHAPES:
             ours, theirs, error, what = run(experts, tokens, options.masked, options.runs)
-            flops = 2 * tokens * N * K
-            rows.append((experts, tokens, ours * 1e3, flops / ours / 1e9, theirs * 1e3,
-                         flops / theirs / 1e9, theirs / ours, error, what))
+            rows.append(Measured((experts, tokens), ours, theirs, 2 * tokens * N * K,
+                                 (f"{error:.1e}", what)))
             if not options.markdown:
-                print(f"E={experts:4} T={tokens:6}  hopperc {rows[-1][2]:9.1f} us "
-                      f"{rows[-1][3]:6.1f} TFLOP/s  {what} {rows[-1][4]:9.1f} us "
-                      f"{rows[-1][5]:6.1f} TFLOP/s  ratio {rows[-1][6]:.3f}  "
+                print(f"E={experts:4} T={tokens:6}  {rows[-1].timings(what)}  "
                       f"max |diff| {error:.2e}", flush=True)
     except ToolchainError as exc:
         print(f"bench/grouped_gemm.py: {exc}", file=sys.stderr)
         return 2
-    geomean = math.exp(sum(math.log(row[6]) for row in rows) / len(rows))
     if options.markdown:
-        import torch
-
         name = "grouped_gemm_masked" if options.masked else "grouped_gemm"
-        print(f"{name} (N = {N}, K = {K}) on {gpu.name}, driver {driver_version()}, torch "
-              f"{torch.__version__}, {datetime.date.today()}\n")
-        print("| E | tokens | hopperc us | TFLOP/s | PyTorch us | TFLOP/s | ratio | max diff | "
-              "PyTorch ran |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for experts, tokens, t, f, bt, bf, ratio, error, what in rows:
-            print(f"| {experts} | {tokens} | {t:.1f} | {f:.1f} | {bt:.1f} | {bf:.1f} | "
-                  f"{ratio:.3f} | {error:.1e} | {what} |")
-    print(f"geometric mean of hopperc / PyTorch speed: {geomean:.3f} over {len(rows)} shapes")
+        print_markdown(f"{name} (N = {N}, K = {K})", gpu.name, driver_version(),
+                       ["E", "tokens"], "PyTorch", ["max diff", "PyTorch ran"], rows)
+    print(f"geometric mean of hopperc / PyTorch speed: {geometric_mean_speed(rows):.3f} over "
+          f"{len(rows)} shapes")
     return 0
 
 

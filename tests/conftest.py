@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -63,3 +64,14 @@ def hopperc_cli():
         return subprocess.run([sys.executable, "-m", "hopperc", *args], capture_output=True,
                               text=True, cwd=cwd)
     return run
+
+
+def device_helper(name: str) -> str:
+    """The prelude's `__device__` integer helper `name`, as a host C++ function (for
+    tests that compile generated arithmetic with g++)."""
+    text = (ROOT / "hopperc" / "templates" / "prelude.cu.j2").read_text()
+    # a one-line body, or one that ends at a closing brace of its own line
+    match = re.search(rf"__device__ __forceinline__ int {name}\((?:[^\n]*}}\n|.*?\n}}\n)",
+                      text, re.S)
+    assert match, f"{name} is not in the prelude"
+    return match.group(0).replace("__device__ __forceinline__", "static")

@@ -4,33 +4,23 @@ operands of any sign: data (tensor elements, scalar parameters) makes negative
 numerators reachable, where C's truncating operators differ."""
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from hopperc import driver
 from hopperc.diagnostics import SourceFile
 from hopperc.ir.arith import INTEGER_OPS
-
-PRELUDE = Path(driver.__file__).parent / "templates" / "prelude.cu.j2"
-
-
-def _device_helper(name: str) -> str:
-    text = PRELUDE.read_text()
-    match = re.search(rf"__device__ __forceinline__ int {name}\(.*?\n}}\n", text, re.S)
-    assert match, f"{name} is not in the prelude"
-    return match.group(0).replace("__device__ __forceinline__", "static")
+from tests.conftest import device_helper
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++ compiler")
 def test_the_signed_helpers_agree_with_the_simulators_operators(tmp_path):
     values = range(-13, 14)
     divisors = [b for b in range(-5, 6) if b != 0]
-    program = "#include <cstdio>\n" + _device_helper("hk_cdiv_signed") + \
-        _device_helper("hk_mod_signed") + """
+    program = "#include <cstdio>\n" + device_helper("hk_cdiv_signed") + \
+        device_helper("hk_mod_signed") + """
 int main() {
   for (int a = -13; a <= 13; ++a) for (int b = -5; b <= 5; ++b) if (b != 0)
     std::printf("%d %d\\n", hk_cdiv_signed(a, b), hk_mod_signed(a, b));

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
 from hopperc.sim.scalars import element_key, started_walk, walked_tile
+from tests.conftest import device_helper
 
 
 @pytest.mark.parametrize("extents", [(3, 4), (17, 5), (8, 8), (1, 1), (9, 1), (20,), (3, 4, 2),
@@ -146,8 +147,7 @@ def test_generated_ragged_walk_takes_the_same_tiles(tmp_path):
     targets = ("tm", "tn", "tg")
     program = f"""#include <cstdio>
 {HOST_TRAP}
-static int hk_cdiv(int a, int b) {{ return (a + b - 1) / b; }}
-int main() {{
+{device_helper("hk_cdiv")}int main() {{
   for (int blocks = 1; blocks <= 4; ++blocks) for (int block = 0; block < blocks; ++block) {{
     {raster.count_cxx(walk, render)}
     int tm = 0, tn = 0, tg = 0;

@@ -215,6 +215,9 @@ SEMANTIC = [
     # 0 is a flag's value (CAUSAL = 0): a size of 0 is refused where it is used
     case("tile_constant_zero_size", COPY, [("BM = 64", "BM = 0")], "M / BM",
          "division by zero"),
+    case("dimension_tile_constant_zero", COPY, [("tile(BM = 64, BN = 64)", "tile(BM = 64, BN = 64, W = 0)"),
+                                                 ("X: bf16[M, N]", "X: bf16[M, W]")],
+         "W]", "dimension 'W' of 'X' is the tile constant W = 0; a dimension must be at least 1"),
     case("division_by_zero", COPY, [("BN = 64", "BN = 64 / 0")], "64 / 0", "division by zero"),
     case("grid_extent_form", COPY, [("m: M / BM", "m: M / BM < N")], "M / BM < N",
          "a grid extent is integer arithmetic (+ - * / %), not '<'"),
@@ -399,6 +402,18 @@ def test_define_unknown_constant() -> None:
     assert "-D BK" in err.message and "no tile constant 'BK'" in err.message
     assert "BM, BN" in err.message  # lists the constants the kernel has
     assert format_diagnostic(err, source) == f"{NAME}: error: {err.message}"
+
+
+def test_a_dimension_may_name_a_tile_constant() -> None:
+    """`X: bf16[M, W]` with `tile(W = 64)` is the integer dimension 64, and `-D W=32`
+    makes it 32: the box must then fit the 32-column tensor."""
+    text = mutate(COPY, ("tile(BM = 64, BN = 64)", "tile(BM = 64, BN = 64, W = 64)"),
+                  ("X: bf16[M, N]", "X: bf16[M, W]"))
+    kernel = driver.check(SourceFile(NAME, text))
+    assert kernel.tensor("X").dims == ("M", 64)
+    kernel = driver.check(SourceFile(NAME, text), {"W": 128})
+    assert kernel.tensor("X").dims == ("M", 128)
+    expect_error(text, "tma buf <-", ["box", "larger than 'X'"], defines={"W": 32})
 
 
 def test_pipelined_buffer_is_rejected_during_lowering() -> None:

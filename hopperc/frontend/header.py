@@ -14,8 +14,10 @@ from hopperc.runtime.launch_rules import EXTENT_OPS
 
 DEFAULT_THREADS = 128  # a block without `threads` or roles
 
-def params(kernel: ast.Kernel, scope: Scope):
-    """Tensor and scalar parameters, declared in `scope` with their dimensions."""
+def params(kernel: ast.Kernel, scope: Scope, consts: dict[str, int]):
+    """Tensor and scalar parameters, declared in `scope` with their dimensions. A
+    dimension that names a tile constant is that constant (`D: bf16[L, HEAD_DIM]`
+    with `-D HEAD_DIM=64`): a compile-time size, as an integer dimension."""
     tensors, scalars = [], []
     for p in kernel.params:
         if isinstance(p, ast.ScalarParam):
@@ -30,6 +32,13 @@ def params(kernel: ast.Kernel, scope: Scope):
         for d in p.dims:
             if isinstance(d, ast.IntLit):
                 dims.append(d.value)
+                continue
+            if d.id in consts:
+                if consts[d.id] < 1:
+                    raise CompileError(d.span, f"dimension '{d.id}' of '{p.name}' is the tile "
+                                               f"constant {d.id} = {consts[d.id]}; a "
+                                               "dimension must be at least 1")
+                dims.append(consts[d.id])
                 continue
             dims.append(d.id)
             if d.id not in scope.dims:

@@ -53,8 +53,8 @@ class _Analyzer(RegisterTiles):
     # ---------------------------------------------------------------- kernel
     def run(self) -> ir.Kernel:
         k = self.kernel
-        tensors, scalars = header.params(k, self.scope)
         consts = header.consts(k, self.defines, self.scope)
+        tensors, scalars = header.params(k, self.scope, dict(consts))
         grid = header.grid(k, self.scope)
         roles = header.roles(k)
         if roles:

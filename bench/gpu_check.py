@@ -15,7 +15,7 @@ not see them when it is itself a venv). Then, each step with a time limit:
      the same time compute-sanitizer racecheck and synccheck of `hopperc run` on
      every sample (correctness only: they share the GPU);
   2. alone on the GPU, bench/gemm.py on every GEMM sample (against cuBLAS),
-     bench/attention.py, causal and not (against PyTorch's SDPA),
+     bench/attention.py, causal and not (against FlashAttention-3 and SDPA),
      bench/gemm_fp8_blockscaled.py (against torch._scaled_mm),
      bench/grouped_gemm.py, both layouts (against torch._grouped_mm or a matmul
      per expert), and bench/attention_varlen.py (against FlashAttention's varlen,
@@ -49,6 +49,8 @@ from gpu_wheels import PIP, SOURCE_DIGEST, package_digest  # noqa: E402
 GEMM_SAMPLES = ("gemm_bf16", "gemm_multicast", "gemm_one_role", "gemm_persistent",
                 "gemm_pingpong", "gemm_pipelined", "gemm_relu")
 FP8_BENCH = "bench gemm_fp8_blockscaled vs torch._scaled_mm"
+ATTENTION_BENCH = "bench attention_fwd vs FA3 and SDPA"
+ATTENTION_CAUSAL_BENCH = "bench attention_fwd causal vs FA3 and SDPA"
 VARLEN_BENCH = "bench attention_varlen vs flash_attn varlen or SDPA"
 BUDGET_SECONDS = 470
 CORRECTNESS_SECONDS = 240  # the GPU tests and compute-sanitizer, side by side
@@ -300,8 +302,8 @@ def correctness(check: Check) -> None:
 def benchmarks(check: Check) -> None:
     runs = [(f"bench {s} vs cuBLAS", ["bench/gemm.py", "--sample", s], 45)
             for s in GEMM_SAMPLES]
-    runs += [("bench attention_fwd vs SDPA", ["bench/attention.py"], 60),
-             ("bench attention_fwd causal vs SDPA", ["bench/attention.py", "--causal"], 60),
+    runs += [(ATTENTION_BENCH, ["bench/attention.py", "--runs", "20"], 60),
+             (ATTENTION_CAUSAL_BENCH, ["bench/attention.py", "--causal", "--runs", "20"], 60),
              (FP8_BENCH, ["bench/gemm_fp8_blockscaled.py"], 60),
              ("bench grouped_gemm vs PyTorch", ["bench/grouped_gemm.py"], 60),
              ("bench grouped_gemm_masked vs PyTorch", ["bench/grouped_gemm.py", "--masked"], 60),
@@ -341,7 +343,7 @@ def not_run(check: Check, reason: str) -> None:
         for tool in SANITIZER_TOOLS:
             check.sanitizer[(sample.stem, tool)] = Step(f"{tool} {sample.stem}", note=reason)
     for name in ["GPU tests", *(f"bench {s} vs cuBLAS" for s in GEMM_SAMPLES),
-                 "bench attention_fwd vs SDPA", "bench attention_fwd causal vs SDPA", FP8_BENCH,
+                 ATTENTION_BENCH, ATTENTION_CAUSAL_BENCH, FP8_BENCH,
                  "bench grouped_gemm vs PyTorch", "bench grouped_gemm_masked vs PyTorch",
                  VARLEN_BENCH]:
         check.finish(check.step(name), None, NOT_RUN, reason)

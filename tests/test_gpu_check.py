@@ -40,7 +40,7 @@ def test_without_a_gpu_the_report_says_so_and_the_check_fails(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
     assert "| environment | FAIL |" in report and "no Hopper GPU" in report
     assert "no hopperc wheel in" in report and "run `make gpu-wheels`" in report
-    for step in ("GPU tests", "bench gemm_bf16 vs cuBLAS", "bench attention_fwd causal vs SDPA"):
+    for step in ("GPU tests", "bench gemm_bf16 vs cuBLAS", "bench attention_fwd causal vs FA3 and SDPA"):
         assert f"| {step} | not run |" in report
     assert "| tma_copy | not run (no Hopper GPU) | not run (no Hopper GPU) |" in report
     assert "result: **FAIL" in report

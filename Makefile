@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: build test fuzz mutate bench gpu-test gpu-bench gpu-wheels gpu-check clean
+.PHONY: build test fuzz mutate bench peer-sass gpu-test gpu-bench gpu-wheels gpu-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,12 @@ gpu-check:
 bench: $(STAMP)
 	$(BIN)/python bench/frontend.py
 	$(BIN)/python bench/check.py
+
+# Attention's key loop in SASS beside FlashAttention-3's (installs its wheel; no GPU).
+peer-sass: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[peers]'
+	$(BIN)/python bench/attention_sass.py --head-dim 64 --head-dim 128 --head-dim 256
+	$(BIN)/python bench/attention_sass.py --head-dim 64 --head-dim 128 --head-dim 256 --causal
 
 clean:
 	rm -rf build $(VENV)

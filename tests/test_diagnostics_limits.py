@@ -86,6 +86,11 @@ LIMITS = [
                                         ("acc += sa @ sb^T", "a: e4m3[BM, BK] = e4m3(f32(sa))\n"
                                                              "        acc += a @ sb^T")],
          "a @", "a register A operand must be bf16 or f16"),
+    case("wgmma_converted_a_fp8", GEMM, [("A: bf16", "A: e4m3"), ("B: bf16", "B: e4m3"),
+                                         ("sa: bf16", "sa: e4m3"), ("sb: bf16", "sb: e4m3"),
+                                         ("BK = 64", "BK = 128"),
+                                         ("acc += sa @ sb^T", "acc += e4m3(f32(sa)) @ sb^T")],
+         "e4m3(f32(sa))", "a register A operand must be bf16 or f16"),
     case("wgmma_b_not_shared", GEMM, [("acc += sa @ sb^T", "acc += sa @ acc")], "acc\n",
          "wgmma's B operand must be a shared buffer", nth=-1),
     case("wgmma_role_not_at_warpgroup_start", ROLES, [("warp regs 40", "warp"),

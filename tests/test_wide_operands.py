@@ -168,3 +168,21 @@ def test_wide_product_adds_only_descriptor_arithmetic_per_k_step():
                                            "UMOV"}
     assert not narrow - wide
     assert (wide - narrow)["UIADD3"] + (wide - narrow)["UMOV"] <= 2 * 4
+
+
+def test_converted_register_a_is_the_tile_a_user_would_declare():
+    """`o += bf16(p) @ sv` is `pb: bf16[64, BN] = bf16(p)` then `o += pb @ sv`: the
+    same SASS, instruction for instruction; the hidden tile's name does not take
+    a user's (`p_bf16` is declared, so it is `p_bf162`)."""
+    one_statement = ATTENTION.replace("            pb: bf16[64, BN] = bf16(p)\n", "") \
+        .replace("o += pb @ sv", "p_bf16: f32[64] = l\n            o += bf16(p) @ sv")
+    assert "bf16(p) @ sv" in one_statement
+
+    def sass(text: str) -> list[str]:
+        built = driver.build(SourceFile("a.hk", text))
+        (code,) = sm.functions(built.result.cubin).values()
+        return [i.opcode + " " + i.operands for i in code]
+
+    assert sass(one_statement) == sass(ATTENTION.replace(
+        "o += pb @ sv", "p_bf16: f32[64] = l\n            o += pb @ sv"))
+    assert "u_p_bf162" in driver.generate(SourceFile("a.hk", one_statement)).cuda

@@ -60,11 +60,11 @@ ATTENTION = f"""kernel attention_wide(Q: bf16[L, 128], K: bf16[L, 128], V: bf16[
 
 # acc[64, BN] = A B over K in steps of BK, B K-major ([N, K], "sb^T") or MN-major
 # ([K, N], "sb"), the result stored through `sc`.
-GEMM = """kernel gemm(A: bf16[M, K], B: bf16{b_dims}, C: bf16[M, N])
+GEMM = """kernel gemm(A: {t}[M, K], B: {t}{b_dims}, C: bf16[M, N])
     tile(BM = 64, BN = {bn}, BK = {bk}) grid(m: M / BM, n: N / BN) threads 128
 {{
-    shared sa: bf16[BM, BK] swizzle 128B
-    shared sb: bf16{b_tile} swizzle {b_swizzle}
+    shared sa: {t}[BM, BK] swizzle {swizzle}
+    shared sb: {t}{b_tile} swizzle {swizzle}
     shared sc: bf16[BM, BN]{c_swizzle}
     acc: f32[BM, BN] = 0.0
     for k in 0 .. K / BK {{
@@ -78,17 +78,19 @@ GEMM = """kernel gemm(A: bf16[M, K], B: bf16{b_dims}, C: bf16[M, N])
 """
 
 
-def gemm(bn: int, bk: int, k_major: bool, b_swizzle: str = "128B", c_swizzle: str = "") -> str:
+def gemm(bn: int, bk: int, k_major: bool, dtype: str = "bf16", swizzle: str = "128B",
+         c_swizzle: str = "") -> str:
     b = (("[N, K]", "[BN, BK]", "[tile.n, k]", "sb^T") if k_major
          else ("[K, N]", "[BK, BN]", "[k, tile.n]", "sb"))
-    return GEMM.format(bn=bn, bk=bk, b_dims=b[0], b_tile=b[1], b_coords=b[2], b_expr=b[3],
-                       b_swizzle=b_swizzle, c_swizzle=c_swizzle and f" swizzle {c_swizzle}")
+    return GEMM.format(t=dtype, bn=bn, bk=bk, b_dims=b[0], b_tile=b[1], b_coords=b[2],
+                       b_expr=b[3], swizzle=swizzle,
+                       c_swizzle=c_swizzle and f" swizzle {c_swizzle}")
 
 
-def _loop(source: str) -> list:
+def _loop(source: str, mma: str = "HGMMA") -> list:
     built = driver.build(SourceFile("t.hk", source))
     (code,) = sm.functions(built.result.cubin).values()
-    return sm.loop_holding(code, "HGMMA").body(code)
+    return sm.loop_holding(code, mma).body(code)
 
 
 def test_k_major_steps_cross_column_blocks_and_mn_major_steps_rows():
@@ -131,19 +133,30 @@ def test_wide_attention_passes_check_with_exact_results():
     assert report.max_error == {"O": 0.0}
 
 
-@pytest.mark.parametrize("bn, bk, k_major, c_swizzle", [(176, 128, True, ""),
-                                                        (256, 64, False, "128B"),
-                                                        (256, 128, True, "128B")],
-                         ids=["n176_k_major", "n256_mn_major", "n256_k_major"])
-def test_wide_products_up_to_n256_build_and_compute(bn, bk, k_major, c_swizzle):
-    """m64n176 and m64n256 with wide operands: ptxas takes them (HGMMA of that N,
-    no spill), and the simulated results are A B (the numpy reference, itself
+WIDE_PRODUCTS = {  # name: (N, BK, K-major, dtype, swizzle of A and B, swizzle of C)
+    "n176_k_major": (176, 128, True, "bf16", "128B", ""),
+    "n256_mn_major": (256, 64, False, "bf16", "128B", "128B"),
+    "n256_k_major": (256, 128, True, "bf16", "128B", "128B"),
+    "e4m3_k256": (128, 256, True, "e4m3", "128B", "128B"),
+    "f16_64B_k_and_mn": (64, 64, False, "f16", "64B", "128B"),
+}
+
+
+@pytest.mark.parametrize("name", WIDE_PRODUCTS)
+def test_wide_products_up_to_n256_build_and_compute(name):
+    """m64n176 and m64n256, fp8 K over two spans, f16 with 64B spans (A's K and
+    B's N two spans each): ptxas takes them (HGMMA of that N, one per k-step, no
+    spill), and the simulated results are A B (the numpy reference, itself
     checked against float64)."""
-    source = SourceFile("g.hk", gemm(bn, bk, k_major, c_swizzle=c_swizzle))
+    bn, bk, k_major, dtype, swizzle, c_swizzle = WIDE_PRODUCTS[name]
+    source = SourceFile("g.hk", gemm(bn, bk, k_major, dtype, swizzle, c_swizzle))
     built = driver.build(source)
     assert built.result.resources.spill_stores == 0
-    assert sum(i.base == "HGMMA" for i in _loop(source.text)) == bk // 16
-    assert f"HGMMA.64x{bn}x16.F32.BF16" in {i.opcode for i in _loop(source.text)}
+    fp8 = dtype == "e4m3"
+    k_step, mma = (32, "QGMMA") if fp8 else (16, "HGMMA")  # SASS names fp8 wgmma QGMMA
+    found = [i.opcode for i in _loop(source.text, mma) if i.base == mma]
+    assert len(found) == bk // k_step
+    assert all(op.startswith(f"{mma}.64x{bn}x{k_step}.F32") for op in found), found
     shapes = {"M": 64, "N": bn, "K": 2 * bk}
     report = driver.simulate(source, shapes=shapes, seeds=1, search=20)
     assert report.ok and report.max_error == {"C": 0.0}, report.findings

@@ -118,10 +118,10 @@ def check_wgmma_shared_operand(buf: ir.SharedBuffer, operand: str, k_major: bool
                                  f"shared memory in a swizzled layout; declare it with {hint}")
     if row_bytes < buf.swizzle.span:
         raise ResourceLimitError(span, f"'{buf.name}' has rows of {row_bytes} bytes ({buf.shape[-1]} x "
-                                 f"{buf.dtype}), but wgmma with {buf.swizzle} swizzle reads rows "
-                                 f"of whole {buf.swizzle.span}-byte spans: make its last dimension "
-                                 f"a multiple of {buf.swizzle.span // buf.dtype.nbytes}, or pick "
-                                 "the swizzle that matches")
+                                 f"{buf.dtype}), but wgmma with {buf.swizzle} swizzle reads "
+                                 f"rows of whole {buf.swizzle.span}-byte spans: make its last "
+                                 f"dimension a multiple of {buf.swizzle.span // buf.dtype.nbytes}, "
+                                 "or pick the swizzle that matches")
     if row_bytes > buf.swizzle.span and len(buf.shape) > 2:
         raise ResourceLimitError(span, f"'{buf.name}' has rows of {row_bytes} bytes, wider than the "
                                  f"{buf.swizzle} swizzle span, in planes: wgmma reads column "

@@ -13,8 +13,8 @@ from hopperc.frontend.rows import row_operands
 from hopperc.frontend.scope import TileSymbol, VectorSymbol, const_value, scalar_expr
 from hopperc.frontend.tiles import lower_tile_expr
 from hopperc.ir import nodes as ir
-from hopperc.ir.rewrite import fresh_name
 from hopperc.ir.layout import MAX_EVERY_ROW, WGMMA_M, element_threads, register_layout
+from hopperc.ir.rewrite import fresh_name
 
 
 class RegisterTiles:

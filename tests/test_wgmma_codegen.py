@@ -27,13 +27,15 @@ def test_descriptor_bits_match_the_ptx_isa_layout():
     62-63 swizzle (1 = 128B). Address 0x400 (0x40 in 16-byte units), SBO 1024 (8 rows
     of 128 bytes): 0x40 | 0x1 << 16 | 0x40 << 32 | 1 << 62, worked out by hand. The
     highest shared address, 0x3FFF0, fills the 14-bit field without touching LBO, so a
-    k-step's units add to the descriptor."""
+    k-step's units add to the descriptor. An MN-major operand of column blocks 8 KB
+    apart has LBO 8192 >> 4 = 0x200."""
     source = _prelude() + """
 static_assert(hk_wgmma_desc(0x40u, 1024u, 1ull) == 0x4000004000010040ull, "128B");
 static_assert(hk_wgmma_desc(0x1040u, 512u, 2ull) == 0x8000002000011040ull, "64B");
 static_assert(hk_wgmma_desc(0x3FFFu, 256u, 3ull) == 0xC000001000013FFFull, "top of 256K");
 static_assert(hk_wgmma_desc(0x40u + 2u, 1024u, 1ull) == hk_wgmma_desc(0x40u, 1024u, 1ull) + 2u,
               "a 32-byte k-step adds 2");
+static_assert(hk_wgmma_desc(0x40u, 1024u, 1ull, 8192u) == 0x4000004002000040ull, "LBO");
 extern "C" __global__ void k() {}
 """
     compile_cuda(source, "desc.cu")

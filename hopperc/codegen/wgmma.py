@@ -4,11 +4,18 @@ inline-PTX operand lists of each k-step of a product.
 A product of K columns runs as K / k wgmma instructions (k = 16, or 32 for
 fp8), one batch. Shared operands are swizzle atoms of 8 rows x the swizzle
 span, the layout a TMA load with that swizzle writes (checked in the front
-end): the stride between 8-row groups (SBO) is 8 spans; the leading offset
-(LBO) is unused for these layouts and encoded as 1. A k-step moves the start
-address by k elements along a K-major row, or by k rows of an MN-major one;
-the hardware applies the swizzle to the address bits, so no re-swizzling is
-needed (buffers are aligned to the swizzle's repeat, base offset 0).
+end); rows wider than the span lie in column blocks one span wide, each
+holding every row (ir/layout.py). The descriptor's fields (PTX ISA, matrix
+descriptor; CuTe's make_gmma_desc canonical layouts):
+- K-major: SBO is the stride between 8-row groups, 8 spans; LBO is unused
+  (a k-step's K fits in one span) and encoded as 1. A k-step starts at its
+  byte offset along K: column block (offset // span), then offset % span in it.
+- MN-major: SBO is the stride between 8-row (8 K) groups, 8 spans; LBO the
+  stride between span-wide column blocks along MN, one block's bytes (1 when
+  MN is one span, so never applied). A k-step starts k rows further.
+The hardware applies the swizzle to the address bits, so no re-swizzling is
+needed (buffers, stages, parts and column blocks are aligned to the swizzle's
+repeat, base offset 0).
 """
 from __future__ import annotations
 
@@ -16,7 +23,7 @@ from dataclasses import dataclass
 
 from hopperc.dtypes import DType, Swizzle
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import wgmma_k
+from hopperc.ir.layout import block_bytes, column_blocks, wgmma_k
 
 DESCRIPTOR_SWIZZLE = {Swizzle.B128: 1, Swizzle.B64: 2, Swizzle.B32: 3}
 
@@ -92,11 +99,17 @@ def descriptor(op: SharedOperand, step: int, k: int) -> str:
     """C++ expression of the 64-bit matrix descriptor for k-step `step`. The
     address is summed in 16-byte units, the descriptor's own, so a k-step adds a
     constant to the stage's descriptor (as CUTLASS's `+2`) instead of rebuilding it."""
-    span = op.buffer.swizzle.span
-    advance = step * k * op.buffer.dtype.nbytes if op.k_major else step * k * span
+    buf = op.buffer
+    span = buf.swizzle.span
+    if op.k_major:
+        along_k = step * k * buf.dtype.nbytes
+        advance = along_k // span * block_bytes(buf) + along_k % span
+    else:
+        advance = step * k * span
     address = op.base if advance == 0 else f"{op.base} + {advance // 16}u"
+    leading = f", {block_bytes(buf)}u" if not op.k_major and column_blocks(buf) > 1 else ""
     return (f"hk_wgmma_desc({address}, {8 * span}u, "
-            f"{DESCRIPTOR_SWIZZLE[op.buffer.swizzle]}ull)")
+            f"{DESCRIPTOR_SWIZZLE[buf.swizzle]}ull{leading})")
 
 
 def steps(mma: ir.Mma, acc: str, acc_slots: int, a: SharedOperand | str, a_dtype: DType,

@@ -99,25 +99,34 @@ def check_wgmma(shape: tuple[int, int, int], dtype: DType, span: Span) -> None:
 def check_wgmma_shared_operand(buf: ir.SharedBuffer, operand: str, k_major: bool,
                                span: Span) -> None:
     """wgmma reads a shared operand as swizzle atoms of 8 rows x the swizzle span
-    (PTX ISA, wgmma shared memory layout): the buffer's contiguous rows must be
-    exactly one span wide, which is what a TMA load with that swizzle writes. The
-    descriptors say the swizzle pattern starts at the operand (base offset 0), as
-    it does: the swizzle is that of the address, and an operand is whole atoms of
-    8 rows (M = 64, N and K multiples of 8 and 16) in a buffer aligned to the
-    pattern's repeat, so every stage and part starts on it."""
+    (PTX ISA, wgmma shared memory layout), which is what a TMA load with that
+    swizzle writes: rows of one span, or of several spans laid out in column
+    blocks one span wide (`layout.column_blocks`), whose descriptors step from
+    block to block (codegen/wgmma.py). Rows narrower than the span are not that
+    layout; nor is a rank-3 buffer's wide plane, which no copy fills (a TMA box
+    of column blocks is rank-2). The descriptors say the swizzle pattern starts
+    at the operand (base offset 0), as it does: the swizzle is that of the
+    address, and an operand is whole atoms of 8 rows (M = 64, N and K multiples
+    of 8 and 16) in a buffer aligned to the pattern's repeat, so every stage,
+    part and column block starts on it."""
     row_bytes = buf.shape[-1] * buf.dtype.nbytes
     major = "K" if k_major else ("M" if operand == "A" else "N")
     if buf.swizzle is Swizzle.NONE:
         hint = next((f"swizzle {s}" for s in (Swizzle.B128, Swizzle.B64, Swizzle.B32)
-                     if s.span == row_bytes), "a swizzle whose span is its row width")
+                     if row_bytes % s.span == 0), "a swizzle whose span divides its row width")
         raise ResourceLimitError(span, f"wgmma reads '{buf.name}' ({operand}, {major}-major) from "
                                  f"shared memory in a swizzled layout; declare it with {hint}")
-    if row_bytes != buf.swizzle.span:
+    if row_bytes < buf.swizzle.span:
         raise ResourceLimitError(span, f"'{buf.name}' has rows of {row_bytes} bytes ({buf.shape[-1]} x "
-                                 f"{buf.dtype}), but wgmma with {buf.swizzle} swizzle reads rows "
-                                 f"of exactly {buf.swizzle.span} bytes: make its last dimension "
-                                 f"{buf.swizzle.span // buf.dtype.nbytes}, or pick the swizzle "
-                                 "that matches")
+                                 f"{buf.dtype}), but wgmma with {buf.swizzle} swizzle reads "
+                                 f"rows of whole {buf.swizzle.span}-byte spans: make its last "
+                                 f"dimension a multiple of {buf.swizzle.span // buf.dtype.nbytes}, "
+                                 "or pick the swizzle that matches")
+    if row_bytes > buf.swizzle.span and len(buf.shape) > 2:
+        raise ResourceLimitError(span, f"'{buf.name}' has rows of {row_bytes} bytes, wider than the "
+                                 f"{buf.swizzle} swizzle span, in planes: wgmma reads column "
+                                 "blocks of such rows only from rank-2 buffers; split its planes "
+                                 "into buffers of their own")
 
 
 def check_tile_registers(body: ir.Block, roles: tuple[ir.RoleInfo, ...], threads: int) -> None:

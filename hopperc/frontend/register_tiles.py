@@ -14,6 +14,7 @@ from hopperc.frontend.scope import TileSymbol, VectorSymbol, const_value, scalar
 from hopperc.frontend.tiles import lower_tile_expr
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import MAX_EVERY_ROW, WGMMA_M, element_threads, register_layout
+from hopperc.ir.rewrite import fresh_name
 
 
 class RegisterTiles:
@@ -40,12 +41,37 @@ class RegisterTiles:
         mma = isinstance(d.init, ast.BinOp) and d.init.op == "@"
         # A product that defines the tile overwrites it (scale-d 0): nothing to zero.
         init = None if mma else self._tile_value(d.init, dtype, shape, d.span, layout, threads)
+        converted, product = self._converted_a(d.init) if mma else ([], d.init)
         self.scope.declare(d.name, symbol, d.span)
-        out: list[ir.Stmt] = [ir.TileDef(d.name, dtype, shape, layout, threads, init, d.span)]
+        out: list[ir.Stmt] = converted + [ir.TileDef(d.name, dtype, shape, layout, threads, init,
+                                                     d.span)]
         if mma:
-            out.append(lower_mma(d.name, symbol, d.init, False, self.scope, self.role,
+            out.append(lower_mma(d.name, symbol, product, False, self.scope, self.role,
                                  self._warpgroups, d.span))
         return out
+
+    def _converted_a(self, product: ast.BinOp) -> tuple[list[ir.Stmt], ast.BinOp]:
+        """`acc (+)= bf16(x) @ b`: the converted A becomes a register tile of its
+        own, as a user writes `a: bf16[64, K] = bf16(x)` then `acc += a @ b`
+        (wgmma takes a register A as packed 16-bit pairs, converted before the
+        wgmma.fence). Anything else is left to `lower_mma`."""
+        a = product.left
+        if not isinstance(a, ast.Cast):
+            return [], product
+        partials = len(self.scope.row_partials)
+        shape = lower_tile_expr(a, self.scope, self._warpgroups).shape
+        del self.scope.row_partials[partials:]  # the tile's own value lowers them again
+        if shape is None or len(shape) != 2 or shape[0] == "vector":
+            return [], product
+        dtype = DType.parse(a.dtype)
+        stem = a.operand.id if isinstance(a.operand, ast.Name) else "a"
+        name = fresh_name(f"{stem}_{dtype}", {n for table in self.scope.tables for n in table})
+        threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
+        layout = register_layout(shape, threads)
+        init = self._tile_value(a, dtype, shape, a.span, layout, threads)
+        self.scope.declare(name, TileSymbol(dtype, shape, a.span, layout, threads), a.span)
+        return ([ir.TileDef(name, dtype, shape, layout, threads, init, a.span)],
+                ast.BinOp("@", ast.Name(name, a.span), product.right, product.span))
 
     def _vector_decl(self, d: ast.TileDecl, dtype: DType, length: int) -> list[ir.Stmt]:
         src = d.init

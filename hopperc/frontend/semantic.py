@@ -194,7 +194,7 @@ class _Analyzer(RegisterTiles):
                                    stmt.span)
                 return []
             case ast.Assign():
-                return self._after_row_partials(running, lambda: [self._assign(stmt)])
+                return self._after_row_partials(running, lambda: self._assign(stmt))
             case ast.Elect():
                 self._require_manual(stmt.span, "'elect'")
                 return [ir.ElectLane(self._divergent_block(stmt.body, (stmt.span, "elect")),
@@ -273,7 +273,7 @@ class _Analyzer(RegisterTiles):
             else ir.Block()
         return ir.IfThen(cond, then, orelse, stmt.span)
 
-    def _assign(self, stmt: ast.Assign) -> ir.Stmt:
+    def _assign(self, stmt: ast.Assign) -> list[ir.Stmt]:
         target = stmt.target
         if isinstance(target, ast.Name):
             symbol = self.scope.lookup(target.id, target.span)
@@ -283,20 +283,22 @@ class _Analyzer(RegisterTiles):
                                               "declare a new one")
             if isinstance(symbol, TileSymbol):
                 if isinstance(stmt.value, ast.BinOp) and stmt.value.op == "@":
-                    return lower_mma(target.id, symbol, stmt.value, stmt.op == "+=", self.scope,
-                                     self.role, self._warpgroups, stmt.span)
+                    converted, product = self._converted_a(stmt.value)
+                    return converted + [lower_mma(target.id, symbol, product, stmt.op == "+=",
+                                                  self.scope, self.role, self._warpgroups,
+                                                  stmt.span)]
                 if target.id in self.accumulators and stmt.op == "+=":
                     raise CompileError(stmt.span, "'+=' on an accumulator takes a matrix "
                                                   "product: acc += a @ b")
                 value = stmt.value
                 if stmt.op == "+=":
                     value = ast.BinOp("+", target, stmt.value, stmt.span)
-                return ir.TileAssign(target.id, self._tile_value(value, symbol.dtype,
-                                                                 symbol.shape, stmt.span,
-                                                                 symbol.layout, symbol.threads),
-                                     stmt.span)
+                return [ir.TileAssign(target.id, self._tile_value(value, symbol.dtype,
+                                                                  symbol.shape, stmt.span,
+                                                                  symbol.layout, symbol.threads),
+                                      stmt.span)]
         if is_tensor_target(target, self.scope):
-            return lower_row_store(stmt, self.scope, self._warpgroups)
+            return [lower_row_store(stmt, self.scope, self._warpgroups)]
         view = buffer_view(target, self.scope, self._warpgroups)
         if view is None:
             raise CompileError(target.span, "can only assign to a register tile, a shared "
@@ -312,7 +314,7 @@ class _Analyzer(RegisterTiles):
                                  threads)
         store = ir.SharedStore(view.view, value, stmt.span)
         check_store_reads(store, lambda name: self.scope.lookup(name, stmt.span))
-        return store
+        return [store]
 
 
 def _where(role: ir.RoleInfo | None) -> str:

@@ -31,7 +31,8 @@ def _start_gmma(out) -> tuple[Build | str, tuple[dict[str, Generated], list]]:
     tools = toolchain("g++")
     if tools.missing:
         return f"CuTe oracle (g++ host program): {tools.missing}", ({}, [])
-    generated = {p.name: generate(p) for p in gmma_cases.FRAGMENT_PRODUCTS}
+    products = dict.fromkeys(gmma_cases.PRODUCTS + gmma_cases.FRAGMENT_PRODUCTS)
+    generated = {p.name: generate(p) for p in products}
     tiled = layout_cases.generate()
     (out / "hopperc_prelude.h").write_text(gmma_cases.prelude_header())
     (out / "hopperc_cases.h").write_text(gmma_cases.cases_header(generated)

@@ -36,6 +36,29 @@ PRODUCTS = (
             Operand("f16", "64B", False, 32, 64), a_register=True),
     Product("bf16_reg_mn128", Operand("bf16", "128B", True, 64, 64),
             Operand("bf16", "128B", False, 64, 64), a_register=True),
+    # Rows wider than the span (column blocks one span wide): K-major K of 2 to
+    # 4 spans, MN-major N (and an f16 64B A's M) of 2 to 4 spans, shared and
+    # register A (attention's P V), N up to 256.
+    Product("bf16_kw128_kw128", Operand("bf16", "128B", True, 64, 128),
+            Operand("bf16", "128B", True, 128, 128)),
+    Product("bf16_kw256_kw256", Operand("bf16", "128B", True, 64, 256),
+            Operand("bf16", "128B", True, 64, 256)),
+    Product("bf16_kw64_k32_n256", Operand("bf16", "32B", True, 64, 64),
+            Operand("bf16", "32B", True, 256, 64)),
+    Product("e4m3_kw256_kw256", Operand("e4m3", "128B", True, 64, 256),
+            Operand("e4m3", "128B", True, 128, 256)),
+    Product("f16_kw64_kw64", Operand("f16", "64B", True, 64, 64),
+            Operand("f16", "64B", True, 176, 64)),
+    Product("bf16_k128_mnw128", Operand("bf16", "128B", True, 64, 64),
+            Operand("bf16", "128B", False, 128, 64)),
+    Product("bf16_kw128_mnw256", Operand("bf16", "128B", True, 64, 128),
+            Operand("bf16", "128B", False, 256, 128)),
+    Product("f16_mnw64_mnw64", Operand("f16", "64B", False, 64, 32),
+            Operand("f16", "64B", False, 64, 32)),
+    Product("bf16_reg_mnw128", Operand("bf16", "128B", True, 64, 128),
+            Operand("bf16", "128B", False, 128, 128), a_register=True),
+    Product("bf16_reg_mnw256", Operand("bf16", "128B", True, 64, 64),
+            Operand("bf16", "128B", False, 256, 64), a_register=True),
 )
 # Two shared-window bases (both aligned as the kernel aligns its window): the
 # address field, not only the offsets within the window, is compared.
@@ -46,7 +69,11 @@ SWIZZLE_BYTES = 16 * 1024
 # and both input widths, register-A layouts for the 16-bit register products.
 ATOM_KIND = {("bf16", False): "F32BF16BF16_SS", ("f16", False): "F32F16F16_SS",
              ("bf16", True): "F32BF16BF16_RS", ("f16", True): "F32F16F16_RS"}
-FRAGMENT_PRODUCTS = PRODUCTS + (
+# CuTe's main header names the atoms of these N; the others (m64n176) are in
+# its extension headers, too large to compile here: those products'
+# descriptors are compared, their accumulator (the same per-8-column pattern) is not.
+CUTE_ATOM_N = (8, 16, 32, 64, 96, 128, 192, 256)
+FRAGMENT_PRODUCTS = tuple(p for p in PRODUCTS if p.b.mn in CUTE_ATOM_N) + (
     Product("bf16_n8", Operand("bf16", "128B", True, 64, 64), Operand("bf16", "128B", True, 8, 64)),
     Product("f16_n16", Operand("f16", "64B", True, 64, 32), Operand("f16", "64B", True, 16, 32),
             a_register=True),

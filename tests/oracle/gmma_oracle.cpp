@@ -41,10 +41,15 @@ auto gmma_atom() {
 // (make_gmma_desc for the tile, advanced over the k-steps by CuTe's own
 // DescriptorIterator, as partition_fragment_A/B do). Prints the major mode
 // (the instruction's transpose bit) and CuTe's and hopperc's value of each k-step.
+// The tile is hopperc's buffer layout: atoms down the buffer's rows first, so
+// along MN first for a K-major operand ([MN, K] buffer) and along K first for
+// an MN-major one ([K, MN] buffer): each span-wide column block holds every row.
 template <class T, Major major, int bits, int MN, int K, int KSTEP>
 void descriptors(const char* name, uint32_t address, const unsigned long long* hopperc,
                  int steps) {
-  auto layout = tile_to_shape(gmma_atom<T, major, bits>(), Shape<Int<MN>, Int<K>>{});
+  using RowsFirst = conditional_t<major == Major::K, Step<_1, _2>, Step<_2, _1>>;
+  auto layout = tile_to_shape(gmma_atom<T, major, bits>(), Shape<Int<MN>, Int<K>>{},
+                              RowsFirst{});
   // Only the layout matters on the host: make_gmma_desc cannot read a shared
   // address there (it prints a warning and uses 0), so the address is added
   // below in 16-byte units, exactly as the device field takes it.

@@ -60,7 +60,8 @@ def call_arguments(text: str, start: int) -> tuple[str, int]:
 @dataclass(frozen=True)
 class Operand:
     """One shared operand of a wgmma product as hopperc lays it out: a buffer of
-    rows of exactly one swizzle span, read K-major ([MN, K]) or MN-major ([K, MN])."""
+    rows of one swizzle span or several (in column blocks), read K-major ([MN, K])
+    or MN-major ([K, MN])."""
 
     dtype: str
     swizzle: str

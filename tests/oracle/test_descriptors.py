@@ -29,8 +29,8 @@ def unread_fields(op: Operand) -> set[str]:
     """Strides the hardware never applies for this operand, where CuTe writes 0
     (the stride of a mode of extent 1) and hopperc a constant: SBO steps between
     8-row groups of a K-major operand, of which an MN of 8 has one; LBO steps
-    between swizzle atoms along MN of an MN-major operand, of which hopperc's
-    (rows of exactly one span, checked in the front end) has one."""
+    between swizzle atoms along MN of an MN-major operand, of which one that is
+    one span wide has one."""
     unread = set()
     if op.k_major and op.mn == 8:
         unread.add("sbo")

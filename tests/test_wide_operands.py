@@ -1,8 +1,8 @@
 """wgmma operands whose rows are wider than one swizzle span: column blocks one
 span wide (ir/layout.py), read K-major (each k-step's descriptor starts in its
 column block) and MN-major (LBO steps between column blocks). The descriptors
-themselves are compared with CuTe's in tests/oracle (gmma_cases.py, the `w`
-products); here: the code, its SASS, and the simulator's results."""
+themselves are compared with CuTe's in tests/oracle (gmma_cases.py, products named `kw`/`mnw`
+for wide K / MN); here: the code, its SASS, and the simulator's results."""
 from __future__ import annotations
 
 import re

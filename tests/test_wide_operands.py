@@ -1,8 +1,8 @@
 """wgmma operands whose rows are wider than one swizzle span: column blocks one
 span wide (ir/layout.py), read K-major (each k-step's descriptor starts in its
 column block) and MN-major (LBO steps between column blocks). The descriptors
-themselves are compared with CuTe's in tests/oracle (gmma_cases.py, the `w`
-products); here: the code, its SASS, and the simulator's results."""
+themselves are compared with CuTe's in tests/oracle (gmma_cases.py, products named `kw`/`mnw`
+for wide K / MN); here: the code, its SASS, and the simulator's results."""
 from __future__ import annotations
 
 import re
@@ -58,19 +58,20 @@ ATTENTION = f"""kernel attention_wide(Q: bf16[L, 128], K: bf16[L, 128], V: bf16[
 }}
 """
 
-# acc[64, BN] = A B over K in steps of BK, B K-major ([N, K], "sb^T") or MN-major
-# ([K, N], "sb"), the result stored through `sc`.
-GEMM = """kernel gemm(A: {t}[M, K], B: {t}{b_dims}, C: bf16[M, N])
+# acc[64, BN] = A B over K in steps of BK, A K-major ([M, K], "sa") or MN-major
+# ([K, M], "sa^T"), B K-major ([N, K], "sb^T") or MN-major ([K, N], "sb"), the
+# result stored through `sc`.
+GEMM = """kernel gemm(A: {t}{a_dims}, B: {t}{b_dims}, C: bf16[M, N])
     tile(BM = 64, BN = {bn}, BK = {bk}) grid(m: M / BM, n: N / BN) threads 128
 {{
-    shared sa: {t}[BM, BK] swizzle {swizzle}
+    shared sa: {t}{a_tile} swizzle {swizzle}
     shared sb: {t}{b_tile} swizzle {swizzle}
     shared sc: bf16[BM, BN]{c_swizzle}
     acc: f32[BM, BN] = 0.0
     for k in 0 .. K / BK {{
-        tma sa <- A[tile.m, k]
+        tma sa <- A{a_coords}
         tma sb <- B{b_coords}
-        acc += sa @ {b_expr}
+        acc += {a_expr} @ {b_expr}
     }}
     sc = bf16(acc)
     tma C[tile.m, tile.n] <- sc
@@ -79,12 +80,14 @@ GEMM = """kernel gemm(A: {t}[M, K], B: {t}{b_dims}, C: bf16[M, N])
 
 
 def gemm(bn: int, bk: int, k_major: bool, dtype: str = "bf16", swizzle: str = "128B",
-         c_swizzle: str = "") -> str:
+         c_swizzle: str = "", a_k_major: bool = True) -> str:
+    a = (("[M, K]", "[BM, BK]", "[tile.m, k]", "sa") if a_k_major
+         else ("[K, M]", "[BK, BM]", "[k, tile.m]", "sa^T"))
     b = (("[N, K]", "[BN, BK]", "[tile.n, k]", "sb^T") if k_major
          else ("[K, N]", "[BK, BN]", "[k, tile.n]", "sb"))
-    return GEMM.format(t=dtype, bn=bn, bk=bk, b_dims=b[0], b_tile=b[1], b_coords=b[2],
-                       b_expr=b[3], swizzle=swizzle,
-                       c_swizzle=c_swizzle and f" swizzle {c_swizzle}")
+    return GEMM.format(t=dtype, bn=bn, bk=bk, a_dims=a[0], a_tile=a[1], a_coords=a[2],
+                       a_expr=a[3], b_dims=b[0], b_tile=b[1], b_coords=b[2], b_expr=b[3],
+                       swizzle=swizzle, c_swizzle=c_swizzle and f" swizzle {c_swizzle}")
 
 
 def _loop(source: str, mma: str = "HGMMA") -> list:
@@ -133,23 +136,25 @@ def test_wide_attention_passes_check_with_exact_results():
     assert report.max_error == {"O": 0.0}
 
 
-WIDE_PRODUCTS = {  # name: (N, BK, K-major, dtype, swizzle of A and B, swizzle of C)
-    "n176_k_major": (176, 128, True, "bf16", "128B", ""),
-    "n256_mn_major": (256, 64, False, "bf16", "128B", "128B"),
-    "n256_k_major": (256, 128, True, "bf16", "128B", "128B"),
-    "e4m3_k256": (128, 256, True, "e4m3", "128B", "128B"),
-    "f16_64B_k_and_mn": (64, 64, False, "f16", "64B", "128B"),
+WIDE_PRODUCTS = {  # name: (N, BK, B K-major, dtype, swizzle of A and B, swizzle of C,
+    #                          A K-major)
+    "n176_k_major": (176, 128, True, "bf16", "128B", "", True),
+    "n256_mn_major": (256, 64, False, "bf16", "128B", "128B", True),
+    "n256_k_major": (256, 128, True, "bf16", "128B", "128B", True),
+    "e4m3_k256": (128, 256, True, "e4m3", "128B", "128B", True),
+    "f16_64B_k_and_mn": (64, 64, False, "f16", "64B", "128B", True),
+    "f16_64B_mn_major_a": (64, 32, True, "f16", "64B", "128B", False),
 }
 
 
 @pytest.mark.parametrize("name", WIDE_PRODUCTS)
 def test_wide_products_up_to_n256_build_and_compute(name):
     """m64n176 and m64n256, fp8 K over two spans, f16 with 64B spans (A's K and
-    B's N two spans each): ptxas takes them (HGMMA of that N, one per k-step, no
+    B's N two spans each; an MN-major A's M of two spans): ptxas takes them (HGMMA of that N, one per k-step, no
     spill), and the simulated results are A B (the numpy reference, itself
     checked against float64)."""
-    bn, bk, k_major, dtype, swizzle, c_swizzle = WIDE_PRODUCTS[name]
-    source = SourceFile("g.hk", gemm(bn, bk, k_major, dtype, swizzle, c_swizzle))
+    bn, bk, k_major, dtype, swizzle, c_swizzle, a_k_major = WIDE_PRODUCTS[name]
+    source = SourceFile("g.hk", gemm(bn, bk, k_major, dtype, swizzle, c_swizzle, a_k_major))
     built = driver.build(source)
     assert built.result.resources.spill_stores == 0
     fp8 = dtype == "e4m3"
@@ -163,7 +168,7 @@ def test_wide_products_up_to_n256_build_and_compute(name):
     front_end = driver.check(source)
     problem = make_problem(driver.lower(front_end), shapes)
     a, b = (problem.inputs[n].astype(np.float64) for n in "AB")
-    want = a @ (b.T if k_major else b)
+    want = (a if a_k_major else a.T) @ (b.T if k_major else b)
     got = expected_outputs(front_end, problem)["C"]
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max())
 
@@ -181,6 +186,28 @@ def test_wide_product_adds_only_descriptor_arithmetic_per_k_step():
                                            "UMOV"}
     assert not narrow - wide
     assert (wide - narrow)["UIADD3"] + (wide - narrow)["UMOV"] <= 2 * 4
+
+
+def test_wide_mn_major_product_costs_no_more_per_k_step():
+    """B [64, 128] MN-major (two column blocks, LBO) against B [64, 64] (one
+    span), K = 64: the same 4 k-steps, now HGMMA.64x128x16, one TMA box more, and
+    at most one uniform instruction more per k-step (measured: 3 per iteration,
+    the second box's coordinates and the descriptor's other low word)."""
+    narrow = Counter(i.opcode for i in _loop(gemm(64, 64, False)))
+    wide = Counter(i.opcode for i in _loop(gemm(128, 64, False)))
+    assert narrow["HGMMA.64x64x16.F32.BF16"] == wide["HGMMA.64x128x16.F32.BF16"] == 4
+    assert wide["UTMALDG.2D"] - narrow["UTMALDG.2D"] == 1
+    assert set((wide - narrow).keys()) <= {"HGMMA.64x128x16.F32.BF16", "UTMALDG.2D", "UIADD3",
+                                           "UMOV"}
+    assert set((narrow - wide).keys()) == {"HGMMA.64x64x16.F32.BF16"}
+    assert (wide - narrow)["UIADD3"] + (wide - narrow)["UMOV"] <= 4
+
+
+def test_wide_attention_products_in_sass():
+    """Per iteration: S = Q K^T over head dim 128 is 8 m64n64k16 (one product),
+    O += P V over 64 keys with N = 128 is 4 m64n128k16."""
+    found = Counter(i.opcode for i in _loop(ATTENTION) if i.base == "HGMMA")
+    assert found == {"HGMMA.64x64x16.F32.BF16": 8, "HGMMA.64x128x16.F32.BF16": 4}
 
 
 def test_converted_register_a_is_the_tile_a_user_would_declare():

@@ -30,9 +30,9 @@ def test_wide_attention(torch):
 
 @pytest.mark.parametrize("name", WIDE_PRODUCTS)
 def test_wide_product(name, torch):
-    bn, bk, k_major, dtype, swizzle, c_swizzle = WIDE_PRODUCTS[name]
-    source = SourceFile("g.hk", gemm(bn, bk, k_major, dtype, swizzle, c_swizzle))
+    bn, bk, k_major, dtype, swizzle, c_swizzle, a_k_major = WIDE_PRODUCTS[name]
+    source = SourceFile("g.hk", gemm(bn, bk, k_major, dtype, swizzle, c_swizzle, a_k_major))
     result = run_check(source, shapes={"M": 128, "N": 2 * bn, "K": 4 * bk})
     a, b = result.tensors["A"].float(), result.tensors["B"].float()
-    want = (a @ (b.T if k_major else b)).bfloat16()
+    want = ((a if a_k_major else a.T) @ (b.T if k_major else b)).bfloat16()
     _agree(result, "C", want)

@@ -266,6 +266,10 @@ class _Analyzer(RegisterTiles):
         if self.manual:
             raise CompileError(span, "'turns' has the compiler write the warpgroups' named "
                                      "barriers; manual code writes its own")
+        if self.kernel.pingpong:
+            raise CompileError(span, "in a pingpong kernel the warpgroups already take whole "
+                                     "tiles in turn; 'turns' orders the warpgroups that share "
+                                     "a tile")
         if self.role is None or self._warpgroups < 2:
             where = f"role '{self.role.name}' has {self._warpgroups}" if self.role is not None \
                 else "this kernel has no roles"

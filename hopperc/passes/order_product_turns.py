@@ -13,8 +13,9 @@ commit; before the loop (when it runs at all) warpgroup N - 1 hands over once,
 so warpgroup 0 goes first, and in the last iteration it does not, so every
 arrival of a loop's run meets exactly one sync of the same run. While one
 warpgroup runs its element-wise code (a softmax), the next one's products
-occupy the tensor cores. Refused, at the line: a `turns` loop in a pingpong
-kernel, without a product, inside another, whose trip count or enclosing
+occupy the tensor cores (the front end refuses `turns` in a pingpong kernel
+and outside a role of several warpgroups). Refused, at the line: a `turns` loop
+without a product, inside another, whose trip count or enclosing
 condition may differ between the warpgroups (one would wait forever), holding
 a barrier of more than one warpgroup between its first and last product (the
 warpgroup holding the turn would wait there for one waiting for the turn), or
@@ -44,10 +45,6 @@ def order_product_turns(kernel: ir.Kernel) -> ir.Kernel:
     loops = [s for s in walk(kernel.body) if isinstance(s, ir.ForLoop) and s.turns]
     if not loops:
         return kernel
-    if kernel.pingpong:
-        raise CompileError(loops[0].span, "in a pingpong kernel the warpgroups already take "
-                                          "whole tiles in turn; 'turns' orders the warpgroups "
-                                          "that share a tile")
     taken = _taken_ids(kernel)
     first = first_unallotted_barrier(kernel)
     body = []
@@ -144,12 +141,13 @@ def _names_thread(expr: ir.ScalarExpr) -> bool:
     return any(_names_thread(e) for e in ir.operands(expr))
 
 
-def _differs(construct: ir.Stmt, loop: ir.ForLoop) -> CompileError:
+def _differs(construct: ir.Stmt, loop: ir.ForLoop, inside: bool = False) -> CompileError:
     what = "manual code" if isinstance(construct, ir.ManualRegion) else \
         "a condition" if isinstance(construct, ir.IfThen) else "a trip count"
-    line = "" if construct is loop else f" around the 'turns' loop at line {loop.span.line}"
+    where = "" if construct is loop else \
+        f" {'in' if inside else 'around'} the 'turns' loop at line {loop.span.line}"
     return CompileError(construct.span, f"the warpgroups taking turns must run the same "
-                                        f"iterations, but {what}{line} may differ between "
+                                        f"iterations, but {what}{where} may differ between "
                                         "them (it names lane, thread, warp or wg): one would "
                                         "wait forever for the turn of another")
 
@@ -158,7 +156,7 @@ def _check_body(stmt: ir.Stmt, loop: ir.ForLoop) -> None:
     """Anywhere in the loop: code the warpgroups run alike, no nested turns, no
     issue by the role's one thread (it waits for every warpgroup's release)."""
     if stmt is not loop and (_per_thread(stmt) or isinstance(stmt, ir.ManualRegion)):
-        raise _differs(stmt, loop)
+        raise _differs(stmt, loop, inside=True)
     if isinstance(stmt, ir.ForLoop) and stmt.turns:
         raise CompileError(stmt.span, f"this 'turns' loop is inside the 'turns' loop at line "
                                       f"{loop.span.line}; take turns in one of them")

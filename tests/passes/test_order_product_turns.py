@@ -177,7 +177,7 @@ def test_a_condition_on_wg_around_the_products_is_refused():
         guarded = ir.IfThen(ir.ScalarOp("==", WG, ir.const(0)), ir.Block((stmts[i],)),
                             ir.Block(), stmts[i].span)
         return replace(loop, body=ir.Block((*stmts[:i], guarded, *stmts[i + 1:])))
-    with pytest.raises(CompileError, match="a condition in the .turns. loop at line 26 may differ") as info:
+    with pytest.raises(CompileError, match="a condition in the .turns. loop at line 26") as info:
         order_product_turns(_in_loop(_unordered(), guard))
     assert info.value.span.line == 27
 
@@ -191,6 +191,13 @@ def test_a_barrier_of_the_role_inside_the_turn_is_refused():
         return replace(loop, body=ir.Block((*stmts[:i], role_wide, *stmts[i:])))
     with pytest.raises(CompileError, match="a barrier of more than one warpgroup"):
         order_product_turns(_in_loop(_unordered(), barrier))
+
+
+def test_explain_names_the_loop(hopperc_cli):
+    proc = hopperc_cli("explain", str(ROOT / "bench" / "kernels" / "mha_fwd_turns.hk"))
+    assert proc.returncode == 0, proc.stderr
+    assert "turns: in each iteration of the loop at line 26, the warpgroups of role 'math' " \
+           "issue their products in turn" in proc.stdout
 
 
 def test_negative_a_barrier_of_the_role_after_the_turn_is_kept():

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from hopperc import driver
+from hopperc.backend import sass_metrics as sm
 from hopperc.diagnostics import CompileError, SourceFile
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
@@ -191,6 +192,20 @@ def test_a_barrier_of_the_role_inside_the_turn_is_refused():
         return replace(loop, body=ir.Block((*stmts[:i], role_wide, *stmts[i:])))
     with pytest.raises(CompileError, match="a barrier of more than one warpgroup"):
         order_product_turns(_in_loop(_unordered(), barrier))
+
+
+def test_sass_loop_has_one_sync_and_one_arrive():
+    """Per iteration a warpgroup waits once (`BAR.SYNC R, 0x100`) and hands over
+    once (`BAR.ARV R, 0x100`); nothing spills."""
+    built = driver.build(SourceFile("t.hk", TURNS))
+    assert (built.result.resources.spill_stores, built.result.resources.spill_loads) == (0, 0)
+    (code,) = sm.functions(built.result.cubin).values()
+    loop = max(sm.loops(code), key=len)
+    body = [f"{i.opcode} {i.operands}" for i in loop.body(code)]
+    assert sum(t.startswith("HGMMA") for t in body) == 12
+    bars = [t for t in body if t.startswith("BAR")]
+    assert [t.split()[0] for t in bars] == ["BAR.SYNC.DEFER_BLOCKING", "BAR.ARV"]
+    assert all(t.endswith(",0x100") for t in bars)  # 256 threads: two warpgroups
 
 
 def test_explain_names_the_loop(hopperc_cli):

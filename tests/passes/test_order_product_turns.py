@@ -95,6 +95,19 @@ def test_checks_clean(edits):
     assert _findings(front_end, lowered, 4, 100) == []
 
 
+def test_specialize_gives_the_turns_to_the_consumer():
+    """gemm_pipelined's role-free loop with `turns`: the compiler's consumer role
+    (two warpgroups) takes the turns, its producer warp's copy of the loop none."""
+    text = driver.read_source(ROOT / "samples" / "gemm_pipelined.hk").text
+    old = "    for k in 0 .. K / BK {"
+    assert old in text
+    front_end, lowered = _lowered(text.replace(old, "    for k in 0 .. K / BK turns {"))
+    roles = {s.role.name: s for s in lowered.body.stmts if isinstance(s, ir.RoleBlock)}
+    assert [s.turns for s in walk(roles["consumer"].body) if isinstance(s, ir.ForLoop)] == [True]
+    assert [s.turns for s in walk(roles["producer"].body) if isinstance(s, ir.ForLoop)] == [False]
+    assert _findings(front_end, lowered, 2, 40) == []
+
+
 def _turn_if(op: str):
     """The IfThen around a hand-over: the opening one ('and') or the loop's ('or')."""
     return lambda s: isinstance(s, ir.IfThen) and isinstance(s.cond, ir.ScalarOp) and \

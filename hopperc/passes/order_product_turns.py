@@ -13,13 +13,14 @@ commit; before the loop (when it runs at all) warpgroup N - 1 hands over once,
 so warpgroup 0 goes first, and in the last iteration it does not, so every
 arrival of a loop's run meets exactly one sync of the same run. While one
 warpgroup runs its element-wise code (a softmax), the next one's products
-occupy the tensor cores (the front end refuses `turns` in a pingpong kernel
-and outside a role of several warpgroups). Refused, at the line: a `turns` loop
-without a product, inside another, whose trip count or enclosing
-condition may differ between the warpgroups (one would wait forever), holding
-a barrier of more than one warpgroup between its first and last product (the
-warpgroup holding the turn would wait there for one waiting for the turn), or
-code issued by the role's one thread (it waits for every warpgroup's release).
+occupy the tensor cores. The front end refuses `turns` in a pingpong kernel,
+in manual code and outside a role of several warpgroups; this pass refuses, at
+the line, a `turns` loop without a product or inside another; trip counts or
+conditions in or around it that may differ between the warpgroups (one would
+wait forever), and manual code in it; code in it issued by the role's one
+thread (it waits for every warpgroup's release); and between its first and
+last product a barrier of more than one warpgroup (the warpgroup holding the
+turn would wait there for the ones waiting for the turn).
 
 Hardware rule: `bar.sync id, n` waits until n threads arrived at id;
 `bar.arrive id, n` counts its warps without waiting (PTX ISA, barrier). A
@@ -75,9 +76,7 @@ def _order(block: ir.Block, first: int, warpgroups: int, divergent: ir.Stmt | No
                 raise _differs(divergent, stmt)
             out.extend(_ordered_loop(stmt, first, warpgroups))
             continue
-        inner = stmt if _per_thread(stmt) or isinstance(stmt, ir.ManualRegion) else divergent
-        if isinstance(stmt, ir.ManualRegion):
-            _refuse_turns_in(stmt.body)
+        inner = stmt if _per_thread(stmt) else divergent  # (the front end refuses manual turns)
         out.append(map_bodies(stmt, lambda b: _order(b, first, warpgroups, inner)))
     return ir.Block(tuple(out))
 
@@ -142,8 +141,7 @@ def _names_thread(expr: ir.ScalarExpr) -> bool:
 
 
 def _differs(construct: ir.Stmt, loop: ir.ForLoop, inside: bool = False) -> CompileError:
-    what = "manual code" if isinstance(construct, ir.ManualRegion) else \
-        "a condition" if isinstance(construct, ir.IfThen) else "a trip count"
+    what = "a condition" if isinstance(construct, ir.IfThen) else "a trip count"
     where = "" if construct is loop else \
         f" {'in' if inside else 'around'} the 'turns' loop at line {loop.span.line}"
     return CompileError(construct.span, f"the warpgroups taking turns must run the same "
@@ -155,8 +153,13 @@ def _differs(construct: ir.Stmt, loop: ir.ForLoop, inside: bool = False) -> Comp
 def _check_body(stmt: ir.Stmt, loop: ir.ForLoop) -> None:
     """Anywhere in the loop: code the warpgroups run alike, no nested turns, no
     issue by the role's one thread (it waits for every warpgroup's release)."""
-    if stmt is not loop and (_per_thread(stmt) or isinstance(stmt, ir.ManualRegion)):
+    if stmt is not loop and _per_thread(stmt):
         raise _differs(stmt, loop, inside=True)
+    if isinstance(stmt, ir.ManualRegion):
+        raise CompileError(stmt.span, f"manual code in the 'turns' loop at line "
+                                      f"{loop.span.line} may branch or meet differently in "
+                                      "each warpgroup, which the turns cannot tell; move it out "
+                                      "of the loop")
     if isinstance(stmt, ir.ForLoop) and stmt.turns:
         raise CompileError(stmt.span, f"this 'turns' loop is inside the 'turns' loop at line "
                                       f"{loop.span.line}; take turns in one of them")
@@ -184,25 +187,15 @@ def _check_turn(stmt: ir.Stmt, loop: ir.ForLoop) -> None:
                            "or use shared memory of the warpgroup's own (index it with wg)")
 
 
-def _refuse_turns_in(block: ir.Block) -> None:
-    for stmt in walk(block):
-        if isinstance(stmt, ir.ForLoop) and stmt.turns:
-            raise CompileError(stmt.span, "'turns' has the compiler write the warpgroups' "
-                                          "named barriers; manual code writes its own")
-
-
 def _taken_ids(kernel: ir.Kernel) -> set[int]:
-    """Named barrier ids the kernel's barriers already use (a warpgroup's own
+    """Named barrier ids the roles' barriers already use (a warpgroup's own
     barrier: one id per warpgroup of its role)."""
     taken: set[int] = set()
-    for block in [s.body for s in kernel.body.stmts if isinstance(s, ir.RoleBlock)] or \
-            [kernel.body]:
-        role = next((s.role for s in kernel.body.stmts if isinstance(s, ir.RoleBlock)
-                     and s.body is block), None)
-        warpgroups = role.active_warps // 4 if role else kernel.threads // 128
-        for stmt in walk(block):
+    for role in (s for s in kernel.body.stmts if isinstance(s, ir.RoleBlock)):
+        for stmt in walk(role.body):
             if isinstance(stmt, ir.NamedBarrier):
-                taken.update(range(stmt.id, stmt.id + (warpgroups if stmt.per_warpgroup else 1)))
+                count = role.role.active_warps // 4 if stmt.per_warpgroup else 1
+                taken.update(range(stmt.id, stmt.id + count))
             elif isinstance(stmt, ir.TurnBarrier):
                 taken.update(range(stmt.id, stmt.id + stmt.warpgroups))
     return taken

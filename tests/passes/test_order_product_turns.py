@@ -154,6 +154,14 @@ DIAGNOSTICS = [
     ((("            m = m_new\n", "            m = m_new\n"
        "            for i in 0 .. 2 turns { o = o * 1.0 }\n"),),
      "this 'turns' loop is inside the 'turns' loop at line 26", 37),
+    # Q loaded by the role's one thread in every iteration (line 22 moved into the loop)
+    ((("        tma sq <- Q[tile.h, tile.m, 0]\n", ""),
+      ("            s: f32[64, BN]", "            tma sq <- Q[tile.h, tile.m, 0]\n"
+                                   "            s: f32[64, BN]")),
+     "in the 'turns' loop at line 25 this is issued by one thread of the role", 26),
+    ((("            m = m_new\n",
+       "            m = m_new\n            manual { bar.sync 9, 256 }\n"),),
+     "manual code in the 'turns' loop at line 26", 37),
 ]
 
 

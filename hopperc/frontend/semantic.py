@@ -270,13 +270,20 @@ class _Analyzer(RegisterTiles):
             raise CompileError(span, "in a pingpong kernel the warpgroups already take whole "
                                      "tiles in turn; 'turns' orders the warpgroups that share "
                                      "a tile")
-        if self.role is None or self._warpgroups < 2:
-            where = f"role '{self.role.name}' has {self._warpgroups}" if self.role is not None \
-                else "this kernel has no roles"
-            raise CompileError(span, "'turns' has the warpgroups of a role take turns issuing "
-                                     f"this loop's products; {where}: write it in a role of two "
-                                     "or more warpgroups ('warpgroup x2') whose loads another "
-                                     "role issues")
+        if self.role is None:
+            where = "this kernel has no roles"
+        elif self.role.active_warps % 4:
+            warps = self.role.active_warps
+            where = (f"role '{self.role.name}' has {warps} warp{'s' if warps > 1 else ''}, "
+                     "not whole warpgroups")
+        elif self.role.active_warps < 8:
+            where = f"role '{self.role.name}' has 1 warpgroup"
+        else:
+            return
+        raise CompileError(span, "'turns' has the warpgroups of a role take turns issuing "
+                                 f"this loop's products; {where}: write it in a role of two or "
+                                 "more warpgroups ('warpgroup x2') whose loads another role "
+                                 "issues")
 
     def _if(self, stmt: ast.If) -> ir.IfThen:
         cond = scalar_expr(stmt.cond, self.scope)

@@ -141,10 +141,10 @@ DIAGNOSTICS = [
     ((("tile(BM = 128", "tile(BM = 64"), ("warpgroup x2 regs 240", "warpgroup regs 240"),
       ("2 * tile.m + wg", "tile.m + wg")),
      "'turns' has the warpgroups of a role take turns issuing this loop's products; role "
-     "'math' has 1", 26),
+     "'math' has 1 warpgroup", 26),
     ((("        for j in 0 .. L / BN {\n            tma sk",
        "        for j in 0 .. L / BN turns {\n            tma sk"),),
-     "role 'load' has 0", 42),
+     "role 'load' has 1 warp, not whole warpgroups", 42),
     ((("grid(m: L / BM, h: H)", "grid(m: L / BM, h: H) persistent pingpong"),),
      "in a pingpong kernel the warpgroups already take whole tiles in turn", 26),
     (((BEFORE_THE_LOOP, BEFORE_THE_LOOP + "        for i in 0 .. 2 turns { o = o * 2.0 }\n"),),

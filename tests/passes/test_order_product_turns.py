@@ -70,6 +70,24 @@ CHECK-NOT: bar.
 """, tmp_path)
 
 
+def test_with_the_products_together_the_softmax_is_outside_the_turn(tmp_path):
+    """mha_fwd_turns_lag: S of tile j and P V of tile j - 1 hold the turn; tile j's
+    softmax runs after the hand-over, under the other warpgroup's products."""
+    lag = driver.read_source(ROOT / "bench" / "kernels" / "mha_fwd_turns_lag.hk").text
+    filecheck(ir_after(lag, PASS), """
+CHECK: for j in 0 .. L / 128 + 1 turns:
+CHECK-NEXT: bar.sync 5 + (wg + 1) % 2, 256
+CHECK-NEXT: if j < L / 128:
+CHECK: wgmma s = sq[wg of 2] @ sk
+CHECK: if j > 0:
+CHECK: wgmma o += pb @ sv
+CHECK: if wg != 1 or j + 1 < L / 128 + 1:
+CHECK-NEXT: bar.arrive 5 + wg, 256
+CHECK-NEXT: if j < L / 128:
+CHECK-NEXT: x: f32[64, 128] wgmma = where
+""", tmp_path)
+
+
 def test_negative_a_loop_without_turns_gets_no_turn_barrier():
     _, lowered = _lowered(PLAIN)
     assert order_product_turns(lowered) is lowered

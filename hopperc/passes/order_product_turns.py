@@ -43,8 +43,7 @@ WG = ir.Scalar(ir.ScalarKind.BUILTIN, "wg")
 
 
 def order_product_turns(kernel: ir.Kernel) -> ir.Kernel:
-    loops = [s for s in walk(kernel.body) if isinstance(s, ir.ForLoop) and s.turns]
-    if not loops:
+    if not any(isinstance(s, ir.ForLoop) and s.turns for s in walk(kernel.body)):
         return kernel
     taken = _taken_ids(kernel)
     first = first_unallotted_barrier(kernel)

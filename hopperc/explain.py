@@ -69,4 +69,9 @@ def schedule(kernel: ir.Kernel) -> list[str]:
                        f"warpgroup w the tiles w, w + {turns}, ... of its block; each skips "
                        "the ring stages of the others' tiles, and named barriers hand the "
                        "tensor cores from one warpgroup's main loop to the next")
+        for loop in (s for s in walk(role.body) if isinstance(s, ir.ForLoop) and s.turns):
+            out.append(f"{where}: turns: in each iteration of the loop at line "
+                       f"{loop.span.line}, the warpgroups of role '{role.role.name}' issue "
+                       "their products in turn (warpgroup 0 first), handing the tensor cores on "
+                       "with named barriers")
     return out

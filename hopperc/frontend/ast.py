@@ -169,6 +169,7 @@ class For:
     stop: Expr
     body: Block
     span: Span
+    turns: bool = False  # the role's warpgroups take turns issuing its products
 
 
 @dataclass(frozen=True)

@@ -303,8 +303,8 @@ class _ToAst(Transformer):
         return ("warpgroup", int_literal(str(count)[1:], digits))
 
     def for_stmt(self, meta, children):
-        var, start, stop, body = children
-        return ast.For(str(var), start, stop, body, self._s(meta))
+        var, start, stop, turns, body = children
+        return ast.For(str(var), start, stop, body, self._s(meta), turns is not None)
 
     def if_stmt(self, meta, children):
         cond, then, orelse = children

@@ -256,7 +256,34 @@ class _Analyzer(RegisterTiles):
             body = self._divergent_block(stmt.body, (stmt.span, "loop") if divergent else None)
         finally:
             self.scope.pop()
-        return ir.ForLoop(stmt.var, start, stop, body, stmt.span)
+        if stmt.turns:
+            self._check_turns(stmt.span)
+        return ir.ForLoop(stmt.var, start, stop, body, stmt.span, stmt.turns)
+
+    def _check_turns(self, span: Span) -> None:
+        """`turns` orders the warpgroups of a warp-specialized role: its loads come
+        from a producer role, so no thread of it waits on the others' reads."""
+        if self.manual:
+            raise CompileError(span, "'turns' has the compiler write the warpgroups' named "
+                                     "barriers; manual code writes its own")
+        if self.kernel.pingpong:
+            raise CompileError(span, "in a pingpong kernel the warpgroups already take whole "
+                                     "tiles in turn; 'turns' orders the warpgroups that share "
+                                     "a tile")
+        if self.role is None:
+            where = "this kernel has no roles"
+        elif self.role.active_warps % 4:
+            warps = self.role.active_warps
+            where = (f"role '{self.role.name}' has {warps} warp{'s' if warps > 1 else ''}, "
+                     "not whole warpgroups")
+        elif self.role.active_warps < 8:
+            where = f"role '{self.role.name}' has 1 warpgroup"
+        else:
+            return
+        raise CompileError(span, "'turns' has the warpgroups of a role take turns issuing "
+                                 f"this loop's products; {where}: write it in a role of two or "
+                                 "more warpgroups ('warpgroup x2') whose loads another role "
+                                 "issues")
 
     def _if(self, stmt: ast.If) -> ir.IfThen:
         cond = scalar_expr(stmt.cond, self.scope)

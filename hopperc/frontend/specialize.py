@@ -73,7 +73,8 @@ def _keep(block: ast.Block, keep, structure: bool = True) -> ast.Block:
             case ast.For(body=body):
                 inner = _keep(body, keep, structure)
                 if _selects(inner) or not structure:
-                    out.append(replace(stmt, body=inner))
+                    # the consumer's warpgroups take turns; the producer is one warp
+                    out.append(replace(stmt, body=inner, turns=stmt.turns and not structure))
             case ast.If(then=then, orelse=orelse):
                 then_kept = _keep(then, keep, structure)
                 else_kept = _keep(orelse, keep, structure) if orelse is not None else None

@@ -99,11 +99,15 @@ class RoleBlock:
 
 @dataclass(frozen=True)
 class ForLoop:
+    """`turns`: the warpgroups of the role take turns issuing the body's
+    products (passes/order_product_turns.py)."""
+
     var: str
     start: ScalarExpr
     stop: ScalarExpr
     body: Block
     span: Span
+    turns: bool = False
 
     @property
     def first_iteration(self) -> ScalarExpr:

@@ -98,8 +98,8 @@ def statement(stmt: ir.Stmt) -> str:
         case ir.RoleBlock(role=r):
             regs = f" regs {r.regs}" if r.regs else ""
             return f"role {r.name} warps {r.first_warp}..{r.first_warp + r.warps - 1}{regs}:"
-        case ir.ForLoop(var=var, start=start, stop=stop):
-            return f"for {var} in {scalar(start)} .. {scalar(stop)}:"
+        case ir.ForLoop(var=var, start=start, stop=stop, turns=turns):
+            return f"for {var} in {scalar(start)} .. {scalar(stop)}{' turns' if turns else ''}:"
         case ir.IfThen(cond=cond):
             return f"if {scalar(cond)}:"
         case ir.OneThread(per_warpgroup=True):

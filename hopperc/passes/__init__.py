@@ -30,6 +30,7 @@ PASS_NAMES: tuple[str, ...] = (
     "complete_bulk_stores",
     "insert_barriers",
     "order_pingpong_turns",
+    "order_product_turns",
     "insert_proxy_fences",
     "insert_wgmma_fences",
     "invalidate_pipeline_barriers",

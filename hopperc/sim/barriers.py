@@ -29,6 +29,9 @@ it (another warpgroup's turn) is a generation of its own. One id
 used with two thread counts by code that may run concurrently is misuse,
 whether or not a schedule makes the two uses meet: every use is remembered
 and checked by happens-before against the uses with another count.
+`bar.arrive` counts without waiting: a generation that completes with no
+bar.sync in it, or one still open at block exit, holds an arrival no sync
+consumed (unbalanced turns), which hardware would count into a later use.
 """
 from __future__ import annotations
 
@@ -233,6 +236,8 @@ class Meeting:
     warps: list[int] = field(default_factory=list)
     sites: set = field(default_factory=set)  # (statement, occurrence) of each arrival
     clock: Clock = field(default_factory=dict)
+    waiters: int = 0  # warps that wait (bar.sync), not only count (bar.arrive)
+    span: Span | None = None  # the latest arrival
 
 
 class NamedBarrier:
@@ -248,8 +253,9 @@ class NamedBarrier:
         self.uses: dict[tuple[int, int], tuple[int, Span | None]] = {}  # latest per (actor, n)
 
     def arrive(self, warp: int, threads: int, occurrence: tuple, clock: Clock,
-               span: Span | None, agent: int | None = None) -> Meeting:
-        """Warp `warp` (actor `agent`, by default the same number) arrives."""
+               span: Span | None, agent: int | None = None, waits: bool = True) -> Meeting:
+        """Warp `warp` (actor `agent`, by default the same number) arrives; with
+        `waits` (bar.sync) it waits for the generation, else (bar.arrive) not."""
         agent = warp if agent is None else agent
         self._check_concurrent_counts(agent, threads, clock, span)
         meeting = self.meeting
@@ -268,12 +274,31 @@ class NamedBarrier:
                        "the number of threads that meet here", span)
         meeting.warps.append(warp)
         meeting.sites.add(occurrence)
+        meeting.waiters += waits
+        related, meeting.span = meeting.span, span
         self.met[occurrence] = (self.generation, meeting)
         join(meeting.clock, clock)
         if 32 * len(meeting.warps) == threads:
             self.meeting = None
             self.generation += 1
+            if not meeting.waiters:
+                raise fail(Category.BARRIER_MISUSE,
+                           f"{self.label.replace('bar.sync', 'bar.arrive')}, {threads}: all "
+                           f"{threads} threads arrived without waiting, so this generation "
+                           "releases no bar.sync: an arrival that no bar.sync consumed (the "
+                           "arrivals and syncs on this id are unbalanced)", span, related)
         return meeting
+
+    def unmatched(self, span: Span | None) -> None:
+        """At block exit: a generation still open holds arrivals no bar.sync met."""
+        meeting = self.meeting
+        if meeting is not None:
+            raise fail(Category.BARRIER_MISUSE,
+                       f"the block exits with {32 * len(meeting.warps)} of {meeting.threads} "
+                       f"threads arrived at named barrier {self.ident} by bar.arrive: an "
+                       "arrival that no bar.sync consumed (the arrivals and syncs on this id "
+                       "are unbalanced)",
+                       meeting.span or span, span)
 
     def _check_concurrent_counts(self, agent: int, threads: int, clock: Clock,
                                  span: Span | None) -> None:

@@ -294,4 +294,6 @@ class Block:
                                unwaited[0].site.span)
         for barrier in self.mbarriers.values():
             barrier.leftover(span, "left at block exit")
+        for named in self.named.values():
+            named.unmatched(span)
         self.exited = True

@@ -142,7 +142,8 @@ class Warp(ElementCode, AsyncIssue):
         key = id(stmt)
         occurrence = (key, self.occurrences[key])
         self.occurrences[key] += 1
-        meeting = named.arrive(self.index, threads, occurrence, self.clock, span, self.agent)
+        meeting = named.arrive(self.index, threads, occurrence, self.clock, span, self.agent,
+                               wait)
         generation = named.generation if named.meeting is meeting else named.generation - 1
         verb = named.label if wait else named.label.replace("bar.sync", "bar.arrive")
         block.event(self.name, span, f"arrives at {verb}, {threads}")

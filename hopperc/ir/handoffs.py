@@ -70,13 +70,12 @@ def sides(name: str, role_names: list[str], buffer_uses: list[Use]) -> tuple[lis
                                               f"'{producer[0].role.name}'; it may "
                                               "read it with wgmma or element-wise code, not "
                                               "write it or store it with TMA")
-    for side in (producer, consumer):
-        if any(u.site != side[0].site for u in side):
-            other = next(u for u in side if u.site != side[0].site)
-            raise CompileError(other.access.span, f"'{name}' is used in two places of role "
-                                                  f"'{other.role.name}'; a buffer handed between "
-                                                  "roles is used once per iteration of one loop "
-                                                  "in each")
+    # The consumer may read it at several sites (ir/read_sites), the producer loads it in one.
+    if any(u.site != producer[0].site for u in producer):
+        other = next(u for u in producer if u.site != producer[0].site)
+        raise CompileError(other.access.span, f"'{name}' is loaded in two places of role "
+                                              f"'{other.role.name}'; a buffer handed between "
+                                              "roles is loaded once per iteration of one loop")
     if len(producer) > 1:
         raise CompileError(producer[1].access.span, f"'{name}' is loaded twice per iteration; each "
                                                  "stage of a handed-over buffer is loaded once")

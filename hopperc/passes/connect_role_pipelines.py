@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import Proxy, bodies, scalars_in
+from hopperc.ir import read_sites
 from hopperc.ir.handoffs import (Path, Use, block_at, check_same_stages, controls, rings, sides,
                                   touches, uses)
 from hopperc.ir.raster import turn_warpgroups
@@ -74,6 +75,7 @@ class _Plan:
     deferred: bool  # release the previous stage (and the last one after the loop, if `again`)
     again: bool  # the loops run again (inside another loop): the producer refills the last stage
     skip: tuple[Path, ir.StageAdvance] | None = None  # pingpong: (the turn's site, its skip)
+    sites: read_sites.SiteRing | None = None  # read at several sites: the consumer's steps
 
 
 def connect_role_pipelines(kernel: ir.Kernel) -> ir.Kernel:
@@ -112,14 +114,19 @@ def _plan(kernel: ir.Kernel, roles: list[ir.RoleBlock], found: list[Use]) -> lis
         if len(role_names) < 2:
             continue
         producer, consumer = sides(name, role_names, buffer_uses)
-        key = (producer[0].role.name, consumer[0].role.name, producer[0].site, consumer[0].site)
+        # Read at several sites: a ring of its own per sequence of sites.
+        c_sites = tuple(g[0].site for g in read_sites.split_sites(consumer))
+        key = (producer[0].role.name, consumer[0].role.name, producer[0].site, c_sites)
         handoffs.setdefault(key, []).append(name)
     taken = {b.name for b in kernel.barriers} | {b.name for b in kernel.buffers}
     role_blocks = {r.role.name: r for r in roles}
-    return [plan for (producer, consumer, p_site, c_site), buffers in handoffs.items()
-            for plan in _plan_handoff(kernel, role_blocks[producer], role_blocks[consumer],
-                                      p_site, c_site, buffers,
-                                      [u for u in found if u.access.buffer in buffers], taken)]
+    plans = []
+    for (producer, consumer, p_site, c_sites), buffers in handoffs.items():
+        plan = _plan_sites if len(c_sites) > 1 else _plan_handoff
+        plans.extend(plan(kernel, role_blocks[producer], role_blocks[consumer], p_site,
+                          c_sites[0], buffers, [u for u in found if u.access.buffer in buffers],
+                          taken))
+    return plans
 
 
 def _plan_handoff(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBlock,
@@ -172,6 +179,41 @@ def _plan_handoff(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBl
         plans.append(_Plan(pipeline, producer_side, consumer_side, loads, tuple(ring_uses),
                            per_warp, deferred, again, skip))
     return plans
+
+
+def _plan_sites(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBlock,
+                p_site: Path, _: Path, buffers: list[str], handed: list[Use],
+                taken: set[str]) -> list[_Plan]:
+    """The ring of buffers the consumer reads at several sites (ir/read_sites):
+    the producer's side as for one site; the consumer steps registers of the
+    ring's own at each read."""
+    c_uses = [u for u in handed if u.role.name == consumer.role.name]
+    base, sites = read_sites.read_sites(consumer.body, read_sites.split_sites(c_uses),
+                                        buffers[0], producer, p_site)
+    n_stages = check_same_stages(kernel, buffers, "handed over")
+    name = fresh_name(f"{producer.role.name}_{consumer.role.name}_{buffers[0]}", taken)
+    producer_side = _side(name, producer.role.name, p_site,
+                          controls(producer.body, p_site), n_stages, taken)
+    stage = fresh_name(f"{name}_{consumer.role.name}_stage", taken)
+    phase = fresh_name(f"{name}_{consumer.role.name}_phase", taken)
+    advance = ir.StageAdvance(stage, phase, n_stages, c_uses[0].access.span)
+    per_warp = all(isinstance(u.leaf, ir.Mma) for u in c_uses)
+    ring = read_sites.SiteRing(tuple(buffers), base, tuple(sites), advance,
+                               per_warp and n_stages > 1,
+                               any(isinstance(c, ir.ForLoop) for c in controls(consumer.body,
+                                                                              base)))
+    # The consumer's steps happen at its sites, not at the end of one loop.
+    consumer_side = _Side(consumer.role.name, None, ring.stage, ring.phase, ring.previous, None,
+                          None, None, advance)
+    loads = tuple(u.leaf for u in handed if u.role.name == producer.role.name)
+    arrivals = consumer.role.active_warps * (1 if per_warp else 32)
+    pipeline = ir.Pipeline(name, producer.role.name, consumer.role.name, tuple(buffers),
+                           n_stages, fresh_name(f"{name}_full", taken),
+                           fresh_name(f"{name}_empty", taken), arrivals,
+                           sum(load.nbytes for load in loads), loads[0].span,
+                           read_counter=stage)
+    return [_Plan(pipeline, producer_side, consumer_side, loads, tuple(c_uses), per_warp,
+                  False, False, sites=ring)]
 
 
 def _check_turn(below: list, use: Use) -> None:
@@ -238,6 +280,11 @@ def _rewrite(block: ir.Block, path: Path, role: str, plans: list[_Plan]) -> ir.B
     stmts = tuple(out)
     advances, produced = {}, False
     for plan in plans:
+        if plan.sites is not None and plan.consumer.role == role:
+            stmts = read_sites.consume(
+                stmts, path, plan.sites, lambda s, p=plan: touches(s, p.pipeline.buffers),
+                lambda user, p=plan: _wait(p, user),
+                lambda stage, lag, last, p=plan: _release(p, stage, lag, last))
         for side, connect in ((plan.producer, _produce), (plan.consumer, _consume)):
             if side.role == role and side.site == path:
                 stmts = connect(stmts, plan)
@@ -311,12 +358,7 @@ def _consume(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
     p, side = plan.pipeline, plan.consumer
     touching = [i for i, s in enumerate(stmts) if touches(s, p.buffers)]
     first, last = touching[0], touching[-1]
-    subject = ", ".join(p.buffers)
-    user = stmts[first]
-    wait = ir.MBarrierWait(ir.BarrierRef(p.full, side.stage), side.parity, user.span, ir.Reason(
-        ir.Hazard.ASYNC_WRITE_READ, subject, f"written by async loads of role '{p.producer}'",
-        plan.loads[0].span, _what(user), user.span))
-    out = list(stmts[:first]) + [wait]
+    out = list(stmts[:first]) + [_wait(plan, stmts[first])]
     for i, stmt in enumerate(stmts[first:], first):
         out.append(at_stage(stmt, p.buffers, side.stage))
         if i == last:
@@ -326,6 +368,15 @@ def _consume(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
             else:
                 out.append(_release(plan, side.stage, 0, stmts[last]))
     return tuple(out)
+
+
+def _wait(plan: _Plan, user: ir.Stmt) -> ir.MBarrierWait:
+    """The consumer's wait for the fill of its current stage, before `user`."""
+    p, side = plan.pipeline, plan.consumer
+    return ir.MBarrierWait(ir.BarrierRef(p.full, side.stage), side.parity, user.span, ir.Reason(
+        ir.Hazard.ASYNC_WRITE_READ, ", ".join(p.buffers),
+        f"written by async loads of role '{p.producer}'", plan.loads[0].span, _what(user),
+        user.span))
 
 
 def _after_loop_release(plan: _Plan) -> list[ir.Stmt]:

@@ -155,3 +155,41 @@ def check_same_stages(kernel: ir.Kernel, buffers: tuple[str, ...] | list[str], h
                                      "of one loop share its stage index: give them the same "
                                      "'stages'")
     return common
+
+
+def check_reused_memory(kernel: ir.Kernel, uses: list[Use],
+                        rings: list[tuple[ir.Pipeline, tuple[Use, ...]]]) -> None:
+    """A buffer placed in another's memory is used by one role; in a pipelined
+    buffer's memory, by the consumer after the loop that reads the pipeline
+    (then the producer is done with it and the passes order the consumer), and
+    never in a persistent kernel, whose producer refills the ring for the next
+    tile while a tile's epilogue runs."""
+    for buf in kernel.buffers:
+        if buf.reuses is None:
+            continue
+        mine = [u for u in uses if u.access.buffer == buf.name]
+        if not mine:
+            continue
+        ring = next((r for r in rings if buf.reuses in r[0].buffers), None)
+        # Every buffer in that memory counts: the one reused and the others reusing it.
+        sharers = [u for u in uses if u.access.memory == buf.reuses]
+        last_read = max((u.top for u in ring[1]), default=-1) if ring else -1
+        for u in mine:
+            if ring is not None and kernel.persistent:
+                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of pipelined "
+                                                  f"'{buf.reuses}', which the producer refills "
+                                                  "for the next tile while this tile's "
+                                                  f"epilogue runs: give '{buf.name}' memory of "
+                                                  "its own")
+            other = next((v for v in sharers if v.role.name != u.role.name), None)
+            if ring is None and other is not None:
+                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of "
+                                                  f"'{buf.reuses}', which role "
+                                                  f"'{other.role.name}' uses (as "
+                                                  f"'{other.access.buffer}'); reuse memory within "
+                                                  "one role")
+            if ring is not None and (u.role.name != ring[0].consumer or u.top <= last_read):
+                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of pipelined "
+                                                  f"'{buf.reuses}': use it in role "
+                                                  f"'{ring[0].consumer}' after the loop that "
+                                                  f"reads '{buf.reuses}'")

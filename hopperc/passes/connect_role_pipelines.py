@@ -29,6 +29,14 @@ conditional loops. In a pingpong kernel the consumer's warpgroups take the
 tiles in turn: one warpgroup's warps arrive on each empty barrier, and a
 warpgroup steps its stage and parity past the iterations of every tile it
 leaves to another (the turn's other branch).
+A ring the consumer reads at several sites (ir/read_sites: before a loop, in
+it, after it) is a ring of its own whose k-th read takes the k-th fill: the
+consumer steps stage and phase registers of that ring at each read (after a
+straight-line site, at the end of each iteration of a loop site), waits full
+before each site's first read, and wgmma readers release the previous read's
+stage after each site's batch is issued (the wait pass, counting those steps,
+completes the products that read it first), the last one after the last site
+where the sites run again. The reads must balance the producer's fills.
 
 Hardware rule: an mbarrier phase completes when its pending arrivals and
 transaction bytes reach zero; try_wait.parity(P) returns once the phase of
@@ -43,8 +51,8 @@ from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import Proxy, bodies, scalars_in
 from hopperc.ir import read_sites
-from hopperc.ir.handoffs import (Path, Use, block_at, check_same_stages, controls, rings, sides,
-                                  touches, uses)
+from hopperc.ir.handoffs import (Path, Use, block_at, check_reused_memory, check_same_stages,
+                                  controls, rings, sides, touches, uses)
 from hopperc.ir.raster import turn_warpgroups
 from hopperc.ir.rewrite import at_stage, fresh_name, scalar_op
 
@@ -84,7 +92,7 @@ def connect_role_pipelines(kernel: ir.Kernel) -> ir.Kernel:
         return kernel
     found = [u for r in roles for u in uses(r)]
     plans = _plan(kernel, roles, found)
-    _check_reused_memory(kernel, found, plans)
+    check_reused_memory(kernel, found, [(p.pipeline, p.consumer_uses) for p in plans])
     if not plans:
         return kernel
     body = []
@@ -120,12 +128,16 @@ def _plan(kernel: ir.Kernel, roles: list[ir.RoleBlock], found: list[Use]) -> lis
         handoffs.setdefault(key, []).append(name)
     taken = {b.name for b in kernel.barriers} | {b.name for b in kernel.buffers}
     role_blocks = {r.role.name: r for r in roles}
-    plans = []
+    plans: list[_Plan] = []
+    fillers: dict[tuple, _Side] = {}  # the producer's side of the rings read at several sites
     for (producer, consumer, p_site, c_sites), buffers in handoffs.items():
-        plan = _plan_sites if len(c_sites) > 1 else _plan_handoff
-        plans.extend(plan(kernel, role_blocks[producer], role_blocks[consumer], p_site,
-                          c_sites[0], buffers, [u for u in found if u.access.buffer in buffers],
-                          taken))
+        handed = [u for u in found if u.access.buffer in buffers]
+        if len(c_sites) > 1:
+            plans.append(_plan_sites(kernel, role_blocks[producer], role_blocks[consumer],
+                                     p_site, buffers, handed, taken, fillers))
+        else:
+            plans.extend(_plan_handoff(kernel, role_blocks[producer], role_blocks[consumer],
+                                       p_site, c_sites[0], buffers, handed, taken))
     return plans
 
 
@@ -182,18 +194,22 @@ def _plan_handoff(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBl
 
 
 def _plan_sites(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBlock,
-                p_site: Path, _: Path, buffers: list[str], handed: list[Use],
-                taken: set[str]) -> list[_Plan]:
+                p_site: Path, buffers: list[str], handed: list[Use], taken: set[str],
+                fillers: dict[tuple, _Side]) -> _Plan:
     """The ring of buffers the consumer reads at several sites (ir/read_sites):
-    the producer's side as for one site; the consumer steps registers of the
-    ring's own at each read."""
+    the producer's side as for one site (one pair of registers for all such
+    rings of its loop); the consumer steps registers of the ring's own at
+    each read."""
     c_uses = [u for u in handed if u.role.name == consumer.role.name]
     base, sites = read_sites.read_sites(consumer.body, read_sites.split_sites(c_uses),
                                         buffers[0], producer, p_site)
     n_stages = check_same_stages(kernel, buffers, "handed over")
-    name = fresh_name(f"{producer.role.name}_{consumer.role.name}_{buffers[0]}", taken)
-    producer_side = _side(name, producer.role.name, p_site,
-                          controls(producer.body, p_site), n_stages, taken)
+    pair = f"{producer.role.name}_{consumer.role.name}"
+    key = (producer.role.name, p_site, n_stages)
+    if key not in fillers:
+        fillers[key] = _side(fresh_name(pair, taken), producer.role.name, p_site,
+                             controls(producer.body, p_site), n_stages, taken)
+    name = fresh_name(f"{pair}_{buffers[0]}", taken)
     stage = fresh_name(f"{name}_{consumer.role.name}_stage", taken)
     phase = fresh_name(f"{name}_{consumer.role.name}_phase", taken)
     advance = ir.StageAdvance(stage, phase, n_stages, c_uses[0].access.span)
@@ -212,8 +228,8 @@ def _plan_sites(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBloc
                            fresh_name(f"{name}_empty", taken), arrivals,
                            sum(load.nbytes for load in loads), loads[0].span,
                            read_counter=stage)
-    return [_Plan(pipeline, producer_side, consumer_side, loads, tuple(c_uses), per_warp,
-                  False, False, sites=ring)]
+    return _Plan(pipeline, fillers[key], consumer_side, loads, tuple(c_uses), per_warp, False,
+                 False, sites=ring)
 
 
 def _check_turn(below: list, use: Use) -> None:
@@ -399,41 +415,3 @@ def _release(plan: _Plan, stage: ir.ScalarExpr, lag: int, last_use: ir.Stmt) -> 
 
 def _what(stmt: ir.Stmt) -> str:
     return "read by wgmma" if isinstance(stmt, ir.Mma) else "read by ld.shared"
-
-
-# ---------------------------------------------------------------- reused memory
-def _check_reused_memory(kernel: ir.Kernel, uses: list[Use], plans: list[_Plan]) -> None:
-    """A buffer placed in another's memory is used by one role; in a pipelined
-    buffer's memory, by the consumer after the loop that reads the pipeline
-    (then the producer is done with it and the passes order the consumer), and
-    never in a persistent kernel, whose producer refills the ring for the next
-    tile while a tile's epilogue runs."""
-    for buf in kernel.buffers:
-        if buf.reuses is None:
-            continue
-        mine = [u for u in uses if u.access.buffer == buf.name]
-        if not mine:
-            continue
-        plan = next((p for p in plans if buf.reuses in p.pipeline.buffers), None)
-        # Every buffer in that memory counts: the one reused and the others reusing it.
-        sharers = [u for u in uses if u.access.memory == buf.reuses]
-        last_read = max((u.top for u in plan.consumer_uses), default=-1) if plan else -1
-        for u in mine:
-            if plan is not None and kernel.persistent:
-                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of pipelined "
-                                                  f"'{buf.reuses}', which the producer refills "
-                                                  "for the next tile while this tile's "
-                                                  f"epilogue runs: give '{buf.name}' memory of "
-                                                  "its own")
-            other = next((v for v in sharers if v.role.name != u.role.name), None)
-            if plan is None and other is not None:
-                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of "
-                                                  f"'{buf.reuses}', which role "
-                                                  f"'{other.role.name}' uses (as "
-                                                  f"'{other.access.buffer}'); reuse memory within "
-                                                  "one role")
-            if plan is not None and (u.role.name != plan.consumer.role or u.top <= last_read):
-                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of pipelined "
-                                                  f"'{buf.reuses}': use it in role "
-                                                  f"'{plan.pipeline.consumer}' after the loop that "
-                                                  f"reads '{buf.reuses}'")

@@ -113,12 +113,13 @@ def _check_balance(buffer: str, role: str, sites: list[ReadSite], producer: str,
                                   "compiler cannot show these equal; the k-th read of a ring "
                                   "takes the k-th fill, so write the loop bounds so that the "
                                   "counts differ by a constant (zero)")
-    more, fewer = ("more", "reads") if extra > 0 else ("fewer", "fills")
+    more, then = ("more", "the last reads would wait for fills that never come") \
+        if extra > 0 else ("fewer", "the last fills would never be read (and the producer "
+                                    "may wait forever for their stages)")
     raise CompileError(where, f"role '{role}' reads '{buffer}' {counts} times (sites at lines "
                               f"{lines}), {abs(extra)} {more} than role '{producer}' fills it "
                               f"({scalar(fills)} times, line {loop.span.line}); the k-th read "
-                              f"of a ring takes the k-th fill, so the extra {fewer} would "
-                              "wait forever or be read stale")
+                              f"of a ring takes the k-th fill, so {then}")
 
 
 def _count(site: ReadSite) -> str:
@@ -234,7 +235,7 @@ def consume(stmts: tuple[ir.Stmt, ...], path: Path, ring: SiteRing, touches, wai
             at = segment + 1
             if index == len(segments) - 1 and ring.again and ring.deferred:
                 out.extend(_guarded(previous_read(list(ring.sites), len(ring.sites)),
-                                    release(ring.previous, 1, stmts[segment])))
+                                    release(ring.previous, 1, ring.sites[index].uses[-1].leaf)))
             continue
         first, last = segment
         out.extend(stmts[at:first])

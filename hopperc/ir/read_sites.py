@@ -242,8 +242,11 @@ def consume(stmts: tuple[ir.Stmt, ...], path: Path, ring: SiteRing, touches, wai
         out.append(wait(stmts[first]))
         out.extend(at_stage(s, ring.buffers, ring.stage) if touches(s) else s
                    for s in stmts[first:last + 1])
-        out.extend(_releases(ring, index, None, stmts[last], release))
-        out.append(replace(ring.advance, span=stmts[first].span))
+        # After the last read of sites that do not run again no fill follows: the
+        # stages stay as they are (as a loop's last stage does).
+        if index < len(segments) - 1 or ring.again:
+            out.extend(_releases(ring, index, None, stmts[last], release))
+            out.append(replace(ring.advance, span=stmts[first].span))
         at = last + 1
     out.extend(stmts[at:])
     return tuple(out)

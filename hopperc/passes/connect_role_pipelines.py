@@ -36,7 +36,8 @@ straight-line site, at the end of each iteration of a loop site), waits full
 before each site's first read, and wgmma readers release the previous read's
 stage after each site's batch is issued (the wait pass, counting those steps,
 completes the products that read it first), the last one after the last site
-where the sites run again. The reads must balance the producer's fills.
+where the sites run again (where they do not, nothing follows the last
+straight-line site's reads). The reads must balance the producer's fills.
 
 Hardware rule: an mbarrier phase completes when its pending arrivals and
 transaction bytes reach zero; try_wait.parity(P) returns once the phase of

@@ -442,7 +442,8 @@ SITES = """kernel sites(Q: bf16[L, 64], K: bf16[L, 64], V: bf16[L, 64], O: bf16[
         for j in 1 .. L / BN {
             s = sq @ sk^T
             o += p @ sv
-            p = bf16(s * 0.125)
+            x: f32[64, BN] = s * 0.125
+            p = bf16(x)
         }
         o += p @ sv
         so = bf16(o)

@@ -92,6 +92,13 @@ def controls(body: ir.Block, site: Path) -> list[ir.ForLoop | ir.IfThen]:
     return out
 
 
+def shape(control: ir.ForLoop | ir.IfThen) -> tuple:
+    """What two roles' loops or conditions must share to run in step."""
+    if isinstance(control, ir.ForLoop):
+        return ("for", control.start, control.stop)
+    return ("if", control.cond)
+
+
 def block_at(body: ir.Block, site: Path) -> ir.Block:
     block = body
     for index, branch in site:

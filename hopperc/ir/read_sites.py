@@ -20,7 +20,7 @@ from itertools import groupby
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies
-from hopperc.ir.handoffs import Path, Use, block_at, controls
+from hopperc.ir.handoffs import Path, Use, block_at, controls, shape
 from hopperc.ir.index_algebra import difference
 from hopperc.ir.printer import scalar
 from hopperc.ir.raster import turn_warpgroups
@@ -83,7 +83,7 @@ def read_sites(body: ir.Block, groups: list[tuple[Use, ...]], buffer: str,
         raise CompileError(first.access.span, f"role '{role}' reads '{buffer}' at several "
                                               "sites inside a pingpong turn; read it in one "
                                               "loop there")
-    if [_shape(c) for c in outer] != [_shape(c) for c in p_controls[:-1]]:
+    if [shape(c) for c in outer] != [shape(c) for c in p_controls[:-1]]:
         raise CompileError(first.access.span, f"role '{role}' reads '{buffer}' at several "
                                               "sites under other loops or conditions than "
                                               f"role '{producer.role.name}''s loop that fills "
@@ -111,8 +111,8 @@ def _check_balance(buffer: str, role: str, sites: list[ReadSite], producer: str,
                                   f"lines {lines}) and role '{producer}' fills it "
                                   f"{scalar(fills)} times (line {loop.span.line}): the "
                                   "compiler cannot show these equal; the k-th read of a ring "
-                                  "takes the k-th fill, so write the loop bounds so that the "
-                                  "counts differ by a constant (zero)")
+                                  "takes the k-th fill, so write the loops' bounds in the same "
+                                  "terms, with as many reads as fills")
     more, then = ("more", "the last reads would wait for fills that never come") \
         if extra > 0 else ("fewer", "the last fills would never be read (and the producer "
                                     "may wait forever for their stages)")
@@ -135,12 +135,6 @@ def _common_prefix(paths: list[Path]) -> Path:
             n += 1
         prefix = prefix[:n]
     return prefix
-
-
-def _shape(control: ir.ForLoop | ir.IfThen) -> tuple:
-    if isinstance(control, ir.ForLoop):
-        return ("for", control.start, control.stop)
-    return ("if", control.cond)
 
 
 def _shape_error(buffer: str, role: str, paths: list[Path]) -> str:

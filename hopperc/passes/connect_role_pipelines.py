@@ -53,7 +53,7 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import Proxy, bodies, scalars_in
 from hopperc.ir import read_sites
 from hopperc.ir.handoffs import (Path, Use, block_at, check_reused_memory, check_same_stages,
-                                  controls, rings, sides, touches, uses)
+                                  controls, rings, shape, sides, touches, uses)
 from hopperc.ir.raster import turn_warpgroups
 from hopperc.ir.rewrite import at_stage, fresh_name, scalar_op
 
@@ -154,7 +154,7 @@ def _plan_handoff(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBl
     turns = 1 if turn is None else turn_warpgroups(c_controls[turn])
     if turn is not None:
         _check_turn(c_controls[turn + 1:], c_uses[0])
-    if [_shape(c) for c in p_controls] != [_shape(c) for i, c in enumerate(c_controls)
+    if [shape(c) for c in p_controls] != [shape(c) for i, c in enumerate(c_controls)
                                            if i != turn]:
         raise CompileError(c_uses[0].access.span,
                            f"role '{producer.role.name}' loads '{buffers[0]}' under "
@@ -244,12 +244,6 @@ def _check_turn(below: list, use: Use) -> None:
                                             f"reads '{use.access.buffer}' in one loop directly "
                                             "in the role's body, with bounds that do not depend "
                                             "on the tile")
-
-
-def _shape(control: ir.ForLoop | ir.IfThen) -> tuple:
-    if isinstance(control, ir.ForLoop):
-        return ("for", control.start, control.stop)
-    return ("if", control.cond)
 
 
 def _describe(controls: list) -> str:

@@ -6,6 +6,7 @@ expects 24576 bytes; its consumers are 2 warpgroups = 8 warps.
 """
 import pytest
 
+from hopperc import driver
 from hopperc.diagnostics import CompileError
 from tests.conftest import filecheck, ir_after
 from tests.passes.kernels import SITES, TWO_PRODUCERS, WS_GEMM, WS_HEADER
@@ -387,6 +388,7 @@ def test_a_ring_read_at_several_sites_steps_its_own_stage_at_each_read(tmp_path)
     filecheck(ir_after(SITES, PASS), """
 CHECK: pipeline load_math_sk: load -> math [sk] stages 2 full load_math_sk_full empty load_math_sk_empty (4 arrivals) expect_tx 8192 B
 CHECK: pipeline load_math_sv: load -> math [sv] stages 2
+CHECK-SAME: read at several sites (steps load_math_sv_math_stage)
 CHECK: role math
 CHECK: mbarrier.wait load_math_sk_full[load_math_sk_math_stage], parity load_math_sk_math_phase
 CHECK-NEXT: wgmma s = sq @ sk{stage load_math_sk_math_stage}^T
@@ -465,3 +467,74 @@ def test_negative_a_read_site_under_a_condition_is_refused():
     err = _error(SITES.replace("        o += p @ sv\n        so", "        if L > 64 {\n            o += p @ sv\n        }\n        so"))
     assert "reads 'sv' at 2 sites" in err.message and "not under an 'if'" in err.message
     assert err.span.line == 20
+
+
+def test_one_stage_ring_read_at_several_sites_is_released_at_each_read(tmp_path):
+    """With one stage the next fill goes into the stage just read: each site
+    releases it right after its product (the wait pass completes the product
+    first), and the sites still take the fills in turn."""
+    text = SITES.replace("stages 2", "stages 1")
+    filecheck(ir_after(text, PASS), """
+CHECK: wgmma s = sq @ sk{stage load_math_sk_math_stage}^T
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_sk_empty[load_math_sk_math_stage]  (release stage, lag 0)
+CHECK-NEXT: advance load_math_sk_math_stage mod 1
+CHECK: for j in 1 .. L / 64:
+CHECK: wgmma o += p @ sv{stage load_math_sv_math_stage}
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_sv_empty[load_math_sv_math_stage]  (release stage, lag 0)
+""", tmp_path)
+    path = tmp_path / "one_stage_sites.hk"
+    path.write_text(text)
+    report = driver.simulate(driver.read_source(path), seeds=4, search=100)
+    assert report.ok, [line for f in report.findings for line in f.lines()]
+
+
+ELEMENT_SITES = """kernel ew(X: f32[M, 64], Y: f32[M, 64])
+    tile(BM = 64) grid(m: M / BM)
+{
+    shared sx: f32[BM, 64] stages 2
+    shared sy: f32[BM, 64]
+    role use: warpgroup regs 240 {
+        acc: f32[BM, 64] = sx * 2.0
+        for k in 1 .. 4 {
+            acc = acc + sx
+        }
+        acc = acc + sx * 3.0
+        sy = acc
+        tma Y[tile.m, 0] <- sy
+    }
+    role load: warp regs 40 {
+        for k in 0 .. 5 { tma sx <- X[5 * tile.m + k, 0] }
+    }
+}
+"""
+
+
+def test_element_wise_reads_at_several_sites_release_the_stage_they_read(tmp_path):
+    """Element-wise readers at three sites (1 + 3 + 1 reads of 5 fills): each
+    site releases the stage it read right after its read (every thread
+    arrives), and the producer fences before refilling what ld.shared read."""
+    filecheck(ir_after(ELEMENT_SITES, PASS), """
+CHECK: mbarrier load_use_sx_empty[2] arrivals 128
+CHECK: role use
+CHECK: mbarrier.wait load_use_sx_full[load_use_sx_use_stage], parity load_use_sx_use_phase
+CHECK-NEXT: acc: f32[64, 64] wgmma = (ld.shared(sx{stage load_use_sx_use_stage}) * 2)
+CHECK-NEXT: mbarrier.arrive load_use_sx_empty[load_use_sx_use_stage]  (release stage, lag 0)
+CHECK-NEXT: advance load_use_sx_use_stage mod 2
+CHECK-NEXT: for k in 1 .. 4:
+CHECK-NEXT: mbarrier.wait load_use_sx_full[load_use_sx_use_stage]
+CHECK-NEXT: acc = (acc + ld.shared(sx{stage load_use_sx_use_stage}))
+CHECK-NEXT: mbarrier.arrive load_use_sx_empty[load_use_sx_use_stage]  (release stage, lag 0)
+CHECK-NEXT: advance load_use_sx_use_stage mod 2
+CHECK-NEXT: mbarrier.wait load_use_sx_full[load_use_sx_use_stage]
+CHECK-NEXT: acc = (acc + (ld.shared(sx{stage load_use_sx_use_stage}) * 3))
+CHECK-NEXT: st.shared sy = acc
+CHECK: role load
+CHECK: mbarrier.wait load_use_sx_empty[load_use_load_stage], parity 1 - load_use_load_phase
+CHECK-NEXT: fence.proxy.async.shared::cta
+""", tmp_path)
+    path = tmp_path / "element_sites.hk"
+    path.write_text(ELEMENT_SITES)
+    report = driver.simulate(driver.read_source(path), seeds=4, search=100)
+    assert report.ok, [line for f in report.findings for line in f.lines()]

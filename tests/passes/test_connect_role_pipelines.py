@@ -442,9 +442,14 @@ CHECK-NEXT: advance load_math_sv_math_stage mod 2
 """, tmp_path)
 
 
+def _consumer_loop(bounds: str) -> str:
+    """SITES with the consumer's loop over `bounds` (the producer's is `0 .. L / BN`)."""
+    return SITES.replace("for j in 1 .. L / BN {", f"for j in {bounds} {{")
+
+
 def test_negative_a_ring_read_more_often_than_it_is_filled_is_refused():
     """At the first read of the last site that does not balance (K's, in the loop)."""
-    err = _error(SITES.replace("for j in 1 .. L / BN {\n            s", "for j in 0 .. L / BN {\n            s"))
+    err = _error(_consumer_loop("0 .. L / BN"))
     assert err.message == ("role 'math' reads 'sk' 1 + (L / 64) times (sites at lines 10, 14), "
                            "1 more than role 'load' fills it (L / 64 times, line 24); the k-th "
                            "read of a ring takes the k-th fill, so the last reads would wait for "
@@ -453,18 +458,19 @@ def test_negative_a_ring_read_more_often_than_it_is_filled_is_refused():
 
 
 def test_negative_a_fill_left_unread_is_refused():
-    err = _error(SITES.replace("for j in 1 .. L / BN {\n            s", "for j in 2 .. L / BN {\n            s"))
+    err = _error(_consumer_loop("2 .. L / BN"))
     assert "reads 'sk' 1 + (L / 64 - 2) times (sites at lines 10, 14), 1 fewer than role 'load' " \
         "fills it" in err.message and err.span.line == 14
 
 
 def test_negative_counts_the_compiler_cannot_compare_are_refused():
-    err = _error(SITES.replace("for j in 1 .. L / BN {\n            s", "for j in 1 .. L / 32 {\n            s"))
+    err = _error(_consumer_loop("1 .. L / 32"))
     assert "cannot show these equal" in err.message and err.span.line == 14
 
 
 def test_negative_a_read_site_under_a_condition_is_refused():
-    err = _error(SITES.replace("        o += p @ sv\n        so", "        if L > 64 {\n            o += p @ sv\n        }\n        so"))
+    err = _error(SITES.replace("        o += p @ sv\n        so",
+                               "        if L > 64 {\n            o += p @ sv\n        }\n        so"))
     assert "reads 'sv' at 2 sites" in err.message and "not under an 'if'" in err.message
     assert err.span.line == 20
 
@@ -538,3 +544,34 @@ CHECK-NEXT: fence.proxy.async.shared::cta
     path.write_text(ELEMENT_SITES)
     report = driver.simulate(driver.read_source(path), seeds=4, search=100)
     assert report.ok, [line for f in report.findings for line in f.lines()]
+
+
+def test_negative_a_ring_read_at_several_sites_in_a_pingpong_turn_is_refused():
+    """A warpgroup skips the stages of the tiles it leaves to the other by one
+    loop's trip count; reads at several sites are not counted that way."""
+    text = """kernel pp(A: bf16[M, K], B: bf16[N, K], C: bf16[M, N])
+    tile(BM = 64, BN = 64, BK = 64) grid(m: M / BM, n: N / BN) persistent pingpong
+{
+    shared sa: bf16[BM, BK] stages 4 swizzle 128B
+    shared sb: bf16[BN, BK] stages 4 swizzle 128B
+    shared sc: bf16[2, 64, 64] swizzle 128B
+
+    role math: warpgroup x2 regs 232 {
+        acc: f32[BM, BN] = sa @ sb^T
+        for k in 1 .. K / BK {
+            acc += sa @ sb^T
+        }
+        sc[wg] = bf16(acc)
+        tma C[tile.m, tile.n] <- sc[wg]
+    }
+    role load: warp regs 40 {
+        for k in 0 .. K / BK {
+            tma sa <- A[tile.m, k]
+            tma sb <- B[tile.n, k]
+        }
+    }
+}
+"""
+    err = _error(text)
+    assert "reads 'sa' at several sites inside a pingpong turn" in err.message
+    assert err.span.line == 9

@@ -50,8 +50,8 @@ from dataclasses import dataclass, replace
 
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import Proxy, bodies, scalars_in
 from hopperc.ir import read_sites
+from hopperc.ir.accesses import Proxy, bodies, scalars_in
 from hopperc.ir.handoffs import (Path, Use, block_at, check_reused_memory, check_same_stages,
                                   controls, rings, shape, sides, touches, uses)
 from hopperc.ir.raster import turn_warpgroups
@@ -63,7 +63,7 @@ class _Side:
     """How one role steps through a pipeline: its loop and stage expressions."""
 
     role: str
-    site: Path
+    site: Path | None  # None: the consumer of a ring read at several sites (it steps at each)
     stage: ir.ScalarExpr
     parity: ir.ScalarExpr
     previous: ir.ScalarExpr | None  # the stage of the previous iteration (in the loop)

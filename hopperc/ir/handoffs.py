@@ -70,13 +70,12 @@ def sides(name: str, role_names: list[str], buffer_uses: list[Use]) -> tuple[lis
                                               f"'{producer[0].role.name}'; it may "
                                               "read it with wgmma or element-wise code, not "
                                               "write it or store it with TMA")
-    for side in (producer, consumer):
-        if any(u.site != side[0].site for u in side):
-            other = next(u for u in side if u.site != side[0].site)
-            raise CompileError(other.access.span, f"'{name}' is used in two places of role "
-                                                  f"'{other.role.name}'; a buffer handed between "
-                                                  "roles is used once per iteration of one loop "
-                                                  "in each")
+    # The consumer may read it at several sites (ir/read_sites), the producer loads it in one.
+    if any(u.site != producer[0].site for u in producer):
+        other = next(u for u in producer if u.site != producer[0].site)
+        raise CompileError(other.access.span, f"'{name}' is loaded in two places of role "
+                                              f"'{other.role.name}'; a buffer handed between "
+                                              "roles is loaded once per iteration of one loop")
     if len(producer) > 1:
         raise CompileError(producer[1].access.span, f"'{name}' is loaded twice per iteration; each "
                                                  "stage of a handed-over buffer is loaded once")
@@ -91,6 +90,13 @@ def controls(body: ir.Block, site: Path) -> list[ir.ForLoop | ir.IfThen]:
         out.append(stmt)
         block = bodies(stmt)[branch]
     return out
+
+
+def shape(control: ir.ForLoop | ir.IfThen) -> tuple:
+    """What two roles' loops or conditions must share to run in step."""
+    if isinstance(control, ir.ForLoop):
+        return ("for", control.start, control.stop)
+    return ("if", control.cond)
 
 
 def block_at(body: ir.Block, site: Path) -> ir.Block:
@@ -156,3 +162,41 @@ def check_same_stages(kernel: ir.Kernel, buffers: tuple[str, ...] | list[str], h
                                      "of one loop share its stage index: give them the same "
                                      "'stages'")
     return common
+
+
+def check_reused_memory(kernel: ir.Kernel, uses: list[Use],
+                        rings: list[tuple[ir.Pipeline, tuple[Use, ...]]]) -> None:
+    """A buffer placed in another's memory is used by one role; in a pipelined
+    buffer's memory, by the consumer after the loop that reads the pipeline
+    (then the producer is done with it and the passes order the consumer), and
+    never in a persistent kernel, whose producer refills the ring for the next
+    tile while a tile's epilogue runs."""
+    for buf in kernel.buffers:
+        if buf.reuses is None:
+            continue
+        mine = [u for u in uses if u.access.buffer == buf.name]
+        if not mine:
+            continue
+        ring = next((r for r in rings if buf.reuses in r[0].buffers), None)
+        # Every buffer in that memory counts: the one reused and the others reusing it.
+        sharers = [u for u in uses if u.access.memory == buf.reuses]
+        last_read = max((u.top for u in ring[1]), default=-1) if ring else -1
+        for u in mine:
+            if ring is not None and kernel.persistent:
+                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of pipelined "
+                                                  f"'{buf.reuses}', which the producer refills "
+                                                  "for the next tile while this tile's "
+                                                  f"epilogue runs: give '{buf.name}' memory of "
+                                                  "its own")
+            other = next((v for v in sharers if v.role.name != u.role.name), None)
+            if ring is None and other is not None:
+                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of "
+                                                  f"'{buf.reuses}', which role "
+                                                  f"'{other.role.name}' uses (as "
+                                                  f"'{other.access.buffer}'); reuse memory within "
+                                                  "one role")
+            if ring is not None and (u.role.name != ring[0].consumer or u.top <= last_read):
+                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of pipelined "
+                                                  f"'{buf.reuses}': use it in role "
+                                                  f"'{ring[0].consumer}' after the loop that "
+                                                  f"reads '{buf.reuses}'")

@@ -222,7 +222,9 @@ def print_kernel(kernel: ir.Kernel) -> str:
         lines.append(f"  pipeline {p.name}: {roles} "
                      f"[{', '.join(p.buffers)}] stages {p.stages} full {p.full} "
                      f"empty {p.empty} ({p.consumer_arrivals} arrivals) "
-                     f"expect_tx {p.tx_bytes} B")
+                     f"expect_tx {p.tx_bytes} B"
+                     + (f", read at several sites (steps {p.read_counter})"
+                        if p.read_counter else ""))
     for r in kernel.carried:
         lines.append(f"  carried {r}")
     _block(kernel.body, 1, lines)

@@ -226,6 +226,9 @@ class Pipeline:
     tx_bytes: int
     span: Span
     blocks: int = 1  # the cluster's blocks whose multicast loads fill each stage
+    # Read at several sites: the consumer's stage register, stepped at each read
+    # (a product's lag counts its steps, not loop iterations).
+    read_counter: str | None = None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,15 @@ conditional loops. In a pingpong kernel the consumer's warpgroups take the
 tiles in turn: one warpgroup's warps arrive on each empty barrier, and a
 warpgroup steps its stage and parity past the iterations of every tile it
 leaves to another (the turn's other branch).
+A ring the consumer reads at several sites (ir/read_sites: before a loop, in
+it, after it) is a ring of its own whose k-th read takes the k-th fill: the
+consumer steps stage and phase registers of that ring at each read (after a
+straight-line site, at the end of each iteration of a loop site), waits full
+before each site's first read, and wgmma readers release the previous read's
+stage after each site's batch is issued (the wait pass, counting those steps,
+completes the products that read it first), the last one after the last site
+where the sites run again (where they do not, nothing follows the last
+straight-line site's reads). The reads must balance the producer's fills.
 
 Hardware rule: an mbarrier phase completes when its pending arrivals and
 transaction bytes reach zero; try_wait.parity(P) returns once the phase of
@@ -41,9 +50,10 @@ from dataclasses import dataclass, replace
 
 from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
+from hopperc.ir import read_sites
 from hopperc.ir.accesses import Proxy, bodies, scalars_in
-from hopperc.ir.handoffs import (Path, Use, block_at, check_same_stages, controls, rings, sides,
-                                  touches, uses)
+from hopperc.ir.handoffs import (Path, Use, block_at, check_reused_memory, check_same_stages,
+                                  controls, rings, shape, sides, touches, uses)
 from hopperc.ir.raster import turn_warpgroups
 from hopperc.ir.rewrite import at_stage, fresh_name, scalar_op
 
@@ -53,7 +63,7 @@ class _Side:
     """How one role steps through a pipeline: its loop and stage expressions."""
 
     role: str
-    site: Path
+    site: Path | None  # None: the consumer of a ring read at several sites (it steps at each)
     stage: ir.ScalarExpr
     parity: ir.ScalarExpr
     previous: ir.ScalarExpr | None  # the stage of the previous iteration (in the loop)
@@ -74,6 +84,7 @@ class _Plan:
     deferred: bool  # release the previous stage (and the last one after the loop, if `again`)
     again: bool  # the loops run again (inside another loop): the producer refills the last stage
     skip: tuple[Path, ir.StageAdvance] | None = None  # pingpong: (the turn's site, its skip)
+    sites: read_sites.SiteRing | None = None  # read at several sites: the consumer's steps
 
 
 def connect_role_pipelines(kernel: ir.Kernel) -> ir.Kernel:
@@ -82,7 +93,7 @@ def connect_role_pipelines(kernel: ir.Kernel) -> ir.Kernel:
         return kernel
     found = [u for r in roles for u in uses(r)]
     plans = _plan(kernel, roles, found)
-    _check_reused_memory(kernel, found, plans)
+    check_reused_memory(kernel, found, [(p.pipeline, p.consumer_uses) for p in plans])
     if not plans:
         return kernel
     body = []
@@ -112,14 +123,23 @@ def _plan(kernel: ir.Kernel, roles: list[ir.RoleBlock], found: list[Use]) -> lis
         if len(role_names) < 2:
             continue
         producer, consumer = sides(name, role_names, buffer_uses)
-        key = (producer[0].role.name, consumer[0].role.name, producer[0].site, consumer[0].site)
+        # Read at several sites: a ring of its own per sequence of sites.
+        c_sites = tuple(g[0].site for g in read_sites.split_sites(consumer))
+        key = (producer[0].role.name, consumer[0].role.name, producer[0].site, c_sites)
         handoffs.setdefault(key, []).append(name)
     taken = {b.name for b in kernel.barriers} | {b.name for b in kernel.buffers}
     role_blocks = {r.role.name: r for r in roles}
-    return [plan for (producer, consumer, p_site, c_site), buffers in handoffs.items()
-            for plan in _plan_handoff(kernel, role_blocks[producer], role_blocks[consumer],
-                                      p_site, c_site, buffers,
-                                      [u for u in found if u.access.buffer in buffers], taken)]
+    plans: list[_Plan] = []
+    fillers: dict[tuple, _Side] = {}  # the producer's side of the rings read at several sites
+    for (producer, consumer, p_site, c_sites), buffers in handoffs.items():
+        handed = [u for u in found if u.access.buffer in buffers]
+        if len(c_sites) > 1:
+            plans.append(_plan_sites(kernel, role_blocks[producer], role_blocks[consumer],
+                                     p_site, buffers, handed, taken, fillers))
+        else:
+            plans.extend(_plan_handoff(kernel, role_blocks[producer], role_blocks[consumer],
+                                       p_site, c_sites[0], buffers, handed, taken))
+    return plans
 
 
 def _plan_handoff(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBlock,
@@ -134,7 +154,7 @@ def _plan_handoff(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBl
     turns = 1 if turn is None else turn_warpgroups(c_controls[turn])
     if turn is not None:
         _check_turn(c_controls[turn + 1:], c_uses[0])
-    if [_shape(c) for c in p_controls] != [_shape(c) for i, c in enumerate(c_controls)
+    if [shape(c) for c in p_controls] != [shape(c) for i, c in enumerate(c_controls)
                                            if i != turn]:
         raise CompileError(c_uses[0].access.span,
                            f"role '{producer.role.name}' loads '{buffers[0]}' under "
@@ -174,6 +194,45 @@ def _plan_handoff(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBl
     return plans
 
 
+def _plan_sites(kernel: ir.Kernel, producer: ir.RoleBlock, consumer: ir.RoleBlock,
+                p_site: Path, buffers: list[str], handed: list[Use], taken: set[str],
+                fillers: dict[tuple, _Side]) -> _Plan:
+    """The ring of buffers the consumer reads at several sites (ir/read_sites):
+    the producer's side as for one site (one pair of registers for all such
+    rings of its loop); the consumer steps registers of the ring's own at
+    each read."""
+    c_uses = [u for u in handed if u.role.name == consumer.role.name]
+    base, sites = read_sites.read_sites(consumer.body, read_sites.split_sites(c_uses),
+                                        buffers[0], producer, p_site)
+    n_stages = check_same_stages(kernel, buffers, "handed over")
+    pair = f"{producer.role.name}_{consumer.role.name}"
+    key = (producer.role.name, p_site, n_stages)
+    if key not in fillers:
+        fillers[key] = _side(fresh_name(pair, taken), producer.role.name, p_site,
+                             controls(producer.body, p_site), n_stages, taken)
+    name = fresh_name(f"{pair}_{buffers[0]}", taken)
+    stage = fresh_name(f"{name}_{consumer.role.name}_stage", taken)
+    phase = fresh_name(f"{name}_{consumer.role.name}_phase", taken)
+    advance = ir.StageAdvance(stage, phase, n_stages, c_uses[0].access.span)
+    per_warp = all(isinstance(u.leaf, ir.Mma) for u in c_uses)
+    ring = read_sites.SiteRing(tuple(buffers), base, tuple(sites), advance,
+                               per_warp and n_stages > 1,
+                               any(isinstance(c, ir.ForLoop) for c in controls(consumer.body,
+                                                                              base)))
+    # The consumer's steps happen at its sites, not at the end of one loop.
+    consumer_side = _Side(consumer.role.name, None, ring.stage, ring.phase, ring.previous, None,
+                          None, None, advance)
+    loads = tuple(u.leaf for u in handed if u.role.name == producer.role.name)
+    arrivals = consumer.role.active_warps * (1 if per_warp else 32)
+    pipeline = ir.Pipeline(name, producer.role.name, consumer.role.name, tuple(buffers),
+                           n_stages, fresh_name(f"{name}_full", taken),
+                           fresh_name(f"{name}_empty", taken), arrivals,
+                           sum(load.nbytes for load in loads), loads[0].span,
+                           read_counter=stage)
+    return _Plan(pipeline, fillers[key], consumer_side, loads, tuple(c_uses), per_warp, False,
+                 False, sites=ring)
+
+
 def _check_turn(below: list, use: Use) -> None:
     """A warpgroup skips another's tile by the trip count of the one loop that
     reads the ring, which must then be the same for every tile."""
@@ -185,12 +244,6 @@ def _check_turn(below: list, use: Use) -> None:
                                             f"reads '{use.access.buffer}' in one loop directly "
                                             "in the role's body, with bounds that do not depend "
                                             "on the tile")
-
-
-def _shape(control: ir.ForLoop | ir.IfThen) -> tuple:
-    if isinstance(control, ir.ForLoop):
-        return ("for", control.start, control.stop)
-    return ("if", control.cond)
 
 
 def _describe(controls: list) -> str:
@@ -238,6 +291,11 @@ def _rewrite(block: ir.Block, path: Path, role: str, plans: list[_Plan]) -> ir.B
     stmts = tuple(out)
     advances, produced = {}, False
     for plan in plans:
+        if plan.sites is not None and plan.consumer.role == role:
+            stmts = read_sites.consume(
+                stmts, path, plan.sites, lambda s, p=plan: touches(s, p.pipeline.buffers),
+                lambda user, p=plan: _wait(p, user),
+                lambda stage, lag, last, p=plan: _release(p, stage, lag, last))
         for side, connect in ((plan.producer, _produce), (plan.consumer, _consume)):
             if side.role == role and side.site == path:
                 stmts = connect(stmts, plan)
@@ -311,12 +369,7 @@ def _consume(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
     p, side = plan.pipeline, plan.consumer
     touching = [i for i, s in enumerate(stmts) if touches(s, p.buffers)]
     first, last = touching[0], touching[-1]
-    subject = ", ".join(p.buffers)
-    user = stmts[first]
-    wait = ir.MBarrierWait(ir.BarrierRef(p.full, side.stage), side.parity, user.span, ir.Reason(
-        ir.Hazard.ASYNC_WRITE_READ, subject, f"written by async loads of role '{p.producer}'",
-        plan.loads[0].span, _what(user), user.span))
-    out = list(stmts[:first]) + [wait]
+    out = list(stmts[:first]) + [_wait(plan, stmts[first])]
     for i, stmt in enumerate(stmts[first:], first):
         out.append(at_stage(stmt, p.buffers, side.stage))
         if i == last:
@@ -326,6 +379,15 @@ def _consume(stmts: tuple[ir.Stmt, ...], plan: _Plan) -> tuple[ir.Stmt, ...]:
             else:
                 out.append(_release(plan, side.stage, 0, stmts[last]))
     return tuple(out)
+
+
+def _wait(plan: _Plan, user: ir.Stmt) -> ir.MBarrierWait:
+    """The consumer's wait for the fill of its current stage, before `user`."""
+    p, side = plan.pipeline, plan.consumer
+    return ir.MBarrierWait(ir.BarrierRef(p.full, side.stage), side.parity, user.span, ir.Reason(
+        ir.Hazard.ASYNC_WRITE_READ, ", ".join(p.buffers),
+        f"written by async loads of role '{p.producer}'", plan.loads[0].span, _what(user),
+        user.span))
 
 
 def _after_loop_release(plan: _Plan) -> list[ir.Stmt]:
@@ -348,41 +410,3 @@ def _release(plan: _Plan, stage: ir.ScalarExpr, lag: int, last_use: ir.Stmt) -> 
 
 def _what(stmt: ir.Stmt) -> str:
     return "read by wgmma" if isinstance(stmt, ir.Mma) else "read by ld.shared"
-
-
-# ---------------------------------------------------------------- reused memory
-def _check_reused_memory(kernel: ir.Kernel, uses: list[Use], plans: list[_Plan]) -> None:
-    """A buffer placed in another's memory is used by one role; in a pipelined
-    buffer's memory, by the consumer after the loop that reads the pipeline
-    (then the producer is done with it and the passes order the consumer), and
-    never in a persistent kernel, whose producer refills the ring for the next
-    tile while a tile's epilogue runs."""
-    for buf in kernel.buffers:
-        if buf.reuses is None:
-            continue
-        mine = [u for u in uses if u.access.buffer == buf.name]
-        if not mine:
-            continue
-        plan = next((p for p in plans if buf.reuses in p.pipeline.buffers), None)
-        # Every buffer in that memory counts: the one reused and the others reusing it.
-        sharers = [u for u in uses if u.access.memory == buf.reuses]
-        last_read = max((u.top for u in plan.consumer_uses), default=-1) if plan else -1
-        for u in mine:
-            if plan is not None and kernel.persistent:
-                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of pipelined "
-                                                  f"'{buf.reuses}', which the producer refills "
-                                                  "for the next tile while this tile's "
-                                                  f"epilogue runs: give '{buf.name}' memory of "
-                                                  "its own")
-            other = next((v for v in sharers if v.role.name != u.role.name), None)
-            if plan is None and other is not None:
-                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of "
-                                                  f"'{buf.reuses}', which role "
-                                                  f"'{other.role.name}' uses (as "
-                                                  f"'{other.access.buffer}'); reuse memory within "
-                                                  "one role")
-            if plan is not None and (u.role.name != plan.consumer.role or u.top <= last_read):
-                raise CompileError(u.access.span, f"'{buf.name}' reuses the memory of pipelined "
-                                                  f"'{buf.reuses}': use it in role "
-                                                  f"'{plan.pipeline.consumer}' after the loop that "
-                                                  f"reads '{buf.reuses}'")

@@ -35,9 +35,11 @@ _ASYNC_MMA = (ir.Mma, ir.WgmmaCommit, ir.WgmmaWait)
 
 
 def drop_implied_stage_waits(kernel: ir.Kernel) -> ir.Kernel:
-    # Between roles, unicast, and with a previous stage that is not this one.
-    pipes = {p.name: p for p in kernel.pipelines
-             if p.producer != p.consumer and p.blocks == 1 and p.stages > 1}
+    # Between roles, unicast, with a previous stage that is not this one, and read at
+    # one site (where the consumer steps a ring of several sites, another ring's stage
+    # of the same iteration may hold another fill).
+    pipes = {p.name: p for p in kernel.pipelines if p.producer != p.consumer
+             and p.blocks == 1 and p.stages > 1 and p.read_counter is None}
     by_empty = {p.empty: p for p in pipes.values()}
     sites = {name: _release_site(kernel.body, name) for name in pipes}
     dropped: dict[str, ir.Pipeline] = {}  # ring -> the ring whose empty barrier implies its own

@@ -14,6 +14,8 @@ the accumulators are first read covers every batch before it. Stage releases
 are matched by iteration: a product remembers how many iterations ago it read
 each pipeline stage, so releasing the previous iteration's stage waits only
 for the previous batch (`wait_group 1`) while this iteration's stays in flight.
+A ring read at several sites counts reads instead of iterations: its
+consumer's stage register steps at each read, and so does the product's lag.
 
 Hardware rule: wgmma.mma_async reads its operands and writes its accumulators
 asynchronously until wgmma.wait_group reports its batch complete; touching
@@ -59,6 +61,8 @@ class _Waits(ForwardRewrite[_InFlight]):
     def __init__(self, kernel: ir.Kernel):
         self.stages = {p.name: p.stages for p in kernel.pipelines}
         self.pipeline_of = {b: p.name for p in kernel.pipelines for b in p.buffers}
+        # Rings read at several sites: a product's lag counts the steps of this register.
+        self.counted = {p.read_counter: p.name for p in kernel.pipelines if p.read_counter}
 
     def initial(self) -> _InFlight:
         return _InFlight()
@@ -69,8 +73,7 @@ class _Waits(ForwardRewrite[_InFlight]):
         return _InFlight(async_groups.join(a.batches, b.batches), a.open | b.open)
 
     def next_iteration(self, state: _InFlight, loop: ir.ForLoop) -> _InFlight:
-        return _InFlight(tuple(frozenset(map(_older, batch)) for batch in state.batches),
-                         frozenset(map(_older, state.open)))
+        return _aged(state, lambda name: name not in self.counted.values())
 
     def before(self, stmt: ir.Stmt, state: _InFlight):
         if isinstance(stmt, ir.Mma):
@@ -90,6 +93,8 @@ class _Waits(ForwardRewrite[_InFlight]):
                 return _InFlight(async_groups.append(state.batches, state.open), frozenset())
             case ir.WgmmaWait(pending=n):
                 return _keep_youngest(state, n)
+            case ir.StageAdvance(stage=stage) if stage in self.counted:
+                return _aged(state, lambda name: name == self.counted[stage])
         return state
 
     def place(self, out: list[ir.Stmt], inserted: list[ir.Stmt]) -> None:
@@ -141,12 +146,17 @@ class _Waits(ForwardRewrite[_InFlight]):
                    for name, lag in product.stages)
 
 
-def _older(product: _Product) -> _Product:
-    """The product seen one iteration later."""
-    if not product.stages:
-        return product
-    return replace(product, stages=frozenset((name, min(lag + 1, UNKNOWN_LAG))
-                                             for name, lag in product.stages))
+def _aged(state: _InFlight, which) -> _InFlight:
+    """`state` one step later for the pipelines `which(name)` selects: a loop's
+    next iteration, or (a ring read at several sites) its consumer's step."""
+    def older(product: _Product) -> _Product:
+        if not product.stages:
+            return product
+        return replace(product, stages=frozenset(
+            (name, min(lag + 1, UNKNOWN_LAG) if which(name) else lag)
+            for name, lag in product.stages))
+    return _InFlight(tuple(frozenset(map(older, batch)) for batch in state.batches),
+                     frozenset(map(older, state.open)))
 
 
 def _wait(state: _InFlight, pending: int, reason: ir.Reason) -> ir.WgmmaWait:

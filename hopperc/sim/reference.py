@@ -7,7 +7,9 @@ each other (a role that writes a buffer another reads runs first), so data
 handed from one role to another cannot be late; a buffer two roles share is versioned by
 the loop iteration that fills and reads it (iteration i of the loader's loop
 feeds iteration i of the reader's), which is the meaning a stage ring
-implements. Per-warpgroup tiles run once per warpgroup, in step; in a pingpong
+implements. A buffer its reader reads at several sites (ir/read_sites) is
+versioned by fill instead: the k-th read (a site's execution) takes the k-th
+fill. Per-warpgroup tiles run once per warpgroup, in step; in a pingpong
 turn, only for the warpgroup whose turn it is.
 """
 from __future__ import annotations
@@ -18,6 +20,8 @@ import numpy as np
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import issued_per_warpgroup, leaf_accesses, walk
+from hopperc.ir.handoffs import uses
+from hopperc.ir.read_sites import multi_site_buffers
 from hopperc.ir.layout import element_threads
 from hopperc.ir.raster import TILE_LOOP, turn_warpgroups
 from hopperc.sim.block import WorkBudget
@@ -109,6 +113,15 @@ class _Block:
         self.tensors = tensors
         self.tiles = {s.name: s for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
         self.versioned = _shared_between_roles(kernel)
+        found = [u for r in _top_level(kernel) if isinstance(r, ir.RoleBlock) for u in uses(r)]
+        sites = multi_site_buffers(found)
+        # The buffers versioned by fill, each leaf's read site, and per (role, buffer) the
+        # context (site, loop indices) of its latest access and how many it has seen.
+        self.by_fill = set(sites)
+        self.site_of = {id(u.leaf): n for groups in sites.values()
+                        for n, group in enumerate(groups) for u in group}
+        self.fills: dict[tuple[str, str], tuple[tuple, int]] = {}
+        self.role = self.leaf = None
         self.smem: dict[tuple, np.ndarray] = {}
         self.loops: list[str] = []
         self.threads = self.instances = 0
@@ -118,6 +131,7 @@ class _Block:
         self.enter(self.kernel.threads)
         for stmt in _roles_in_order(self.kernel):
             if isinstance(stmt, ir.RoleBlock):
+                self.role = stmt.role.name
                 self.enter(stmt.role.active_warps * 32)
                 self.block(stmt.body)
             else:
@@ -140,6 +154,7 @@ class _Block:
         return scalar(expr, dict(self.env, **{"@wg": instance, "@warp": 4 * instance}))
 
     def stmt(self, stmt: ir.Stmt) -> None:
+        self.leaf = stmt
         match stmt:
             case ir.ForLoop(var=var, start=start, stop=stop, body=body, span=span):
                 self.loops.append(var)
@@ -269,10 +284,22 @@ class _Block:
 
     def _storage(self, buffer: str) -> np.ndarray:
         version = tuple(self.env[v] for v in self.loops) if buffer in self.versioned else ()
+        if buffer in self.by_fill:
+            version = ("fill", self._fill(buffer, version))
         key = (buffer, version)
         if key not in self.smem:
             self.smem[key] = np.zeros(self.kernel.buffer(buffer).shape, dtype=np.float32)
         return self.smem[key]
+
+    def _fill(self, buffer: str, indices: tuple) -> int:
+        """Which fill of `buffer` this access takes: the next one where the role
+        reaches another site, or the same site in another iteration."""
+        context = (self.site_of.get(id(self.leaf)), indices)
+        last, count = self.fills.get((self.role, buffer), (None, -1))
+        if context != last:
+            count += 1
+        self.fills[(self.role, buffer)] = (context, count)
+        return count
 
     def _region(self, place: Place):
         buf = self.kernel.buffer(place.buffer)

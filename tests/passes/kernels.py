@@ -424,3 +424,36 @@ OWN_ROWS_LOOP = """kernel k(X: f32[M, N], Y: f32[M, N])
     tma Y[tile.m, tile.n] <- sx
 }
 """
+
+# K read before the loop and in it, V in it and after it (the k-th read of a ring
+# takes the k-th fill): L / 64 fills of each, 1 + (L / 64 - 1) reads.
+SITES = """kernel sites(Q: bf16[L, 64], K: bf16[L, 64], V: bf16[L, 64], O: bf16[L, 64])
+    tile(BM = 64, BN = 64) grid(m: L / BM)
+{
+    shared sq: bf16[BM, 64] swizzle 128B
+    shared sk: bf16[BN, 64] stages 2 swizzle 128B
+    shared sv: bf16[BN, 64] stages 2 swizzle 128B
+    shared so: bf16[BM, 64] swizzle 128B
+    role math: warpgroup regs 240 {
+        tma sq <- Q[tile.m, 0]
+        s: f32[64, BN] = sq @ sk^T
+        p: bf16[64, BN] = bf16(s * 0.125)
+        o: f32[64, 64] = 0
+        for j in 1 .. L / BN {
+            s = sq @ sk^T
+            o += p @ sv
+            x: f32[64, BN] = s * 0.125
+            p = bf16(x)
+        }
+        o += p @ sv
+        so = bf16(o)
+        tma O[tile.m, 0] <- so
+    }
+    role load: warp regs 24 {
+        for j in 0 .. L / BN {
+            tma sk <- K[j, 0]
+            tma sv <- V[j, 0]
+        }
+    }
+}
+"""

@@ -6,9 +6,10 @@ expects 24576 bytes; its consumers are 2 warpgroups = 8 warps.
 """
 import pytest
 
+from hopperc import driver
 from hopperc.diagnostics import CompileError
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import TWO_PRODUCERS, WS_GEMM, WS_HEADER
+from tests.passes.kernels import SITES, TWO_PRODUCERS, WS_GEMM, WS_HEADER
 
 PASS = "connect_role_pipelines"
 
@@ -373,3 +374,204 @@ def test_rings_the_producer_interleaves_are_one():
             "load_add_empty (128 arrivals) expect_tx 24576 B") in out
     assert out.count("mbarrier.wait load_add_full") == 1
 
+
+
+# ---------------------------------------------------------------- a ring read at several sites
+def test_a_ring_read_at_several_sites_steps_its_own_stage_at_each_read(tmp_path):
+    """K's first read (before the loop) takes fill 0 and steps K's stage; the
+    loop's read j takes fill j and releases the previous read's stage (always
+    there: the read before the loop); V's loop read j takes fill j - 1 and
+    releases the previous one from j = 2; V's read after the loop takes the
+    last fill, and, the last read, releases and steps nothing: no fill
+    follows. The producer's one pair of registers steps once per iteration
+    for both rings."""
+    filecheck(ir_after(SITES, PASS), """
+CHECK: pipeline load_math_sk: load -> math [sk] stages 2 full load_math_sk_full empty load_math_sk_empty (4 arrivals) expect_tx 8192 B
+CHECK: pipeline load_math_sv: load -> math [sv] stages 2
+CHECK-SAME: read at several sites (steps load_math_sv_math_stage)
+CHECK: role math
+CHECK: mbarrier.wait load_math_sk_full[load_math_sk_math_stage], parity load_math_sk_math_phase
+CHECK-NEXT: wgmma s = sq @ sk{stage load_math_sk_math_stage}^T
+CHECK-NEXT: advance load_math_sk_math_stage mod 2 (flip load_math_sk_math_phase on wrap)
+CHECK: for j in 1 .. L / 64:
+CHECK-NEXT: mbarrier.wait load_math_sk_full[load_math_sk_math_stage], parity load_math_sk_math_phase
+CHECK-NEXT: wgmma s = sq @ sk{stage load_math_sk_math_stage}^T
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_sk_empty[(load_math_sk_math_stage + 1) % 2]  (release stage, lag 1)
+CHECK-NEXT: mbarrier.wait load_math_sv_full[load_math_sv_math_stage], parity load_math_sv_math_phase
+CHECK-NEXT: wgmma o += p @ sv{stage load_math_sv_math_stage}
+CHECK-NEXT: if j > 1:
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_sv_empty[(load_math_sv_math_stage + 1) % 2]  (release stage, lag 1)
+CHECK-NEXT: x: f32[64, 64] wgmma = (s * 0.125)
+CHECK-NEXT: p = bf16(x)
+CHECK-NEXT: advance load_math_sk_math_stage mod 2
+CHECK-NEXT: advance load_math_sv_math_stage mod 2
+CHECK: mbarrier.wait load_math_sv_full[load_math_sv_math_stage], parity load_math_sv_math_phase
+CHECK-NEXT: wgmma o += p @ sv{stage load_math_sv_math_stage}
+CHECK-NEXT: st.shared so = bf16(o)
+CHECK: role load
+CHECK: for j in 0 .. L / 64:
+CHECK-NOT: advance
+CHECK: tma.load sk{stage load_math_load_stage}
+CHECK-NOT: advance
+CHECK: tma.load sv{stage load_math_load_stage}
+CHECK-NEXT: advance load_math_load_stage mod 2 (flip load_math_load_phase on wrap)
+""", tmp_path)
+
+
+def test_the_last_read_releases_its_stage_where_the_sites_run_again(tmp_path):
+    """In a persistent grid the next tile's loads refill the stages this tile
+    read last: K's after the loop (its last read, one step back), V's right
+    after its read after the loop (the wait pass completes that product),
+    after that read released the loop's last (if the loop ran)."""
+    persistent = SITES.replace("grid(m: L / BM)", "grid(m: L / BM) persistent")
+    filecheck(ir_after(persistent, PASS), """
+CHECK: for j in 1 .. L / 64:
+CHECK: advance load_math_sv_math_stage mod 2
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_sk_empty[(load_math_sk_math_stage + 1) % 2]  (release stage, lag 1)
+CHECK-SAME: read by wgmma
+CHECK: wgmma o += p @ sv{stage load_math_sv_math_stage}
+CHECK-NEXT: if L / 64 > 1:
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_sv_empty[(load_math_sv_math_stage + 1) % 2]  (release stage, lag 1)
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_sv_empty[load_math_sv_math_stage]  (release stage, lag 0)
+CHECK-NEXT: advance load_math_sv_math_stage mod 2
+""", tmp_path)
+
+
+def _consumer_loop(bounds: str) -> str:
+    """SITES with the consumer's loop over `bounds` (the producer's is `0 .. L / BN`)."""
+    return SITES.replace("for j in 1 .. L / BN {", f"for j in {bounds} {{")
+
+
+def test_negative_a_ring_read_more_often_than_it_is_filled_is_refused():
+    """At the first read of the last site that does not balance (K's, in the loop)."""
+    err = _error(_consumer_loop("0 .. L / BN"))
+    assert err.message == ("role 'math' reads 'sk' 1 + (L / 64) times (sites at lines 10, 14), "
+                           "1 more than role 'load' fills it (L / 64 times, line 24); the k-th "
+                           "read of a ring takes the k-th fill, so the last reads would wait for "
+                           "fills that never come")
+    assert err.span.line == 14
+
+
+def test_negative_a_fill_left_unread_is_refused():
+    err = _error(_consumer_loop("2 .. L / BN"))
+    assert "reads 'sk' 1 + (L / 64 - 2) times (sites at lines 10, 14), 1 fewer than role 'load' " \
+        "fills it" in err.message and err.span.line == 14
+
+
+def test_negative_counts_the_compiler_cannot_compare_are_refused():
+    err = _error(_consumer_loop("1 .. L / 32"))
+    assert "cannot show these equal" in err.message and err.span.line == 14
+
+
+def test_negative_a_read_site_under_a_condition_is_refused():
+    err = _error(SITES.replace("        o += p @ sv\n        so",
+                               "        if L > 64 {\n            o += p @ sv\n        }\n        so"))
+    assert "reads 'sv' at 2 sites" in err.message and "not under an 'if'" in err.message
+    assert err.span.line == 20
+
+
+def test_one_stage_ring_read_at_several_sites_is_released_at_each_read(tmp_path):
+    """With one stage the next fill goes into the stage just read: each site
+    releases it right after its product (the wait pass completes the product
+    first), and the sites still take the fills in turn."""
+    text = SITES.replace("stages 2", "stages 1")
+    filecheck(ir_after(text, PASS), """
+CHECK: wgmma s = sq @ sk{stage load_math_sk_math_stage}^T
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_sk_empty[load_math_sk_math_stage]  (release stage, lag 0)
+CHECK-NEXT: advance load_math_sk_math_stage mod 1
+CHECK: for j in 1 .. L / 64:
+CHECK: wgmma o += p @ sv{stage load_math_sv_math_stage}
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_sv_empty[load_math_sv_math_stage]  (release stage, lag 0)
+""", tmp_path)
+    path = tmp_path / "one_stage_sites.hk"
+    path.write_text(text)
+    report = driver.simulate(driver.read_source(path), seeds=4, search=100)
+    assert report.ok, [line for f in report.findings for line in f.lines()]
+
+
+ELEMENT_SITES = """kernel ew(X: f32[M, 64], Y: f32[M, 64])
+    tile(BM = 64) grid(m: M / BM)
+{
+    shared sx: f32[BM, 64] stages 2
+    shared sy: f32[BM, 64]
+    role use: warpgroup regs 240 {
+        acc: f32[BM, 64] = sx * 2.0
+        for k in 1 .. 4 {
+            acc = acc + sx
+        }
+        acc = acc + sx * 3.0
+        sy = acc
+        tma Y[tile.m, 0] <- sy
+    }
+    role load: warp regs 40 {
+        for k in 0 .. 5 { tma sx <- X[5 * tile.m + k, 0] }
+    }
+}
+"""
+
+
+def test_element_wise_reads_at_several_sites_release_the_stage_they_read(tmp_path):
+    """Element-wise readers at three sites (1 + 3 + 1 reads of 5 fills): each
+    site releases the stage it read right after its read (every thread
+    arrives), and the producer fences before refilling what ld.shared read."""
+    filecheck(ir_after(ELEMENT_SITES, PASS), """
+CHECK: mbarrier load_use_sx_empty[2] arrivals 128
+CHECK: role use
+CHECK: mbarrier.wait load_use_sx_full[load_use_sx_use_stage], parity load_use_sx_use_phase
+CHECK-NEXT: acc: f32[64, 64] wgmma = (ld.shared(sx{stage load_use_sx_use_stage}) * 2)
+CHECK-NEXT: mbarrier.arrive load_use_sx_empty[load_use_sx_use_stage]  (release stage, lag 0)
+CHECK-NEXT: advance load_use_sx_use_stage mod 2
+CHECK-NEXT: for k in 1 .. 4:
+CHECK-NEXT: mbarrier.wait load_use_sx_full[load_use_sx_use_stage]
+CHECK-NEXT: acc = (acc + ld.shared(sx{stage load_use_sx_use_stage}))
+CHECK-NEXT: mbarrier.arrive load_use_sx_empty[load_use_sx_use_stage]  (release stage, lag 0)
+CHECK-NEXT: advance load_use_sx_use_stage mod 2
+CHECK-NEXT: mbarrier.wait load_use_sx_full[load_use_sx_use_stage]
+CHECK-NEXT: acc = (acc + (ld.shared(sx{stage load_use_sx_use_stage}) * 3))
+CHECK-NEXT: st.shared sy = acc
+CHECK: role load
+CHECK: mbarrier.wait load_use_sx_empty[load_use_load_stage], parity 1 - load_use_load_phase
+CHECK-NEXT: fence.proxy.async.shared::cta
+""", tmp_path)
+    path = tmp_path / "element_sites.hk"
+    path.write_text(ELEMENT_SITES)
+    report = driver.simulate(driver.read_source(path), seeds=4, search=100)
+    assert report.ok, [line for f in report.findings for line in f.lines()]
+
+
+def test_negative_a_ring_read_at_several_sites_in_a_pingpong_turn_is_refused():
+    """A warpgroup skips the stages of the tiles it leaves to the other by one
+    loop's trip count; reads at several sites are not counted that way."""
+    text = """kernel pp(A: bf16[M, K], B: bf16[N, K], C: bf16[M, N])
+    tile(BM = 64, BN = 64, BK = 64) grid(m: M / BM, n: N / BN) persistent pingpong
+{
+    shared sa: bf16[BM, BK] stages 4 swizzle 128B
+    shared sb: bf16[BN, BK] stages 4 swizzle 128B
+    shared sc: bf16[2, 64, 64] swizzle 128B
+
+    role math: warpgroup x2 regs 232 {
+        acc: f32[BM, BN] = sa @ sb^T
+        for k in 1 .. K / BK {
+            acc += sa @ sb^T
+        }
+        sc[wg] = bf16(acc)
+        tma C[tile.m, tile.n] <- sc[wg]
+    }
+    role load: warp regs 40 {
+        for k in 0 .. K / BK {
+            tma sa <- A[tile.m, k]
+            tma sb <- B[tile.n, k]
+        }
+    }
+}
+"""
+    err = _error(text)
+    assert "reads 'sa' at several sites inside a pingpong turn" in err.message
+    assert err.span.line == 9

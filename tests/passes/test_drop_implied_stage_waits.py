@@ -12,6 +12,7 @@ first wait completes it): K_b and V_a go, V_b stays.
 """
 from hopperc import driver
 from tests.conftest import ROOT, ir_after
+from tests.passes.kernels import SITES
 from tests.passes.test_connect_role_pipelines import SPLIT_RINGS
 
 PASS = "drop_implied_stage_waits"
@@ -66,3 +67,14 @@ def test_element_wise_rings_keep_their_own():
     """Element-wise readers release right after their reads (no wgmma wait to
     reason about): the pass leaves them."""
     assert ir_after(SPLIT_RINGS, "wait_wgmma_batches") == ir_after(SPLIT_RINGS, PASS)
+
+
+def test_rings_read_at_several_sites_keep_their_own_empty_barriers():
+    """K's read in iteration j takes fill j and V's fill j - 1: the stage index
+    of one says nothing about the other's, so neither release implies the other
+    (K's release in iteration j comes before P_{j-1} V_{j-1} reads V's stage:
+    without V's own wait the producer refills it first, a race `check` reports)."""
+    out = ir_after(SITES, PASS)
+    assert "mbarrier load_math_sk_empty[2] arrivals 4" in out
+    assert "mbarrier load_math_sv_empty[2] arrivals 4" in out
+    assert "mbarrier.wait load_math_sv_empty[load_math_load_stage]" in out

@@ -127,3 +127,44 @@ def test_a_one_stage_ring_waits_for_the_batch_before_its_release():
     out = ir_after(WS_GEMM.replace("stages 3", "stages 1"), PASS)
     loop = out.split("for k in 0 .. K / 64:")[1].split("st.shared")[0]
     assert "wgmma.wait_group 0" in loop and "wgmma.wait_group 1" not in loop
+
+
+def test_a_ring_read_at_several_sites_overlaps_the_softmax_with_the_previous_p_v(tmp_path):
+    """bench/kernels/mha_fwd_overlap.hk (FlashAttention-3's intra-warpgroup
+    overlap): iteration j issues S_j and P_{j-1} V_{j-1}, waits with
+    `wait_group 1` before the softmax reads S_j (P V still in flight) and with
+    `wait_group 0` only before O is rescaled. The releases of the previous
+    reads' stages wait for nothing: a product's lag counts its ring's steps
+    (one per read), and the products that read those stages completed in the
+    previous iteration."""
+    from tests.conftest import ROOT
+    text = (ROOT / "bench" / "kernels" / "mha_fwd_overlap.hk").read_text()
+    out = ir_after(text, PASS)
+    filecheck(out, """
+CHECK: for j in 1 .. L / 128:
+CHECK-NOT: wgmma.wait_group
+CHECK: wgmma s = sq[wg of 2] @ sk{stage load_math_sk_math_stage}^T
+CHECK-NEXT: wgmma.commit_group
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_sk_empty[(load_math_sk_math_stage + 1) % 2]  (release stage, lag 1)
+CHECK-NEXT: mbarrier.wait load_math_sv_full[load_math_sv_math_stage]
+CHECK-NEXT: wgmma o += pb @ sv{stage load_math_sv_math_stage}
+CHECK-NEXT: wgmma.commit_group
+CHECK-NEXT: if j > 1:
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_sv_empty[(load_math_sv_math_stage + 1) % 2]  (release stage, lag 1)
+CHECK-NEXT: wgmma.wait_group 1
+CHECK-SAME: why: s written by wgmma
+CHECK-NEXT: x = where(
+CHECK-NEXT: m_new: f32[64] rows =
+CHECK-NEXT: p = exp2(
+CHECK-NEXT: alpha: f32[64] rows =
+CHECK-NEXT: l = (
+CHECK-NEXT: wgmma.wait_group 0
+CHECK-SAME: why: o written by wgmma
+CHECK-NEXT: o = (o * alpha[:, None])
+CHECK-NEXT: pb = bf16(p)
+CHECK-NEXT: m = m_new
+CHECK-NEXT: advance load_math_sk_math_stage
+CHECK-NEXT: advance load_math_sv_math_stage
+""", tmp_path)

@@ -180,3 +180,44 @@ def test_a_loop_variable_plane_waiting_for_too_few_stores_is_a_race():
 
     report = run(front_end, m.edit(kernel, shallow))
     assert any(f.category is Category.RACE for f in report.findings), report.findings
+
+
+def _consumer_loop_from(start: int):
+    """The consumer's key loop (`for j in 1 .. L / BN`) starting at `start`."""
+    def fn(stmt: ir.Stmt):
+        if isinstance(stmt, ir.ForLoop) and stmt.start == ir.const(1):
+            return [replace(stmt, start=ir.const(start))]
+        return None
+    return fn
+
+
+def test_a_ring_read_once_more_than_it_is_filled_is_a_deadlock():
+    """ring_read_sites reads K and V 1 + (L / 64 - 1) times each, once per fill;
+    from j = 0 its loop reads each once more, and that read waits for a fill
+    the producer never makes."""
+    front_end, kernel = lowered("ring_read_sites.hk")
+    report = run(front_end, m.edit(kernel, _consumer_loop_from(0)))
+    assert any(f.category is Category.DEADLOCK for f in report.findings), report.findings
+
+
+def test_a_read_site_that_does_not_step_the_ring_reads_a_stale_fill():
+    """Without the step after the read before the loop, the loop's first read
+    takes K's stage 0 again: the fill the first read took (its phase already
+    complete, so nothing waits), or the producer's refill of it."""
+    front_end, kernel = lowered("ring_read_sites.hk")
+    prologue = next(s for s in walk(kernel.body) if isinstance(s, ir.StageAdvance)
+                    and s.span.line == 14)
+    report = run(front_end, m.edit(kernel, m.remove(ir.StageAdvance, lambda s: s == prologue)))
+    assert any(f.category is Category.RACE and "sk stage" in f.message
+               for f in report.findings), report.findings
+
+
+def test_a_ring_read_once_less_than_it_is_filled_is_caught():
+    """From j = 2 the loop reads each ring once less than it is filled, and its
+    first iteration, which takes V's first fill, releases the previous read's
+    stage as if an earlier read of V had taken one: the producer refills the
+    stage that product still reads, and the counts drift into a deadlock."""
+    front_end, kernel = lowered("ring_read_sites.hk")
+    report = run(front_end, m.edit(kernel, _consumer_loop_from(2)))
+    assert any(f.category is Category.RACE and "sv stage" in f.message
+               for f in report.findings), report.findings

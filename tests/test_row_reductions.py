@@ -105,6 +105,26 @@ def test_a_row_vector_broadcasts_over_tiles_whose_rows_its_threads_hold():
     assert info.value.message.endswith("not over a row-major tile [64, 4]")
 
 
+def test_broadcasts_along_one_axis_combine_into_a_per_row_term():
+    """`m_new[:, None] * c + ...` is one value per row, broadcast over the tile
+    it meets (the per-row term of a fused softmax argument)."""
+    text = SOFTMAX.replace("exp2(x - m_new[:, None])",
+                           "exp2(x * 1.0 - (m_new[:, None] * 0.75 + m_new[:, None] * 0.25))")
+    front_end = driver.check(SourceFile("softmax.hk", text))
+    problem = make_problem(driver.lower(front_end), {"M": 64, "N": 128})
+    x = problem.inputs["X"]
+    e = np.exp2(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(expected_outputs(front_end, problem)["Y"],
+                               e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+def test_broadcasts_along_different_axes_do_not_combine():
+    text = SOFTMAX.replace("shared sx: f32[BM, BN]", "shared sx: f32[BM, BN]\n    shared sv: f32[BN]")
+    message = edit_error(text, "exp2(x - m_new[:, None])",
+                         "exp2(x - (m_new[:, None] + sv[None, :]))").message
+    assert "broadcasts combine along one axis with as many values" in message
+
+
 @pytest.mark.parametrize("name", ["softmax", "rmsnorm"])
 def test_samples_match_float64_numpy_on_ragged_rows(name):
     """M = 100, N = 168: partial row and column tiles (TMA zero fill; softmax

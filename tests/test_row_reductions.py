@@ -75,8 +75,8 @@ def test_online_softmax_matches_numpy():
 def test_reductions_become_slot_loops_and_quad_shuffles():
     cuda = driver.generate(SourceFile("softmax.hk", SOFTMAX)).cuda
     assert "float u_m[2];" in cuda and "float u_l[2];" in cuda
-    assert ("for (int hk_s = 0; hk_s < 32; ++hk_s) if ((hk_s / 2) % 2 == hk_k) "
-            "hk_v = fmaxf(hk_v, u_x[hk_s]);") in cuda
+    assert ("float hk_v = u_x[2 * hk_k]; for (int hk_s = 2 * hk_k + 1; hk_s < 32; ++hk_s) "
+            "if ((hk_s / 2) % 2 == hk_k) hk_v = fmaxf(hk_v, u_x[hk_s]);") in cuda
     assert "hk_v = hk_v + __shfl_xor_sync(0xffffffffu, hk_v, 2);" in cuda
     assert "u_m_new[(hk_k / 2) % 2]" in cuda  # a row vector broadcast over a wgmma tile
     resources = driver.build(SourceFile("softmax.hk", SOFTMAX)).result.resources

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import tile_operands
 from hopperc.ir.layout import element_threads, plane_rows
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Site
@@ -146,13 +145,12 @@ class ElementCode:
         value: read as that value (anywhere but its own updates, `parts`) without
         its quad's sum (RowPartsSum), each thread would see a different, partial
         value."""
-        for e in tile_operands(expr):
-            if isinstance(e, (ir.TileRef, ir.RowValues)) and (
-                    self.block.program.tiles[e.name].layout is ir.Layout.ROW_PARTS) and not parts:
-                raise fail(Category.WRONG_RESULT,
-                           f"reads '{e.name}', whose threads each hold a part of a row sum, as "
-                           "the row's value: no quad sum of the parts comes first", span,
-                           self.block.program.tiles[e.name].span)
+        read = () if parts else self.block.program.parts_reads(expr)
+        if read:
+            raise fail(Category.WRONG_RESULT,
+                       f"reads '{read[0]}', whose threads each hold a part of a row sum, as "
+                       "the row's value: no quad sum of the parts comes first", span,
+                       self.block.program.tiles[read[0]].span)
 
     def register_use(self, tile: str, span) -> None:
         """Element-wise code touching a tile: not while a wgmma batch may use it."""

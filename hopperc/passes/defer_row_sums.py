@@ -40,7 +40,10 @@ _LANE_BUILTINS = frozenset({"lane", "thread"})
 
 def defer_row_sums(kernel: ir.Kernel) -> ir.Kernel:
     tiles = {s.name: s for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
-    taken = set(tiles) | {b.name for b in kernel.buffers} | {t.name for t in kernel.tensors}
+    # every name the kernel gives a value, so the parts' name shadows none in C++
+    taken = (set(tiles) | {b.name for b in kernel.buffers} | {t.name for t in kernel.tensors}
+             | {p.name for p in kernel.scalars} | {name for name, _ in kernel.consts}
+             | {s.var for s in walk(kernel.body) if isinstance(s, ir.ForLoop)})
     return replace(kernel, body=_Deferrer(tiles, taken).block(kernel.body))
 
 

@@ -181,3 +181,8 @@ def _update_code(cuda: str) -> str:
     """The C++ of the parts' update: from its line directive to the next one."""
     start = cuda.index("u_l_parts[hk_k] = ")
     return cuda[cuda.rindex("#line", 0, start):cuda.index("#line", start)]
+
+
+def test_the_parts_take_a_name_no_value_of_the_kernel_has():
+    text = ATTENTION.replace("O: bf16[L, 64])", "O: bf16[L, 64], l_parts: i32)")
+    assert "l_parts2: f32[64] row_parts = 0" in ir_after(text, PASS)

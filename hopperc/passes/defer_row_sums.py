@@ -10,12 +10,13 @@ declared in l's place, each update `parts = parts * a + thread_rowsum(x)` (the
 thread's own slots of the row, no shuffle), and l declared right before its
 first read (or at the end of its block) as the quad sum of the parts
 (RowPartsSum). An online softmax's row sums then cost no shuffle in its loop:
-two shuffles and two adds per row once after it, not per iteration. A vector
-read by anything else before or inside the loop, updated under an `if`, in
-one thread (`elect`, `one_thread`) or manual code, or in a loop whose trip
-count differs between a quad's lanes, or one that starts at a value other
-than 0 (the parts would have to split it: only 0 splits into four zeros
-without choosing a lane), stays as written.
+two shuffles and two adds per row once after it, not per iteration. The
+updates may sit in loops and `if`s (a loop split into interior and boundary
+iterations keeps its sums as parts across them) whose bounds and conditions
+the lanes of a quad share. A vector read by anything else before or inside
+the loop, updated in one thread (`elect`, `one_thread`) or manual code, or
+that starts at a value other than 0 (the parts would have to split it: only 0
+splits into four zeros without choosing a lane), stays as written.
 
 Hardware rule: in the wgmma layout the 4 lanes of a quad hold a row (lane q
 its columns c with (c % 8) / 2 == q), and rowsum is each lane's slots summed,
@@ -101,9 +102,17 @@ class _Deferrer:
             case ir.TileAssign():
                 return self.update(stmt, name) is not None
             case ir.ForLoop(start=start, stop=stop, body=body):
-                return not (builtins_in(start) | builtins_in(stop)) & _LANE_BUILTINS and all(
+                return self.quad_uniform(start, stop) and all(
                     self.updates_only(s, name) for s in body.stmts)
+            case ir.IfThen(cond=cond, then=then, orelse=orelse):
+                return self.quad_uniform(cond) and all(
+                    self.updates_only(s, name) for s in then.stmts + orelse.stmts)
         return False
+
+    def quad_uniform(self, *exprs: ir.ScalarExpr) -> bool:
+        """Whether the lanes of a quad agree on these values (the front end
+        already refuses conditions and bounds that differ between threads)."""
+        return not set().union(*(builtins_in(e) for e in exprs)) & _LANE_BUILTINS
 
     def touches(self, stmt: ir.Stmt, name: str) -> bool:
         leaves = list(walk(ir.Block((stmt,))))
@@ -152,6 +161,11 @@ class _Deferrer:
                 return replace(stmt, name=parts,
                                value=ir.Elementwise("+", (carried, ir.ThreadRowSum(tile))))
             case ir.ForLoop(body=body):
-                return replace(stmt, body=ir.Block(tuple(self.rename(s, name, parts)
-                                                         for s in body.stmts)))
+                return replace(stmt, body=self.rename_block(body, name, parts))
+            case ir.IfThen(then=then, orelse=orelse):
+                return replace(stmt, then=self.rename_block(then, name, parts),
+                               orelse=self.rename_block(orelse, name, parts))
         return stmt
+
+    def rename_block(self, block: ir.Block, name: str, parts: str) -> ir.Block:
+        return ir.Block(tuple(self.rename(s, name, parts) for s in block.stmts))

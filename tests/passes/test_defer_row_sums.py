@@ -79,7 +79,8 @@ CHECK-NEXT: st.shared so = bf16((o / l[:, None]))
 
 
 @pytest.mark.parametrize("update", ["l = l + rowsum(p)", "l = rowsum(p) + alpha * l",
-                                    "l = l * (alpha * 0.5 + 0.5) + rowsum(p)"])
+                                    "l = l * (alpha * 0.5 + 0.5) + rowsum(p)",
+                                    "if j > 0 { l = l * alpha + rowsum(p) }"])
 def test_each_form_of_update_by_a_row_uniform_factor_is_deferred(update):
     text = ir_after(ATTENTION.replace(UPDATE, update), PASS)
     assert "quad_sum(l_parts)" in text and "thread_rowsum(p)" in text
@@ -96,8 +97,8 @@ def test_each_form_of_update_by_a_row_uniform_factor_is_deferred(update):
     (UPDATE, "l = l * rowmax(s) + rowsum(s)"),
     # not a sum of a tile
     (UPDATE, "l = l * alpha + m_new"),
-    # under a condition
-    (UPDATE, "if j > 0 { l = l * alpha + rowsum(p) }"),
+    # one update of two is something else
+    (UPDATE, "if j > 0 { l = l * alpha + rowsum(p) } else { l = rowsum(p) }"),
 ])
 def test_negative_other_uses_keep_the_row_sum_as_written(old, new):
     text = ATTENTION.replace(old, new)
@@ -123,6 +124,16 @@ def test_every_schedule_is_right():
     report = driver.simulate(_source(), seeds=3, search=50)
     assert report.ok, [f.headline() for f in report.findings]
     assert report.reference == "numpy reference"
+
+
+def test_updates_in_both_branches_of_a_condition_are_right():
+    """The sums stay parts through an `if` the lanes share (a loop split into
+    interior and boundary iterations has its updates in several places)."""
+    text = ATTENTION.replace(UPDATE, "if j > 0 { l = l * alpha + rowsum(p) } "
+                                     "else { l = l + rowsum(p) }")
+    assert "quad_sum(l_parts)" in ir_after(text, PASS)
+    report = driver.simulate(_source(text), seeds=2, search=20)
+    assert report.ok, [f.headline() for f in report.findings]
 
 
 def _lowered():

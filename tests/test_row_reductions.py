@@ -119,7 +119,8 @@ def test_broadcasts_along_one_axis_combine_into_a_per_row_term():
 
 
 def test_broadcasts_along_different_axes_do_not_combine():
-    text = SOFTMAX.replace("shared sx: f32[BM, BN]", "shared sx: f32[BM, BN]\n    shared sv: f32[BN]")
+    text = SOFTMAX.replace("shared sx: f32[BM, BN]",
+                           "shared sx: f32[BM, BN]\n    shared sv: f32[BN]")
     message = edit_error(text, "exp2(x - m_new[:, None])",
                          "exp2(x - (m_new[:, None] + sv[None, :]))").message
     assert "broadcasts combine along one axis with as many values" in message

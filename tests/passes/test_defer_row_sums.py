@@ -14,6 +14,7 @@ from hopperc.backend import sass_metrics as sm
 from hopperc.diagnostics import SourceFile
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
+from hopperc.ir.verify import VerifyError, verify
 from hopperc.sim.explore import simulate
 from hopperc.sim.problem import default_dims, make_problem
 from hopperc.sim.values import thread_row_sums
@@ -156,6 +157,17 @@ def test_without_the_quad_sum_check_finds_a_wrong_result():
     finding = _first_finding(front_end, broken)
     assert finding is not None and finding.category.value == "wrong result"
     assert "'l_parts'" in finding.message and "no quad sum" in finding.message
+
+
+def test_the_verifier_refuses_parts_read_as_a_rows_value():
+    """What `check` finds in a mutant, the verifier finds in a pass that would
+    make it (a compiler bug: exit 2)."""
+    _, lowered = _lowered()
+    verify(lowered, PASS)
+    broken = m.edit(lowered, lambda s: [replace(s, init=ir.TileRef(s.init.name))]
+                    if isinstance(s, ir.TileDef) and isinstance(s.init, ir.RowPartsSum) else None)
+    with pytest.raises(VerifyError, match="TileRef of 'l_parts' at .* writing rows"):
+        verify(broken, PASS)
 
 
 def test_a_read_of_the_parts_inside_the_loop_is_a_finding():

@@ -1,7 +1,8 @@
 """SASS figures of the row-reducing samples (softmax, softmax_wide, rmsnorm,
-attention_fwd): for each loop of the kernel, longest last, its instructions and
-how many are block barriers, shuffles, MUFU and HGMMA; then the registers and
-spills. Needs the SASS tools (`pip install 'hopperc[sass]'`); no GPU.
+attention_fwd): for each loop of the kernel, longest last, its instructions, how
+many are block barriers, shuffles, MUFU and HGMMA, and all of them by class
+(`sass_metrics.INSTRUCTION_CLASSES`: arithmetic, sync, address, predicate, ...);
+then the registers and spills. Needs the SASS tools (`pip install 'hopperc[sass]'`); no GPU.
 
 Usage: python bench/rows.py [SAMPLE.hk ...] [-D NAME=VALUE ...]
 """
@@ -32,6 +33,8 @@ def figures(path: Path, defines: dict[str, int]) -> list[str]:
         body = loop.body(code)
         counts = ", ".join(f"{op} {sum(i.base == op for i in body)}" for op in COUNTED)
         lines.append(f"  loop at {loop.start:5}: {len(loop):5} instructions ({counts})")
+        lines.append("    by class: " + ", ".join(
+            f"{name} {n}" for name, n in sm.class_counts(body).items()))
     return lines
 
 

@@ -75,8 +75,8 @@ def test_online_softmax_matches_numpy():
 def test_reductions_become_slot_loops_and_quad_shuffles():
     cuda = driver.generate(SourceFile("softmax.hk", SOFTMAX)).cuda
     assert "float u_m[2];" in cuda and "float u_l[2];" in cuda
-    assert ("for (int hk_s = 0; hk_s < 32; ++hk_s) if ((hk_s / 2) % 2 == hk_k) "
-            "hk_v = fmaxf(hk_v, u_x[hk_s]);") in cuda
+    assert ("float hk_v = u_x[2 * hk_k]; for (int hk_s = 2 * hk_k + 1; hk_s < 32; ++hk_s) "
+            "if ((hk_s / 2) % 2 == hk_k) hk_v = fmaxf(hk_v, u_x[hk_s]);") in cuda
     assert "hk_v = hk_v + __shfl_xor_sync(0xffffffffu, hk_v, 2);" in cuda
     assert "u_m_new[(hk_k / 2) % 2]" in cuda  # a row vector broadcast over a wgmma tile
     resources = driver.build(SourceFile("softmax.hk", SOFTMAX)).result.resources
@@ -103,6 +103,27 @@ def test_a_row_vector_broadcasts_over_tiles_whose_rows_its_threads_hold():
     assert ("'m' (a vector of a warpgroup's [64, N] tiles) is broadcast (m[:, None]) over "
             "tiles whose rows its threads hold") in info.value.message
     assert info.value.message.endswith("not over a row-major tile [64, 4]")
+
+
+def test_broadcasts_along_one_axis_combine_into_a_per_row_term():
+    """`m_new[:, None] * c + ...` is one value per row, broadcast over the tile
+    it meets (the per-row term of a fused softmax argument)."""
+    text = SOFTMAX.replace("exp2(x - m_new[:, None])",
+                           "exp2(x * 1.0 - (m_new[:, None] * 0.75 + m_new[:, None] * 0.25))")
+    front_end = driver.check(SourceFile("softmax.hk", text))
+    problem = make_problem(driver.lower(front_end), {"M": 64, "N": 128})
+    x = problem.inputs["X"]
+    e = np.exp2(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(expected_outputs(front_end, problem)["Y"],
+                               e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+def test_broadcasts_along_different_axes_do_not_combine():
+    text = SOFTMAX.replace("shared sx: f32[BM, BN]",
+                           "shared sx: f32[BM, BN]\n    shared sv: f32[BN]")
+    message = edit_error(text, "exp2(x - m_new[:, None])",
+                         "exp2(x - (m_new[:, None] + sv[None, :]))").message
+    assert "broadcasts combine along one axis with as many values" in message
 
 
 @pytest.mark.parametrize("name", ["softmax", "rmsnorm"])

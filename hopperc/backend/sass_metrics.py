@@ -121,3 +121,45 @@ def epilogue_length(code: list[Instruction]) -> int:
     last = max((k for k, i in enumerate(code) if i.is_wgmma), default=-1)
     end = next((k for k in range(last + 1, len(code)) if code[k].base == "EXIT"), len(code))
     return end - last - 1
+
+
+# Instruction classes of a loop body (docs/perf.md's table per tile), by base opcode.
+# The order is the table's; "other" takes what no class names (memory, NOP, ...).
+_CLASSES: dict[str, frozenset[str]] = {
+    "HGMMA": frozenset(WGMMA),
+    "MUFU": frozenset({"MUFU"}),
+    "FMNMX": frozenset({"FMNMX"}),
+    "SHFL": frozenset({"SHFL"}),
+    "FFMA/FMUL/FADD": frozenset({"FFMA", "FMUL", "FADD"}),
+    "FSEL": frozenset({"FSEL"}),
+    "convert": frozenset({"F2FP", "F2F", "F2I", "I2F", "I2FP", "F2IP", "FRND"}),
+    # barriers, wgmma fences and waits, memory fences, and the election of the
+    # thread that arrives or issues
+    "sync": frozenset({"SYNCS", "WARPGROUP", "BAR", "MEMBAR", "FENCE", "ERRBAR", "DEPBAR",
+                       "WARPSYNC", "CCTL", "ELECT"}),
+    # integer and uniform-datapath arithmetic: addresses, descriptors, counters
+    "address": frozenset({"IADD3", "UIADD3", "IMAD", "UIMAD", "LEA", "ULEA", "MOV", "UMOV",
+                          "SHF", "USHF", "LOP3", "ULOP3", "SEL", "USEL", "PRMT", "UPRMT",
+                          "R2UR", "S2R", "S2UR", "CS2R", "IABS", "IMNMX", "UFLO", "POPC",
+                          "UPOPC", "BMSK", "UBMSK", "SGXT", "USGXT", "ULDC", "LDC", "BREV",
+                          "FLO", "IDP", "UIABS", "UIMNMX", "IADD", "UIADD"}),
+    "predicate": frozenset({"ISETP", "UISETP", "FSETP", "PLOP3", "UPLOP3", "P2R", "R2P",
+                            "UP2UR", "UR2UP", "PSETP", "VOTE", "VOTEU", "FCHK", "HSETP2"}),
+    "branch": frozenset({"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "BSSY",
+                         "BSYNC", "BREAK", "KILL"}),
+}
+INSTRUCTION_CLASSES = (*_CLASSES, "other")
+
+
+def instruction_class(instruction: Instruction) -> str:
+    """The class of one instruction (one of INSTRUCTION_CLASSES)."""
+    return next((name for name, bases in _CLASSES.items() if instruction.base in bases), "other")
+
+
+def class_counts(body: list[Instruction]) -> dict[str, int]:
+    """How many instructions of each class a listing holds, every class present,
+    in INSTRUCTION_CLASSES order."""
+    counts = dict.fromkeys(INSTRUCTION_CLASSES, 0)
+    for instruction in body:
+        counts[instruction_class(instruction)] += 1
+    return counts

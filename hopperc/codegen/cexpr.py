@@ -219,6 +219,10 @@ class ExprRenderer:
                 return row_reduce(op, name, self.tiles[name])
             case ir.RowReduce(op=op, name=name, partials=partials):
                 return self.row_combine(op, self.tiles[name], partials, role)
+            case ir.ThreadRowSum(name=name):
+                return thread_row_sum(name, self.tiles[name])
+            case ir.RowPartsSum(name=name):
+                return parts_sum(name)
             case ir.ElementIndex(axis=axis):
                 return f"static_cast<float>({plane_row if axis == 'row' else 'hk_c'})"
             case ir.Literal(value=v) if math.isinf(v):
@@ -291,13 +295,35 @@ def reduction(op: str) -> tuple[str, str]:
 def row_reduce(op: str, name: str, tile: ir.TileDef) -> str:
     """Slot hk_k (a row, ir.Layout.ROWS) of rowmax / rowsum of a wgmma-layout f32
     tile: the thread's slots of that row, then the quad's 4 lanes (xor 1, 2)."""
-    combine, start = reduction(op)
-    slots = tile_registers(tile)
+    combine = reduction(op)[0]
     step = " ".join(f"hk_v = {combine.format(f'__shfl_xor_sync(0xffffffffu, hk_v, {lane})')};"
                     for lane in (1, 2))
-    return (f"[&] {{ float hk_v = {start}; for (int hk_s = 0; hk_s < {slots}; ++hk_s) "
-            f"if ((hk_s / 2) % 2 == hk_k) hk_v = {combine.format(f'{names.user(name)}[hk_s]')}; "
-            f"{step} return hk_v; }}()")
+    return f"[&] {{ {_own_slots(combine, name, tile)} {step} return hk_v; }}()"
+
+
+def thread_row_sum(name: str, tile: ir.TileDef) -> str:
+    """Slot hk_k (a row, ir.Layout.ROW_PARTS) of this thread's part of rowsum of a
+    wgmma-layout f32 tile: its slots of that row, no shuffles."""
+    return f"[&] {{ {_own_slots(reduction('sum')[0], name, tile)} return hk_v; }}()"
+
+
+def _own_slots(combine: str, name: str, tile: ir.TileDef) -> str:
+    """hk_v = the thread's slots of row slot hk_k (those k with (k / 2) % 2 ==
+    hk_k) combined, starting from the first, 2 * hk_k, not from the identity:
+    ptxas keeps max(-inf, x) and 0 + x as instructions (fmaxf ignores a NaN
+    operand, 0 + -0 is +0)."""
+    tile_name = names.user(name)
+    return (f"float hk_v = {tile_name}[2 * hk_k]; "
+            f"for (int hk_s = 2 * hk_k + 1; hk_s < {tile_registers(tile)}; ++hk_s) "
+            f"if ((hk_s / 2) % 2 == hk_k) hk_v = {combine.format(f'{tile_name}[hk_s]')};")
+
+
+def parts_sum(name: str) -> str:
+    """Slot hk_k (a row, ir.Layout.ROWS) of a Layout.ROW_PARTS vector's rows: the
+    parts of the quad's 4 lanes, summed with shuffles (xor 1, 2)."""
+    step = " ".join(f"hk_v = hk_v + __shfl_xor_sync(0xffffffffu, hk_v, {lane});"
+                    for lane in (1, 2))
+    return f"[&] {{ float hk_v = {names.user(name)}[hk_k]; {step} return hk_v; }}()"
 
 
 def _elementwise(op: str, vals: list[str]) -> str:

@@ -105,7 +105,8 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
     else:
         assign = tile_store(definition, text)
     elements = rows * cols
-    if not isinstance(stmt, ir.SharedStore) and definition.layout is ir.Layout.ROWS:
+    if not isinstance(stmt, ir.SharedStore) and definition.layout in (ir.Layout.ROWS,
+                                                                      ir.Layout.ROW_PARTS):
         return PerElement(ROW_SLOTS, thread, ROWS_ROW, "0", assign)
     if not isinstance(stmt, ir.SharedStore) and definition.layout is ir.Layout.EVERY_ROW:
         return PerElement(shape[0], thread, "hk_k", "0", assign)

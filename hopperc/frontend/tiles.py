@@ -245,7 +245,7 @@ def _combine(op: str, operands: list[Typed], span: Span) -> Typed:
         shape = operand.shape
     for operand in operands:
         if operand.shape is not None and operand.shape[0] == "vector":
-            shape = check_broadcast(operand.shape, shape, span)
+            shape = _combine_broadcast(operand.shape, shape, op, span)
     # A comparison is 1 or 0, exact in every dtype: like a literal, it takes the
     # dtype of what it meets.
     dtype = None if op in COMPARE_OPS else next(iter(dtypes), None)
@@ -303,6 +303,21 @@ def _columns(name: str, tile: TileSymbol, rows: ast.Expr, cols: ast.Expr, scope:
         raise CompileError(cols.span, f"a column slice starts and ends on a multiple of 8 "
                                       f"(the wgmma layout's column groups), not {start} : {stop}")
     return Typed(ir.TileRef(name, (start, stop)), tile.dtype, (tile.shape[0], stop - start))
+
+
+def _combine_broadcast(vector_shape: tuple, shape: tuple | None, op: str, span: Span):
+    """A broadcast operand met with a tile (or view) or with another broadcast:
+    two broadcasts along the same axis with as many values are one broadcast (a
+    per-row term such as `m[:, None] * c - n[:, None] * c`)."""
+    if shape is None or shape[0] != "vector":
+        return check_broadcast(vector_shape, shape, span)
+    if vector_shape != shape:
+        axis = {"rows": "rows", "cols": "columns"}
+        raise CompileError(span, f"'{op}' of a vector of {shape[2]} broadcast along the "
+                                 f"{axis[shape[1]]} and one of {vector_shape[2]} along the "
+                                 f"{axis[vector_shape[1]]}: broadcasts combine along one "
+                                 "axis with as many values")
+    return shape
 
 
 def check_broadcast(vector_shape: tuple, shape: tuple[int, ...] | None, span: Span):

@@ -229,7 +229,7 @@ def tile_reads(expr: ir.TileExpr) -> Iterator[ir.BufferView]:
 def tile_refs(expr: ir.TileExpr) -> Iterator[str]:
     """Register tiles (and row vectors) an element-wise expression reads."""
     return (e.name for e in tile_operands(expr)
-            if isinstance(e, (ir.TileRef, ir.RowValues))
+            if isinstance(e, (ir.TileRef, ir.RowValues, ir.ThreadRowSum, ir.RowPartsSum))
             or isinstance(e, ir.RowReduce) and e.partials is None)
 
 

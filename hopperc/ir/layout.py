@@ -66,7 +66,7 @@ MAX_EVERY_ROW = 64  # rows of a Layout.EVERY_ROW vector, each a register of ever
 
 def tile_registers(tile: ir.TileDef) -> int:
     """Storage elements of a tile per thread (32-bit registers when packed)."""
-    if tile.layout is ir.Layout.ROWS:
+    if tile.layout in (ir.Layout.ROWS, ir.Layout.ROW_PARTS):
         return ROW_SLOTS
     if tile.layout is ir.Layout.EVERY_ROW:
         return tile.shape[0]

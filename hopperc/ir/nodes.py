@@ -22,8 +22,8 @@ from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace f
     PhaseFlip, Pipeline, ProxyFence, Reason, SetMaxRegisters, StageAdvance, StageRelease, SyncStmt,
     TurnBarrier, WgmmaCommit, WgmmaFence, WgmmaWait)
 from hopperc.ir.tile_exprs import (  # noqa: F401 - re-exported: one namespace for the IR
-    Convert, ElementIndex, Elementwise, GlobalVector, Literal, RowReduce, RowValues, ScalarValue,
-    SharedRead, TileExpr, TileRef)
+    Convert, ElementIndex, Elementwise, GlobalVector, Literal, RowPartsSum, RowReduce, RowValues,
+    ScalarValue, SharedRead, ThreadRowSum, TileExpr, TileRef)
 from hopperc.ir.walk_nodes import StartTileWalk, TakeTile, TileWalk  # noqa: F401 - re-exported
 
 
@@ -68,6 +68,10 @@ class Layout(Enum):
     # rows that thread's wgmma-layout slots k hold with (k/2)%2 == j; the 4 lanes
     # of a quad hold the same rows.
     ROWS = "rows"
+    # A register row vector of ROWS's slots whose 4 lanes of a quad each hold
+    # their own part of a row: the row's value is the sum of the quad's parts (a
+    # row sum deferred past a loop, passes/defer_row_sums.py; RowPartsSum).
+    ROW_PARTS = "row_parts"
     # A register row vector of a row-major tile whose rows each span all its
     # threads (columns a multiple of the threads): every thread holds every row,
     # slot j being row j.

@@ -65,6 +65,10 @@ def tile(expr: ir.TileExpr) -> str:
             return f"row{op}({name})"
         case ir.RowReduce(op=op, partials=partials):
             return f"{op} over warps of {view(partials)}[:, row]"
+        case ir.ThreadRowSum(name=name):
+            return f"thread_rowsum({name})"
+        case ir.RowPartsSum(name=name):
+            return f"quad_sum({name})"
         case ir.RowValues(name=name):
             return f"{name}[:, None]"
         case ir.Elementwise(op=op, args=args):

@@ -68,6 +68,24 @@ class RowReduce:
 
 
 @dataclass(frozen=True)
+class ThreadRowSum:
+    """This thread's part of rowsum(name) of a warpgroup's wgmma-layout f32 tile:
+    its own slots of the row summed, without the quad's shuffles. Only in a
+    statement over a Layout.ROW_PARTS vector (passes/defer_row_sums.py)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class RowPartsSum:
+    """The value of each row of Layout.ROW_PARTS vector `name`: the 4 parts its
+    quad's lanes hold, summed with shuffles (xor 1, 2), in a statement over a
+    Layout.ROWS vector."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class RowValues:
     """`name[:, None]`: a register row vector's value for the element's row, in a
     statement over a warpgroup's wgmma-layout tile (`per_row` None), or over a
@@ -103,4 +121,4 @@ class Convert:
 
 
 TileExpr = (TileRef | SharedRead | GlobalVector | Literal | ScalarValue | ElementIndex
-            | RowReduce | RowValues | Elementwise | Convert)
+            | RowReduce | ThreadRowSum | RowPartsSum | RowValues | Elementwise | Convert)

@@ -2,14 +2,16 @@
 
 It checks what every stage may rely on: names resolve, barrier references are
 in range, carried registers exist, sync nodes sit where they can execute, a
-ragged walk's registers are declared (StartTileWalk) before a TakeTile moves them.
+ragged walk's registers are declared (StartTileWalk) before a TakeTile moves them,
+a row sum's per-thread parts (Layout.ROW_PARTS) are read only by their own
+updates and their quad sum.
 A failure is a compiler bug (exit code 2), never a user error.
 """
 from __future__ import annotations
 
 from hopperc.diagnostics import ToolchainError
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import bodies, issued_per_warpgroup
+from hopperc.ir.accesses import bodies, issued_per_warpgroup, tile_operands, walk
 from hopperc.ir.elements import tensor_elements_in
 
 ISSUE_ONLY = (ir.AsyncLoad, ir.AsyncStore, ir.MBarrierExpectTx, ir.BulkCommit, ir.BulkWaitRead,
@@ -85,6 +87,7 @@ def verify(kernel: ir.Kernel, stage: str, *, loads_bound: bool = False,
                       manual or isinstance(stmt, ir.ManualRegion), walks)
 
     visit(kernel.body, None, False)
+    problems += _row_parts_problems(kernel)
     ranks = {t.name: len(t.dims) for t in kernel.tensors}
     for element in tensor_elements_in((kernel.body, kernel.grid)):
         if ranks.get(element.tensor) != len(element.indices):
@@ -92,3 +95,36 @@ def verify(kernel: ir.Kernel, stage: str, *, loads_bound: bool = False,
                             "index a tensor of the kernel by its rank")
     if problems:
         raise VerifyError(f"internal error: IR invalid after {stage}: " + "; ".join(problems))
+
+
+def _row_parts_problems(kernel: ir.Kernel) -> list[str]:
+    """A Layout.ROW_PARTS vector holds each lane's part of a row sum: only a
+    statement writing such parts reads them as values (its own update) or takes
+    a thread's part of a row sum (ThreadRowSum, of a wgmma-layout tile), and
+    only one writing a Layout.ROWS vector sums them across the quad (RowPartsSum)."""
+    tiles = {s.name: s for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
+    problems = []
+    for stmt in walk(kernel.body):
+        match stmt:
+            case ir.TileDef(name=name, init=value) | ir.TileAssign(name=name, value=value):
+                target = tiles[name].layout
+            case ir.SharedStore(value=value) | ir.GlobalRowStore(value=value):
+                target = None
+            case _:
+                continue
+        for e in tile_operands(value):
+            match e:
+                case ir.ThreadRowSum(name=name):
+                    fine = target is ir.Layout.ROW_PARTS and \
+                        tiles[name].layout is ir.Layout.WGMMA
+                case ir.RowPartsSum(name=name):
+                    fine = target is ir.Layout.ROWS and tiles[name].layout is ir.Layout.ROW_PARTS
+                case ir.TileRef(name=name) | ir.RowValues(name=name):
+                    fine = tiles[name].layout is not ir.Layout.ROW_PARTS or (
+                        target is ir.Layout.ROW_PARTS and isinstance(e, ir.TileRef))
+                case _:
+                    continue
+            if not fine:
+                problems.append(f"{type(e).__name__} of '{name}' at {stmt.span} in a statement "
+                                f"writing {target.value if target else 'memory'}")
+    return problems

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 PASS_NAMES: tuple[str, ...] = (
     "fold_zero_into_first_product",
+    "defer_row_sums",
     "connect_role_pipelines",
     "pipeline_one_role_rings",
     "multicast_cluster_loads",

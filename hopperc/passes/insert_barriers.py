@@ -179,7 +179,7 @@ class _Barriers(ForwardRewrite[Pending]):
             matrix = stores_by_matrix(buf, leaf.dst, threads)
         elif isinstance(leaf, (ir.TileDef, ir.TileAssign)):
             tile = self.tiles[leaf.name]
-            if tile.layout in (ir.Layout.ROWS, ir.Layout.EVERY_ROW):
+            if tile.layout in (ir.Layout.ROWS, ir.Layout.ROW_PARTS, ir.Layout.EVERY_ROW):
                 return accesses
             threads, grid, matrix = tile.threads, element_grid(tile.shape), False
         else:

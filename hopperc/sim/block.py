@@ -11,6 +11,7 @@ import numpy as np
 
 from hopperc.diagnostics import Span
 from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import tile_operands
 from hopperc.ir.elements import tensor_elements_in
 from hopperc.ir.global_accesses import global_vectors
 from hopperc.sim.barriers import MBarrier, NamedBarrier
@@ -54,6 +55,7 @@ class Program:
     scalars: dict = field(default_factory=dict, compare=False, repr=False)
     layout: dict = field(default_factory=dict, compare=False, repr=False)  # SharedSpace's
     vectors: dict = field(default_factory=dict, compare=False, repr=False)
+    parts: dict = field(default_factory=dict, compare=False, repr=False)
     budget: "WorkBudget | None" = field(default=None, compare=False, repr=False)
 
     def scalar(self, expr: ir.ScalarExpr) -> ScalarCode:
@@ -74,6 +76,18 @@ class Program:
         hit = self.vectors.get(id(expr))
         if hit is None or hit[0] is not expr:
             hit = self.vectors[id(expr)] = (expr, tuple(global_vectors(expr)))
+        return hit[1]
+
+
+    def parts_reads(self, expr: ir.TileExpr) -> tuple[str, ...]:
+        """The Layout.ROW_PARTS vectors an element-wise expression reads as values
+        (TileRef, RowValues: not through RowPartsSum), found once per expression,
+        keyed by identity as `scalar` is."""
+        hit = self.parts.get(id(expr))
+        if hit is None or hit[0] is not expr:
+            hit = self.parts[id(expr)] = (expr, tuple(
+                e.name for e in tile_operands(expr) if isinstance(e, (ir.TileRef, ir.RowValues))
+                and self.tiles[e.name].layout is ir.Layout.ROW_PARTS))
         return hit[1]
 
 

@@ -13,7 +13,7 @@ from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Site
 from hopperc.sim.row_stores import stored_elements, storing_rows
 from hopperc.sim.values import elementwise, operands, row_partials
-from hopperc.sim.views import Place, owned_elements, owned_rows
+from hopperc.sim.views import Place, owned_elements, owned_parts, owned_rows
 
 
 class ElementCode:
@@ -27,7 +27,12 @@ class ElementCode:
             tile = self.block.program.tiles[stmt.name]
             shape, threads, dtype = tile.shape, tile.threads, tile.dtype
             expr = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
-        if not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.ROWS:
+        parts = not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.ROW_PARTS
+        self.check_parts_reads(expr, parts, span)
+        if parts:
+            shape = (shape[0], 4)  # each row's part in each lane of its quad
+            owned = owned_parts(shape[0], threads, self.local, lanes)
+        elif not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.ROWS:
             owned = owned_rows(shape[0], threads, self.local, lanes)
         elif not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.EVERY_ROW:
             owned = np.full(shape, bool(lanes))  # every thread holds every row
@@ -67,7 +72,7 @@ class ElementCode:
         data = self.block.tensors is not None
         if data:
             values = elementwise(expr, shape, dtype, tile, shared, self.block.tensors, integer,
-                                 len(shape) == 1 and not isinstance(stmt, ir.SharedStore))
+                                 len(shape) == 1 and not isinstance(stmt, ir.SharedStore), parts)
         else:
             operands(expr, use, load, integer)
         if isinstance(stmt, ir.SharedStore):
@@ -102,6 +107,7 @@ class ElementCode:
         def integer(e: ir.ScalarExpr) -> int:
             return self.value(e, lanes, span)
 
+        self.check_parts_reads(stmt.value, False, span)
         shape = tuple(self.env[d] if isinstance(d, str) else d for d in tensor.dims)
         rows, index = stored_elements(stmt, shape, integer)
         mine = storing_rows(stmt, self.local, lanes)[rows]
@@ -133,6 +139,18 @@ class ElementCode:
             tile = self.block.program.tiles[stmt.tile]
             values = row_partials(stmt.op, self.tiles[stmt.tile], tile.threads, mine.shape[1])
             self.block.space.write(place, values, mine)
+
+    def check_parts_reads(self, expr: ir.TileExpr, parts: bool, span) -> None:
+        """A Layout.ROW_PARTS vector holds in each thread only its part of a row's
+        value: read as that value (anywhere but its own updates, `parts`) without
+        its quad's sum (RowPartsSum), each thread would see a different, partial
+        value."""
+        read = () if parts else self.block.program.parts_reads(expr)
+        if read:
+            raise fail(Category.WRONG_RESULT,
+                       f"reads '{read[0]}', whose threads each hold a part of a row sum, as "
+                       "the row's value: no quad sum of the parts comes first", span,
+                       self.block.program.tiles[read[0]].span)
 
     def register_use(self, tile: str, span) -> None:
         """Element-wise code touching a tile: not while a wgmma batch may use it."""

@@ -87,7 +87,7 @@ def _reads(expr, tensor: str, held: set[str]) -> bool:
             case ir.SharedRead(view=view) if view.buffer in held:
                 return True
             case ir.TileRef(name=name) | ir.RowValues(name=name) | ir.RowReduce(name=name) \
-                    if name in held:
+                    | ir.ThreadRowSum(name=name) | ir.RowPartsSum(name=name) if name in held:
                 return True
     return False
 

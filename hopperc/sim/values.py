@@ -135,14 +135,18 @@ _ELEMENTWISE = {
 def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
                 tile: Callable[[str], np.ndarray], shared: Callable[[ir.SharedRead], np.ndarray],
                 tensors: Mapping[str, np.ndarray], integer: Callable[[ir.ScalarExpr], int],
-                row_vector: bool = False) -> np.ndarray:
+                row_vector: bool = False, row_parts: bool = False) -> np.ndarray:
     """`expr` over a tile of `shape`, rounded to `dtype` as the write rounds it.
     `tile` and `shared` give register and shared-memory operands (where the
     simulator and the reference differ), `integer` evaluates scalars. A register
     row vector (`row_vector`) is one value per row: element i is row i, column 0
-    (a 1-D view is one row: element i is row 0, column i)."""
+    (a 1-D view is one row: element i is row 0, column i). A Layout.ROW_PARTS
+    vector (`row_parts`, `shape` [rows, 4]) is one value per row and quad lane."""
     def leaf(e: ir.TileExpr):
         match e:
+            case ir.TileRef(name=name) if row_parts:
+                value = tile(name)  # a row vector's value is alike in a row's parts
+                return value if value.ndim == 2 else value[:, None]
             case ir.TileRef(name=name, columns=None):
                 return tile(name)
             case ir.TileRef(name=name, columns=(start, stop)):
@@ -169,6 +173,10 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
             case ir.RowReduce(op="max", name=name):
                 return np.max(tile(name), axis=1)
             case ir.RowReduce(op="sum", name=name):
+                return np.sum(tile(name), axis=1, dtype=np.float32)
+            case ir.ThreadRowSum(name=name):
+                return thread_row_sums(tile(name))
+            case ir.RowPartsSum(name=name):
                 return np.sum(tile(name), axis=1, dtype=np.float32)
             case ir.RowValues(name=name):
                 return tile(name)[:, None]
@@ -221,7 +229,8 @@ def _operands(expr: ir.TileExpr, found: list[tuple[int, object]]) -> None:
                 _operands(arg, found)
         case ir.RowReduce(partials=ir.BufferView() as partials):
             found.append((1, ir.SharedRead(partials, "rows")))
-        case ir.TileRef(name=name) | ir.RowReduce(name=name) | ir.RowValues(name=name):
+        case ir.TileRef(name=name) | ir.RowReduce(name=name) | ir.RowValues(name=name) | \
+                ir.ThreadRowSum(name=name) | ir.RowPartsSum(name=name):
             found.append((0, name))
         case ir.SharedRead():
             found.append((1, expr))
@@ -231,6 +240,14 @@ def _operands(expr: ir.TileExpr, found: list[tuple[int, object]]) -> None:
             pass
         case _:
             raise TypeError(expr)
+
+
+def thread_row_sums(values: np.ndarray) -> np.ndarray:
+    """Each quad lane's part of the row sums of a warpgroup's wgmma-layout tile
+    ([rows, 4]): lane q of a row's quad holds its columns c with (c % 8) // 2 == q
+    (ir.Layout.WGMMA)."""
+    rows, cols = values.shape
+    return np.sum(values.reshape(rows, cols // 8, 4, 2), axis=(1, 3), dtype=np.float32)
 
 
 def row_partials(op: str, values: np.ndarray, threads: int, width: int) -> np.ndarray:

@@ -166,6 +166,17 @@ def owned_rows(length: int, threads: int, warp: int, lanes: tuple[int, ...]) -> 
 
 
 @lru_cache(maxsize=4096)
+def owned_parts(length: int, threads: int, warp: int, lanes: tuple[int, ...]) -> np.ndarray:
+    """Which parts of a Layout.ROW_PARTS vector ([length, 4]: row r's part in
+    lane q of its quad) the running `lanes` of role warp `warp` hold."""
+    rows = np.arange(length)[:, None]
+    lane = 4 * (rows % 8) + np.arange(4)[None, :]
+    owned = (rows // 16 == warp % (threads // 32)) & np.isin(lane, lanes)
+    owned.setflags(write=False)
+    return owned
+
+
+@lru_cache(maxsize=4096)
 def element_lanes(shape: tuple[int, ...], threads: int, warp: int) -> np.ndarray:
     """For each element of a tile or view spread over `threads` threads, the lane
     of role warp `warp` holding it, or -1 (as `per_element` in code generation,

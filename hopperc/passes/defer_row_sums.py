@@ -1,12 +1,14 @@
 """defer_row_sums
 
 Requires: the front end's IR (row vectors of a warpgroup's rows in Layout.ROWS).
-Establishes: a row vector `l` that starts at 0 and that, until it is first read,
+Establishes: a row vector `l` that starts at 0 or at a row sum (`l = rowsum(p)`,
+an online softmax's first tile) and that, until it is first read,
 only updates of the form `l = l * a + rowsum(x)` or `l = l + rowsum(x)` write
 and read (x a warpgroup's wgmma-layout f32 tile; a row-uniform: a row vector
 other than l, a literal, a scalar, or element-wise math of them), in at least
 one loop, is kept as per-thread parts through them: a Layout.ROW_PARTS vector
-declared in l's place, each update `parts = parts * a + thread_rowsum(x)` (the
+declared in l's place (starting at 0, or at the thread's own part of the first
+row sum), each update `parts = parts * a + thread_rowsum(x)` (the
 thread's own slots of the row, no shuffle), and l declared right before its
 first read (or at the end of its block) as the quad sum of the parts
 (RowPartsSum). An online softmax's row sums then cost no shuffle in its loop:
@@ -15,8 +17,9 @@ updates may sit in loops and `if`s (a loop split into interior and boundary
 iterations keeps its sums as parts across them) whose bounds and conditions
 the lanes of a quad share. A vector read by anything else before or inside
 the loop, updated in one thread (`elect`, `one_thread`) or manual code, or
-that starts at a value other than 0 (the parts would have to split it: only 0
-splits into four zeros without choosing a lane), stays as written.
+that starts at another value (the parts would have to split it: only 0 splits
+into four zeros, and a row sum into its lanes' parts, without choosing a lane),
+stays as written.
 
 Hardware rule: in the wgmma layout the 4 lanes of a quad hold a row (lane q
 its columns c with (c % 8) / 2 == q), and rowsum is each lane's slots summed,
@@ -73,7 +76,8 @@ class _Deferrer:
 
     def candidate(self, stmt: ir.Stmt) -> bool:
         return (isinstance(stmt, ir.TileDef) and stmt.layout is ir.Layout.ROWS
-                and stmt.dtype is ir.DType.F32 and stmt.init == ir.Literal(0.0))
+                and stmt.dtype is ir.DType.F32
+                and (stmt.init == ir.Literal(0.0) or _row_sum(stmt.init) is not None))
 
     def defer(self, stmts: list[ir.Stmt], at: int) -> int:
         """Defer the sums of the vector `stmts[at]` defines, if its uses allow:
@@ -87,7 +91,9 @@ class _Deferrer:
             return 0
         parts = fresh_name(f"{name}_parts", self.taken)
         definition = stmts[at]
-        stmts[at] = replace(definition, name=parts, layout=ir.Layout.ROW_PARTS)
+        first = _row_sum(definition.init)
+        stmts[at] = replace(definition, name=parts, layout=ir.Layout.ROW_PARTS,
+                            init=definition.init if first is None else ir.ThreadRowSum(first))
         for k in range(at + 1, end):
             stmts[k] = self.rename(stmts[k], name, parts)
         stmts.insert(end, replace(definition, init=ir.RowPartsSum(parts)))
@@ -125,15 +131,15 @@ class _Deferrer:
                                      and stmt.value.op == "+"):
             return None
         for carried, added in (stmt.value.args, stmt.value.args[::-1]):
-            if not (isinstance(added, ir.RowReduce) and added.op == "sum"
-                    and added.partials is None):
+            summed = _row_sum(added)
+            if summed is None:
                 continue
             if carried == ir.TileRef(name):
-                return None, added.name
+                return None, summed
             if isinstance(carried, ir.Elementwise) and carried.op == "*":
                 for own, factor in (carried.args, carried.args[::-1]):
                     if own == ir.TileRef(name) and self.row_uniform(factor, name):
-                        return factor, added.name
+                        return factor, summed
         return None
 
     def row_uniform(self, expr: ir.TileExpr, name: str) -> bool:
@@ -169,3 +175,10 @@ class _Deferrer:
 
     def rename_block(self, block: ir.Block, name: str, parts: str) -> ir.Block:
         return ir.Block(tuple(self.rename(s, name, parts) for s in block.stmts))
+
+
+def _row_sum(expr: ir.TileExpr | None) -> str | None:
+    """The tile `expr` sums along its rows across the quad (`rowsum(x)`), else None."""
+    if isinstance(expr, ir.RowReduce) and expr.op == "sum" and expr.partials is None:
+        return expr.name
+    return None

@@ -107,6 +107,19 @@ def test_negative_other_uses_keep_the_row_sum_as_written(old, new):
     assert ir_after(text, PASS) == ir_after(text, "fold_zero_into_first_product")
 
 
+def test_a_row_sum_start_is_split_into_the_lanes_parts():
+    """`l = rowsum(w)` before the loop (an online softmax's first tile, FA3's
+    form) starts each lane's part at its own slots of w's rows, so no lane is
+    chosen; O / l then needs the whole sum (the check's reference)."""
+    text = ATTENTION.replace("l: f32[64] = 0.0",
+                             "w: f32[64, 64] = 0.5\n        l: f32[64] = rowsum(w)")
+    out = ir_after(text, PASS)
+    assert "l_parts: f32[64] row_parts = thread_rowsum(w)" in out
+    assert "l: f32[64] rows = quad_sum(l_parts)" in out
+    report = driver.simulate(_source(text), seeds=2, search=20)
+    assert report.ok, [f.headline() for f in report.findings]
+
+
 def test_a_lanes_part_is_its_columns_of_the_row():
     """Lane q of a row's quad holds (ir.Layout.WGMMA) the columns whose lane
     (element_lanes) is 4 * (row % 8) + q: its part sums exactly those."""

@@ -1,7 +1,10 @@
 """SASS figures of the row-reducing samples (softmax, softmax_wide, rmsnorm,
-attention_fwd): for each loop of the kernel, longest last, its instructions and
-how many are block barriers, shuffles, MUFU and HGMMA; then the registers and
-spills. Needs the SASS tools (`pip install 'hopperc[sass]'`); no GPU.
+attention_fwd): for each loop of the kernel in address order, the source loop it
+compiles (its line, and the part: the whole loop, or the interior or a boundary
+of one split at its boundary iterations), its instructions per source
+iteration (nested loops apart) and how many are block barriers, shuffles, MUFU,
+HGMMA and the masks' FSETP and FSEL; then the registers and spills. Needs the
+SASS tools (`pip install 'hopperc[sass]'`); no GPU.
 
 Usage: python bench/rows.py [SAMPLE.hk ...] [-D NAME=VALUE ...]
 """
@@ -18,7 +21,7 @@ from hopperc import driver  # noqa: E402
 from hopperc.backend import sass_metrics as sm  # noqa: E402
 
 SAMPLES = ("softmax", "softmax_wide", "rmsnorm", "attention_fwd")
-COUNTED = ("BAR", "SHFL", "MUFU", "HGMMA")
+COUNTED = ("BAR", "SHFL", "MUFU", "HGMMA", "FSETP", "FSEL")
 
 
 def figures(path: Path, defines: dict[str, int]) -> list[str]:
@@ -27,11 +30,12 @@ def figures(path: Path, defines: dict[str, int]) -> list[str]:
     res = built.result.resources
     lines = [f"{path.stem} {defines or ''}  registers {res.registers}, spills "
              f"{res.spill_stores}/{res.spill_loads}"]
-    loops = sorted((lp for lp in sm.loops(code) if len(lp) > 16), key=lambda lp: lp.start)
-    for loop in loops:
-        body = loop.body(code)
-        counts = ", ".join(f"{op} {sum(i.base == op for i in body)}" for op in COUNTED)
-        lines.append(f"  loop at {loop.start:5}: {len(loop):5} instructions ({counts})")
+    for found in sm.source_loops(code, built.generated.kernel):
+        unrolled = len(found.own) / found.per_iteration
+        counts = ", ".join(f"{op} {sum(i.base == op for i in found.own) / unrolled:g}"
+                           for op in COUNTED)
+        lines.append(f"  loop at {found.loop.start:5} (line {found.line} {found.part}): "
+                     f"{found.per_iteration:5g} instructions per iteration ({counts})")
     return lines
 
 

@@ -35,7 +35,7 @@ analysis holds.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
@@ -95,10 +95,10 @@ def _split(loop: ir.ForLoop, kernel: ir.Kernel, threads: int) -> list[ir.Stmt]:
     a, b = loop.start, loop.stop
     j0 = a
     if starts:
-        j0 = scalar_op("min", _fold("max", [a, *starts]), b)
+        j0 = scalar_op("min", _tightest("max", [a, *starts]), b)
     j1 = b
     if stops:
-        j1 = scalar_op("max", _fold("min", [b, *stops]), j0)
+        j1 = scalar_op("max", _tightest("min", [b, *stops]), j0)
     interior = replace(loop, start=j0, stop=j1, body=context.rewrite(loop.body, decided),
                        split=ir.IterationRange(a, b, True))
     parts: list[ir.Stmt] = []
@@ -110,11 +110,52 @@ def _split(loop: ir.ForLoop, kernel: ir.Kernel, threads: int) -> list[ir.Stmt]:
     return parts
 
 
-def _fold(op: str, exprs: list[ir.ScalarExpr]) -> ir.ScalarExpr:
+@dataclass(frozen=True)
+class _Bound:
+    """ceil((sum(c * leaf) + constant) / divisor): a bound on the loop variable."""
+
+    terms: tuple
+    constant: int
+    divisor: int
+
+    @property
+    def expr(self) -> ir.ScalarExpr:
+        numerator = _sum(dict(self.terms), self.constant)
+        return numerator if self.divisor == 1 else scalar_op("/", numerator,
+                                                              ir.const(self.divisor))
+
+
+def _tightest(op: str, bounds: list[ir.ScalarExpr | _Bound]) -> ir.ScalarExpr:
+    """min or max of the bounds, of those that differ only in their constant the
+    one that decides it (the ceiling grows with the constant)."""
+    kept: dict[tuple, _Bound] = {}
+    other: list[ir.ScalarExpr] = []
+    pick = min if op == "min" else max
+    for bound in bounds:
+        bound = _as_bound(bound) if not isinstance(bound, _Bound) else bound
+        if isinstance(bound, _Bound):
+            key = (bound.terms, bound.divisor)
+            kept[key] = bound if key not in kept else \
+                pick(kept[key], bound, key=lambda b: b.constant)
+        else:
+            other.append(bound)
+    exprs = [*other, *(b.expr for b in kept.values())]
     out = exprs[0]
     for expr in exprs[1:]:
         out = scalar_op(op, out, expr)
     return out
+
+
+def _as_bound(expr: ir.ScalarExpr) -> _Bound | ir.ScalarExpr:
+    """A loop bound written `n / d` or affine as a _Bound; else as it is."""
+    divisor, numerator = 1, expr
+    if isinstance(expr, ir.ScalarOp) and expr.op == "/" and isinstance(expr.right, ir.Scalar) \
+            and expr.right.kind is ir.ScalarKind.CONST and expr.right.value > 0:
+        divisor, numerator = int(expr.right.value), expr.left
+    form = index_algebra.linear(numerator)
+    if form is None:
+        return expr
+    return _Bound(tuple(form[0].items()), form[1], divisor)
 
 
 def _overwrites_first(loop: ir.ForLoop) -> bool:
@@ -221,12 +262,13 @@ class _Context:
             return None
         # E = step * j + v + r with v in [low, high] and r = rest + constant
         if step > 0:  # true for every element while E(high) < 0, false once E(low) >= 0
-            minus_r = {k: -c for k, c in rest.items()}
-            return ((_ceil(_sum(minus_r, -constant - high), step), True),
-                    (_ceil(_sum(minus_r, -constant - low), step), False))
+            minus_r = tuple((k, -c) for k, c in rest.items())
+            return ((_Bound(minus_r, -constant - high, step), True),
+                    (_Bound(minus_r, -constant - low, step), False))
         # false while -step * j <= low + r, true once -step * j > high + r
-        return ((_ceil(_sum(rest, constant + low + 1), -step), False),
-                (_ceil(_sum(rest, constant + high + 1), -step), True))
+        r = tuple(rest.items())
+        return ((_Bound(r, constant + low + 1, -step), False),
+                (_Bound(r, constant + high + 1, -step), True))
 
     def _builtin(self, key) -> bool:
         return isinstance(key, ir.Scalar) and key.kind is ir.ScalarKind.BUILTIN and \
@@ -263,12 +305,18 @@ class _Context:
 
 
 def _automatic(block: ir.Block):
-    """Every statement of the block, nested ones included, but manual code."""
+    """Every statement of the block that may run, nested ones included, but
+    manual code (a branch a constant condition never takes does not run)."""
     for stmt in block.stmts:
         yield stmt
-        if not isinstance(stmt, ir.ManualRegion):
-            for body in bodies(stmt):
-                yield from _automatic(body)
+        match stmt:
+            case ir.IfThen(cond=ir.Scalar(kind=ir.ScalarKind.CONST, value=value)):
+                yield from _automatic(stmt.then if value else stmt.orelse)
+            case ir.ManualRegion():
+                pass
+            case _:
+                for body in bodies(stmt):
+                    yield from _automatic(body)
 
 
 def _value(stmt: ir.TileDef | ir.TileAssign) -> ir.TileExpr:
@@ -350,7 +398,3 @@ def _sum(terms: dict, constant: int) -> ir.ScalarExpr:
     if out is None:
         return ir.const(constant)
     return scalar_op("+" if constant >= 0 else "-", out, ir.const(abs(constant)))
-
-
-def _ceil(numerator: ir.ScalarExpr, divisor: int) -> ir.ScalarExpr:
-    return numerator if divisor == 1 else scalar_op("/", numerator, ir.const(divisor))

@@ -11,7 +11,10 @@ thread, wg), with integer coefficients and the rest invariant in the loop,
 runs as up to three loops over consecutive ranges of j with the body as
 written in each but one: `a .. J0` (boundary), `J0 .. J1` (interior: every
 such mask uniform over it is its selected operand; `x = x` is dropped) and
-`J1 .. b` (boundary). A mask whose comparison decreases with j (the key
+`J1 .. b` (boundary). The first and the last iteration stay in their boundary
+part whatever the lengths (J0 >= a + 1, J1 <= b - 1, as FlashAttention-2's
+one masking step): the parts run in the same order on a shape that ends in a
+partial tile (the checker's default) as on a whole one. A mask whose comparison decreases with j (the key
 bound `BN * j + col() < L`, a causal diagonal) is uniform on a prefix of the
 iterations and bounds J1; one that increases (a window's left edge) is
 uniform on a suffix and bounds J0: the interior is where each keeps its
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
@@ -93,12 +97,15 @@ def _split(loop: ir.ForLoop, kernel: ir.Kernel, threads: int) -> list[ir.Stmt]:
     if not decided:
         return [loop]
     a, b = loop.start, loop.stop
+    # The first iteration of a prefix boundary and the last of a suffix one stay
+    # in the boundary whatever the lengths: the parts then run in the same order
+    # on a shape that ends in a partial tile (the checker's) as on a whole one.
     j0 = a
     if starts:
-        j0 = scalar_op("min", _tightest("max", [a, *starts]), b)
+        j0 = scalar_op("min", _tightest("max", [_as_bound(a, 1), *starts]), b)
     j1 = b
     if stops:
-        j1 = scalar_op("max", _tightest("min", [b, *stops]), j0)
+        j1 = scalar_op("max", _tightest("min", [_as_bound(b, -1), *stops]), j0)
     interior = replace(loop, start=j0, stop=j1, body=context.rewrite(loop.body, decided),
                        split=ir.IterationRange(a, b, True))
     parts: list[ir.Stmt] = []
@@ -126,17 +133,17 @@ class _Bound:
 
 
 def _tightest(op: str, bounds: list[ir.ScalarExpr | _Bound]) -> ir.ScalarExpr:
-    """min or max of the bounds, of those that differ only in their constant the
-    one that decides it (the ceiling grows with the constant)."""
+    """min or max of the bounds, of those that differ only in their constant
+    (over their divisor) the one that decides it: ceil(x + c / d) grows with c / d."""
     kept: dict[tuple, _Bound] = {}
     other: list[ir.ScalarExpr] = []
     pick = min if op == "min" else max
     for bound in bounds:
-        bound = _as_bound(bound) if not isinstance(bound, _Bound) else bound
         if isinstance(bound, _Bound):
-            key = (bound.terms, bound.divisor)
+            key = tuple(sorted(((repr(leaf), Fraction(c, bound.divisor))
+                                for leaf, c in bound.terms)))
             kept[key] = bound if key not in kept else \
-                pick(kept[key], bound, key=lambda b: b.constant)
+                pick(kept[key], bound, key=lambda b: Fraction(b.constant, b.divisor))
         else:
             other.append(bound)
     exprs = [*other, *(b.expr for b in kept.values())]
@@ -146,16 +153,16 @@ def _tightest(op: str, bounds: list[ir.ScalarExpr | _Bound]) -> ir.ScalarExpr:
     return out
 
 
-def _as_bound(expr: ir.ScalarExpr) -> _Bound | ir.ScalarExpr:
-    """A loop bound written `n / d` or affine as a _Bound; else as it is."""
+def _as_bound(expr: ir.ScalarExpr, step: int) -> _Bound | ir.ScalarExpr:
+    """`expr + step` (a loop bound, `n / d` or affine) as a _Bound, or as it is."""
     divisor, numerator = 1, expr
     if isinstance(expr, ir.ScalarOp) and expr.op == "/" and isinstance(expr.right, ir.Scalar) \
             and expr.right.kind is ir.ScalarKind.CONST and expr.right.value > 0:
         divisor, numerator = int(expr.right.value), expr.left
     form = index_algebra.linear(numerator)
     if form is None:
-        return expr
-    return _Bound(tuple(form[0].items()), form[1], divisor)
+        return scalar_op("+", expr, ir.const(step))
+    return _Bound(tuple(form[0].items()), form[1] + step * divisor, divisor)
 
 
 def _overwrites_first(loop: ir.ForLoop) -> bool:

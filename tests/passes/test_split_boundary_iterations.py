@@ -44,12 +44,12 @@ NO_MASK = kernel("        acc = acc + sx\n")
 
 def test_key_bound_runs_an_interior_without_the_mask(tmp_path):
     """`64 j + col < N` holds for every column while 64 j + 63 < N: the interior
-    stops at ceil((N - 63) / 64) (never past the loop's N / 64), at least 0."""
+    stops at ceil((N - 63) / 64), and before the last iteration, ceil((N - 64) / 64), at least 0."""
     filecheck(ir_after(KEY_BOUND, PASS), """
-CHECK: for j in 0 .. max((N - 63) / 64, 0):  (interior of 0 .. N / 64)
+CHECK: for j in 0 .. max((N - 64) / 64, 0):  (interior of 0 .. N / 64)
 CHECK-NOT: where
 CHECK: acc = (acc + ld.shared(sx))
-CHECK: for j in max((N - 63) / 64, 0) .. N / 64:  (boundary of 0 .. N / 64)
+CHECK: for j in max((N - 64) / 64, 0) .. N / 64:  (boundary of 0 .. N / 64)
 CHECK: acc = (acc + where((((64 * j) + col()) < N), ld.shared(sx), 1))
 CHECK-NOT: for j
 CHECK: st.shared sy
@@ -66,13 +66,14 @@ def test_copies_keep_the_loops_sync(tmp_path):
 
 def test_causal_diagonal_is_the_boundary(tmp_path):
     """`64 j + col > 64 m + row` is false for every element while
-    64 j + 63 <= 64 m: the interior is 0 .. m, the diagonal tile the boundary."""
+    64 j + 63 <= 64 m: the interior is 0 .. m, the diagonal tile the boundary
+    (the loop's last, m = ceil((64 m - 62) / 64) for m >= 0)."""
     filecheck(ir_after(CAUSAL, PASS), """
-CHECK: for j in 0 .. max(min(tile.m + 1, (64 * tile.m - 62) / 64), 0):  (interior of 0 .. tile.m + 1)
+CHECK: for j in 0 .. max((64 * tile.m - 62) / 64, 0):  (interior of 0 .. tile.m + 1)
 CHECK: tma.load
 CHECK-NOT: where
 CHECK: acc = (acc + ld.shared(sx))
-CHECK: for j in max(min(tile.m + 1, (64 * tile.m - 62) / 64), 0) .. tile.m + 1:  (boundary
+CHECK: for j in max((64 * tile.m - 62) / 64, 0) .. tile.m + 1:  (boundary
 CHECK: where
 """, tmp_path)
 
@@ -80,7 +81,7 @@ CHECK: where
 def test_key_bound_and_diagonal_intersect(tmp_path):
     out = ir_after(BOTH, PASS)
     filecheck(out, """
-CHECK: for j in 0 .. max(min(min(tile.m + 1, (N - 63) / 64), (64 * tile.m - 62) / 64), 0):  (interior
+CHECK: for j in 0 .. max(min((64 * tile.m - 62) / 64, (N - 63) / 64), 0):  (interior
 CHECK: x: f32[64, 64] {{.*}}= ld.shared(sx)
 CHECK-NOT: x = x
 CHECK-NOT: where
@@ -92,11 +93,12 @@ CHECK: x = where
 
 def test_window_edge_is_a_prefix_boundary(tmp_path):
     """`64 j + col < 64 m + row - 64` is false for every element once
-    64 j >= 64 m + 63 - 64: the interior starts there, the masked part first."""
+    64 j >= 64 m + 63 - 64: the interior starts there (and after the first
+    iteration), the masked part first."""
     filecheck(ir_after(WINDOW, PASS), """
-CHECK: for j in 0 .. min(max(0, (64 * tile.m - 1) / 64), tile.m + 1):  (boundary of 0 .. tile.m + 1)
+CHECK: for j in 0 .. min(max(1, (64 * tile.m - 1) / 64), tile.m + 1):  (boundary of 0 .. tile.m + 1)
 CHECK: where
-CHECK: for j in min(max(0, (64 * tile.m - 1) / 64), tile.m + 1) .. tile.m + 1:  (interior
+CHECK: for j in min(max(1, (64 * tile.m - 1) / 64), tile.m + 1) .. tile.m + 1:  (interior
 CHECK-NOT: where
 CHECK: acc = (acc + ld.shared(sx))
 CHECK-NOT: for j
@@ -105,8 +107,8 @@ CHECK-NOT: for j
 
 def test_runtime_bounds(tmp_path):
     filecheck(ir_after(RUNTIME, PASS), """
-CHECK: for j in 0 .. max(min(n, (kv_len - 63) / 64), 0):  (interior of 0 .. n)
-CHECK: for j in max(min(n, (kv_len - 63) / 64), 0) .. n:  (boundary of 0 .. n)
+CHECK: for j in 0 .. max(min(n - 1, (kv_len - 63) / 64), 0):  (interior of 0 .. n)
+CHECK: for j in max(min(n - 1, (kv_len - 63) / 64), 0) .. n:  (boundary of 0 .. n)
 """, tmp_path)
 
 
@@ -124,7 +126,7 @@ def test_mask_in_a_branch_never_taken_does_not_bound_the_interior(tmp_path):
                   "        }\n"
                   "        acc = acc + x\n")
     filecheck(ir_after(text, PASS), """
-CHECK: for j in 0 .. max((N - 63) / 64, 0):  (interior of 0 .. N / 64)
+CHECK: for j in 0 .. max((N - 64) / 64, 0):  (interior of 0 .. N / 64)
 """, tmp_path)
 
 

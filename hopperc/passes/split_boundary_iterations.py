@@ -8,23 +8,23 @@ Establishes: a loop `for j in a .. b` whose body masks a tile, `where(c, x, y)`
 in a tile's definition or assignment with `c` a comparison affine in j, in
 the element's row() and col() and in the thread built-ins (lane, warp,
 thread, wg), with integer coefficients and the rest invariant in the loop,
-runs as up to three loops over consecutive ranges of j with the body as
-written in each but one: `a .. J0` (boundary), `J0 .. J1` (interior: every
-such mask uniform over it is its selected operand; `x = x` is dropped) and
-`J1 .. b` (boundary). The first and the last iteration stay in their boundary
-part whatever the lengths (J0 >= a + 1, J1 <= b - 1, as FlashAttention-2's
-one masking step): the parts run in the same order on a shape that ends in a
-partial tile (the checker's default) as on a whole one. A mask whose comparison decreases with j (the key
-bound `BN * j + col() < L`, a causal diagonal) is uniform on a prefix of the
-iterations and bounds J1; one that increases (a window's left edge) is
-uniform on a suffix and bounds J0: the interior is where each keeps its
-non-constant operand (else the prefix) and all of them hold, J0 and J1
-clamped into [a, b] (min/max of ceiling divisions of the affine forms at the
-extremes of row(), col() and the built-ins). A loop is split only where a
-mask is uniform (a producer's loop has none), not where a product overwrites
-on the first iteration (codegen renders that iteration apart), and at most
-once (`ForLoop.split`, which the simulator's default shapes read: the source
-loop's bounds).
+runs as up to three loops over consecutive ranges of j: `a .. J0` and
+`J1 .. b` (boundaries, the body as written) and `J0 .. J1` (interior: each
+such mask replaced by the operand it selects there; `x = x` is dropped). Such
+a condition has one value for every element on a prefix of the iterations
+and another on a suffix; the interior lies where each mask keeps its
+non-constant operand (else in the prefix): a key bound `BN * j + col() < L`
+or a causal diagonal bounds J1, a window's left edge J0. J0 and J1 are
+ceiling divisions of the affine forms at the extremes of row(), col() and
+the built-ins, clamped into [a, b]; the first and the last iteration stay in
+their boundary whatever the lengths (J0 >= a + 1, J1 <= b - 1, as
+FlashAttention-2's one masking step), so the parts run in the same order on
+a shape that ends in a partial tile (the checker's default) as on a whole
+one. Not split: a loop with no such mask (a GEMM's, a producer's), one whose
+product overwrites on its first iteration (codegen renders it apart), a loop
+already split (`ForLoop.split`, which the simulator's default shapes read:
+the source loop's bounds); a mask in a branch a constant never takes bounds
+nothing.
 
 Rule: j takes the same values in the same order across the parts, so each
 thread runs the same statements with the same operands; the carried stage and
@@ -44,36 +44,23 @@ from fractions import Fraction
 from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies, scalars_in, walk
-from hopperc.ir.rewrite import scalar_op
+from hopperc.ir.rewrite import map_bodies, scalar_op
 
 _COMPARISONS = ("<", "<=", ">", ">=")
 
 
 def split_boundary_iterations(kernel: ir.Kernel) -> ir.Kernel:
-    threads = kernel.threads
-    return replace(kernel, body=_block(kernel.body, kernel, threads))
+    return replace(kernel, body=_block(kernel.body, kernel, kernel.threads))
 
 
 def _block(block: ir.Block, kernel: ir.Kernel, threads: int) -> ir.Block:
     out: list[ir.Stmt] = []
     for stmt in block.stmts:
-        if isinstance(stmt, ir.ManualRegion):
-            out.append(stmt)
-            continue
         role_threads = stmt.role.active_warps * 32 if isinstance(stmt, ir.RoleBlock) else threads
-        nested = _with_bodies(stmt, lambda b: _block(b, kernel, role_threads))
+        nested = map_bodies(stmt, lambda b: _block(b, kernel, role_threads))
         out.extend(_split(nested, kernel, role_threads) if isinstance(nested, ir.ForLoop)
                    else (nested,))
     return ir.Block(tuple(out))
-
-
-def _with_bodies(stmt: ir.Stmt, fn) -> ir.Stmt:
-    match stmt:
-        case ir.IfThen(then=then, orelse=orelse):
-            return replace(stmt, then=fn(then), orelse=fn(orelse))
-        case ir.ForLoop() | ir.RoleBlock() | ir.OneThread() | ir.ElectLane():
-            return replace(stmt, body=fn(stmt.body))
-    return stmt
 
 
 def _split(loop: ir.ForLoop, kernel: ir.Kernel, threads: int) -> list[ir.Stmt]:
@@ -307,7 +294,7 @@ class _Context:
                 stmt = _with_value(stmt, _select(_value(stmt), grid, decided))
                 if isinstance(stmt, ir.TileAssign) and stmt.value == ir.TileRef(stmt.name):
                     continue
-            out.append(_with_bodies(stmt, lambda b: self.rewrite(b, decided)))
+            out.append(map_bodies(stmt, lambda b: self.rewrite(b, decided)))
         return ir.Block(tuple(out))
 
 

@@ -264,8 +264,6 @@ class _Context:
         self.wgmma_wait_lines: set[int] = set()
         loaded_on: dict[str, set[str]] = {}
         stored: set[str] = set()
-        # the barrier arrays whose waits read each carried phase or stage register
-        self.register_arrays: dict[str, set[str]] = {}
         for stmt in walk(kernel.body):
             if isinstance(stmt, ir.AsyncStore):
                 stored.add(_memory(stmt.src, kernel))
@@ -276,8 +274,6 @@ class _Context:
                                                            stmt.reason.after_span) if s}
             ref = getattr(stmt, "barrier", None)
             if isinstance(ref, ir.BarrierRef):
-                for register in _carried(stmt):
-                    self.register_arrays.setdefault(register, set()).add(ref.array)
                 self.barrier_lines.setdefault(ref.array, set()).add(stmt.span.line)
                 self.all_lines.add(stmt.span.line)
                 if isinstance(stmt, ir.AsyncLoad):
@@ -315,13 +311,6 @@ class _Context:
             lines |= self.barrier_lines.get(ref.array, set())
         if isinstance(stmt, ir.NamedBarrier):
             lines |= self.named_lines.get(stmt.id, set())
-        if isinstance(stmt, (ir.PhaseFlip, ir.StageAdvance)):
-            # a register stepped wrong misleads every later wait that reads it: in a
-            # loop split at its boundary iterations the last step is in the
-            # boundary, and the next loop's waits show it
-            for register in {stmt.phase, getattr(stmt, "stage", stmt.phase)}:
-                for array in self.register_arrays.get(register, ()):
-                    lines |= self.barrier_lines.get(array, set())
         if isinstance(stmt, ir.BulkCommit):
             lines |= self.store_lines
         if isinstance(stmt, ir.WgmmaCommit):
@@ -329,18 +318,6 @@ class _Context:
         for access in leaf_accesses(stmt):
             lines |= self.memory_lines.get(access.storage or access.buffer, set())
         return frozenset(lines)
-
-
-def _carried(node) -> set[str]:
-    """The carried registers a statement's own fields name (not its bodies)."""
-    if isinstance(node, ir.Scalar):
-        return {node.name} if node.kind is ir.ScalarKind.CARRIED else set()
-    if isinstance(node, tuple):
-        return set().union(*map(_carried, node))
-    if is_dataclass(node) and not isinstance(node, (type, ir.Block)):
-        return set().union(*(_carried(getattr(node, f.name)) for f in fields(node)
-                             if f.name != "span"))
-    return set()
 
 
 def _memory(view: ir.BufferView, kernel: ir.Kernel) -> str:

@@ -162,8 +162,9 @@ def source_loops(code: list[Instruction], kernel: ir.Kernel) -> list[SourceLoop]
     smallest source loop whose body lines hold at least half of its own
     instructions (else the one holding most), among the source loops around
     those its nested SASS loops matched (or those). The parts of one source
-    loop are laid out in program order; where the count differs (a helper's
-    loop matched too), each is part "?"."""
+    loop are laid out in program order (a part of a constant trip count, as a
+    one-role ring's prologue, may be unrolled away); where the count differs
+    still (a helper's loop matched too), each is part "?"."""
     sass = sorted((lp for lp in loops(code) if not _spin(lp, code)), key=len)
     groups: dict[int, list[ir.ForLoop]] = {}
     lines: dict[int, set[int]] = {}
@@ -195,6 +196,8 @@ def source_loops(code: list[Instruction], kernel: ir.Kernel) -> list[SourceLoop]
         found = sorted(((sass[k], own) for k, (at, own) in matched.items() if at == line),
                        key=lambda item: item[0].start)
         parts = groups[line]
+        if len(parts) != len(found):  # ptxas unrolls a constant trip count (a prologue)
+            parts = [p for p in parts if not _constant_trips(p)] or parts
         for k, (lp, own) in enumerate(found):
             ir_loop = parts[k] if len(parts) == len(found) else None
             part = "?" if ir_loop is None else (
@@ -240,6 +243,13 @@ def _unrolled(own: list[Instruction], loop: ir.ForLoop, kernel: ir.Kernel) -> fl
     if tma:
         return max(sum(i.base == "UTMALDG" for i in own), tma) / tma
     return 1
+
+
+def _constant_trips(loop: ir.ForLoop) -> bool:
+    return all(isinstance(e, ir.Scalar) and e.kind is ir.ScalarKind.CONST
+               for e in (loop.start, loop.stop)) or (
+        isinstance(loop.stop, ir.ScalarOp) and loop.stop.op == "+" and loop.stop.left == loop.start
+        and isinstance(loop.stop.right, ir.Scalar) and loop.stop.right.kind is ir.ScalarKind.CONST)
 
 
 def _spin(loop: Loop, code: list[Instruction]) -> bool:

@@ -158,3 +158,21 @@ def test_sass_loop_waits_only_where_the_ir_does(causal):
     assert sum(i.opcode == "WARPGROUP.ARRIVE" for i in body) == 4
     waits = [i.operands.replace(" ", "") for i in body if i.opcode.startswith("WARPGROUP.DEPBAR")]
     assert waits == ["gsb0,0x0", "gsb0,0x1", "gsb0,0x0"]
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_sass_interior_key_loop_has_no_mask(causal):
+    """The key loop is split at its boundary iterations: the interior's SASS
+    loop holds no FSETP / FSEL (the key bound and the diagonal are uniform
+    there), the boundary's holds them, both the same 32 HGMMA."""
+    from hopperc.backend import sass_metrics as sm
+    built = driver.build(driver.read_source(SAMPLE), {"CAUSAL": causal})
+    (code,) = sm.functions(built.result.cubin).values()
+    parts = {found.part: found for found in sm.source_loops(code, built.generated.kernel)
+             if any(i.is_wgmma for i in found.own)}
+    assert set(parts) == {"interior", "boundary"}
+    masks = {part: sum(i.base in ("FSETP", "FSEL") for i in found.own)
+             for part, found in parts.items()}
+    assert masks["interior"] == 0 and masks["boundary"] >= 64, masks
+    assert all(sum(i.is_wgmma for i in found.own) == 32 for found in parts.values())
+    assert parts["interior"].per_iteration < parts["boundary"].per_iteration

@@ -14,7 +14,7 @@ from hopperc.ir import nodes as ir
 from hopperc.sim.explore import simulate
 from hopperc.sim.findings import Category
 from hopperc.sim.problem import default_dims, make_problem
-from tests.passes.test_split_boundary_iterations import CAUSAL, KEY_BOUND, kernel
+from tests.passes.test_split_boundary_iterations import CAUSAL, KEY_BOUND, WINDOW, kernel
 
 SCALAR_TRIPS = kernel("        acc = acc + where(BN * j + col() < N, sx, 1.0)\n", trips="n",
                       params=", n: i32")
@@ -32,24 +32,29 @@ def run(front_end: ir.Kernel, kernel: ir.Kernel, **scalars):
 
 
 def interior_one_further(kernel: ir.Kernel) -> ir.Kernel:
-    """The interior ends at J1 + 1 and the boundary starts there: the first
-    boundary iteration runs without its mask."""
+    """The interior reaches one iteration into its boundary (J1 + 1 after it, or
+    J0 - 1 before it), which gives that iteration up: the iteration runs
+    without its mask."""
+    def shifted(stmt: ir.ForLoop, field: str, by: int) -> ir.ForLoop:
+        return replace(stmt, **{field: ir.ScalarOp("+", getattr(stmt, field), ir.const(by))})
+
     def block(b: ir.Block) -> ir.Block:
-        out = []
-        for stmt in b.stmts:
-            if isinstance(stmt, ir.ForLoop) and stmt.split is not None:
-                bound = stmt.stop if stmt.split.interior else stmt.start
-                later = ir.ScalarOp("+", bound, ir.const(1))
-                stmt = replace(stmt, stop=later) if stmt.split.interior else \
-                    replace(stmt, start=later)
-            elif isinstance(stmt, ir.RoleBlock):
-                stmt = replace(stmt, body=block(stmt.body))
-            out.append(stmt)
+        out = list(b.stmts)
+        for k, stmt in enumerate(out):
+            if isinstance(stmt, ir.RoleBlock):
+                out[k] = replace(stmt, body=block(stmt.body))
+            if not (isinstance(stmt, ir.ForLoop) and stmt.split and stmt.split.interior):
+                continue
+            before = k > 0 and isinstance(out[k - 1], ir.ForLoop) and out[k - 1].split
+            if before:
+                out[k - 1], out[k] = shifted(out[k - 1], "stop", -1), shifted(stmt, "start", -1)
+            else:
+                out[k], out[k + 1] = shifted(stmt, "stop", 1), shifted(out[k + 1], "start", 1)
         return ir.Block(tuple(out))
     return replace(kernel, body=block(kernel.body))
 
 
-@pytest.mark.parametrize("text", [KEY_BOUND, CAUSAL], ids=["key_bound", "causal"])
+@pytest.mark.parametrize("text", [KEY_BOUND, CAUSAL, WINDOW], ids=["key_bound", "causal", "window"])
 def test_split_loop_matches_the_reference(text):
     front_end, kernel = lowered(text)
     assert any(isinstance(s, ir.ForLoop) and s.split for s in kernel.body.stmts)
@@ -66,7 +71,7 @@ def test_any_trip_count_matches_the_reference(trips):
     assert report.ok, [f.headline() for f in report.findings]
 
 
-@pytest.mark.parametrize("text", [KEY_BOUND, CAUSAL], ids=["key_bound", "causal"])
+@pytest.mark.parametrize("text", [KEY_BOUND, CAUSAL, WINDOW], ids=["key_bound", "causal", "window"])
 def test_interior_one_iteration_too_long_is_a_wrong_result(text):
     front_end, kernel = lowered(text)
     report = run(front_end, interior_one_further(kernel))

@@ -3,6 +3,9 @@ against attention written out in float64 numpy, with the syncs around the two
 products and the softmax."""
 from __future__ import annotations
 
+import os
+import re
+
 import numpy as np
 import pytest
 
@@ -176,3 +179,22 @@ def test_sass_interior_key_loop_has_no_mask(causal):
     assert masks["interior"] == 0 and masks["boundary"] >= 64, masks
     assert all(sum(i.is_wgmma for i in found.own) == 32 for found in parts.values())
     assert parts["interior"].per_iteration < parts["boundary"].per_iteration
+
+
+def test_bench_reports_each_part_of_the_key_loop():
+    """bench/rows.py lists the key loop's interior and boundary apart, per
+    iteration, with their mask instructions; bench/sass.py's consumer column
+    gives the interior and, in parentheses, the boundary."""
+    import subprocess
+    import sys
+    rows = subprocess.run([sys.executable, str(ROOT / "bench" / "rows.py"), str(SAMPLE)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert rows.returncode == 0, rows.stderr
+    interior, = [line for line in rows.stdout.splitlines() if "(line 50 interior)" in line]
+    boundary, = [line for line in rows.stdout.splitlines() if "(line 50 boundary)" in line]
+    assert "HGMMA 32, FSETP 0, FSEL 0)" in interior and "FSEL 64)" in boundary
+    table = subprocess.run([sys.executable, str(ROOT / "bench" / "sass.py"), str(SAMPLE)],
+                           capture_output=True, text=True, cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert table.returncode == 0, table.stderr
+    assert re.search(r"attention_fwd +\| \d+ \(boundary \d+\)", table.stdout), table.stdout

@@ -1,8 +1,12 @@
 """SASS figures of the row-reducing samples (softmax, softmax_wide, rmsnorm,
-attention_fwd): for each loop of the kernel, longest last, its instructions, how
-many are block barriers, shuffles, MUFU and HGMMA, and all of them by class
+attention_fwd): for each loop of the kernel in address order, the source loop it
+compiles (its line, and the part: the whole loop, or the interior or a boundary
+of one split at its boundary iterations), its instructions per source
+iteration (nested loops apart), how many are block barriers, shuffles, MUFU,
+HGMMA and the masks' FSETP and FSEL, and all of them by class
 (`sass_metrics.INSTRUCTION_CLASSES`: arithmetic, sync, address, predicate, ...);
-then the registers and spills. Needs the SASS tools (`pip install 'hopperc[sass]'`); no GPU.
+then the registers and spills. Needs the SASS tools (`pip install 'hopperc[sass]'`);
+no GPU.
 
 Usage: python bench/rows.py [SAMPLE.hk ...] [-D NAME=VALUE ...]
 """
@@ -19,7 +23,7 @@ from hopperc import driver  # noqa: E402
 from hopperc.backend import sass_metrics as sm  # noqa: E402
 
 SAMPLES = ("softmax", "softmax_wide", "rmsnorm", "attention_fwd")
-COUNTED = ("BAR", "SHFL", "MUFU", "HGMMA")
+COUNTED = ("BAR", "SHFL", "MUFU", "HGMMA", "FSETP", "FSEL")
 
 
 def figures(path: Path, defines: dict[str, int]) -> list[str]:
@@ -28,13 +32,14 @@ def figures(path: Path, defines: dict[str, int]) -> list[str]:
     res = built.result.resources
     lines = [f"{path.stem} {defines or ''}  registers {res.registers}, spills "
              f"{res.spill_stores}/{res.spill_loads}"]
-    loops = sorted((lp for lp in sm.loops(code) if len(lp) > 16), key=lambda lp: lp.start)
-    for loop in loops:
-        body = loop.body(code)
-        counts = ", ".join(f"{op} {sum(i.base == op for i in body)}" for op in COUNTED)
-        lines.append(f"  loop at {loop.start:5}: {len(loop):5} instructions ({counts})")
+    for found in sm.source_loops(code, built.generated.kernel):
+        unrolled = len(found.own) / found.per_iteration
+        counts = ", ".join(f"{op} {sum(i.base == op for i in found.own) / unrolled:g}"
+                           for op in COUNTED)
+        lines.append(f"  loop at {found.loop.start:5} (line {found.line} {found.part}): "
+                     f"{found.per_iteration:5g} instructions per iteration ({counts})")
         lines.append("    by class: " + ", ".join(
-            f"{name} {n}" for name, n in sm.class_counts(body).items()))
+            f"{name} {n / unrolled:g}" for name, n in sm.class_counts(found.own).items()))
     return lines
 
 

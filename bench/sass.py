@@ -7,7 +7,8 @@ the epilogue tile take (replayed from the layout's addresses, ir/banks.py).
 
 "Per k-step" is per iteration of the source loop: the SASS loop's length times
 the HGMMA (or TMA loads) one source iteration issues, over those in the SASS
-loop. Needs the SASS tools (`pip install 'hopperc[sass]'`); no GPU.
+loop; a loop split at its boundary iterations shows its interior, then its
+boundary parts in parentheses. Needs the SASS tools (`pip install 'hopperc[sass]'`); no GPU.
 
 Usage: python bench/sass.py [SAMPLE.hk ...]   (default: every sample)
 """
@@ -20,9 +21,8 @@ from hopperc import driver
 from hopperc.backend import sass_metrics as sm
 from hopperc.diagnostics import read_source
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import bodies, leaves, walk
+from hopperc.ir.accesses import bodies, walk
 from hopperc.ir.banks import tile_store_wavefronts
-from hopperc.ir.layout import column_blocks, wgmma_k
 
 ROOT = Path(__file__).resolve().parent.parent
 CUTLASS = {"consumer": 48, "producer": None, "wait_to_mma": 21, "stores": "16 STSM.16.M88.4",
@@ -44,28 +44,33 @@ def per_source_iteration(kernel: ir.Kernel) -> tuple[int, int]:
     """(HGMMA, TMA loads) one iteration of the consumer and producer loops issues."""
     mmas = loads = 0
     for loop in innermost_loops(kernel.body):
-        stmts = list(leaves(loop))
-        hgmma = sum(s.shape[2] // wgmma_k(_a_dtype(kernel, s)) for s in stmts
-                    if isinstance(s, ir.Mma))
-        tma = sum(column_blocks(kernel.buffer(s.dst.buffer)) for s in stmts
-                  if isinstance(s, ir.AsyncLoad))  # one instruction per column block
+        hgmma, tma = sm.issued_per_iteration(loop, kernel)
         mmas = mmas or hgmma
         loads = loads or (tma if not hgmma else 0)
     return mmas, loads
 
 
-def _a_dtype(kernel: ir.Kernel, mma: ir.Mma):
-    if isinstance(mma.a, ir.BufferView):
-        return kernel.buffer(mma.a.buffer).dtype
-    return kernel.buffer(mma.b.buffer).dtype
+def split_loop(code: list[sm.Instruction], kernel: ir.Kernel, bases: tuple[str, ...]
+               ) -> str | None:
+    """The interior's instructions per iteration and, in parentheses, the
+    boundary parts', of a split loop whose body issues `bases`; None if unsplit."""
+    parts = [s for s in sm.source_loops(code, kernel) if any(i.base in bases for i in s.own)]
+    interior = [s for s in parts if s.part == "interior"]
+    if not interior:
+        return None
+    boundary = ", ".join(f"boundary {s.per_iteration:g}" for s in parts if s.part == "boundary")
+    return f"{interior[0].per_iteration:g} ({boundary})"
 
 
 def figures(path: Path) -> dict[str, object]:
     built = driver.build(read_source(path))
     hgmma, loads = per_source_iteration(built.generated.kernel)
     (code,) = sm.functions(built.result.cubin).values()
-    consumer = sm.per_iteration(code, sm.WGMMA, hgmma) if hgmma else None
-    producer = sm.per_iteration(code, "UTMALDG", loads) if loads else None
+    kernel = built.generated.kernel
+    consumer = (split_loop(code, kernel, sm.WGMMA) or sm.per_iteration(code, sm.WGMMA, hgmma)
+                if hgmma else None)
+    producer = (split_loop(code, kernel, ("UTMALDG",)) or sm.per_iteration(code, "UTMALDG", loads)
+                if loads else None)
     stores = sm.epilogue_stores(code) if hgmma else {}
     tiles = epilogue_tiles(built.generated.kernel)
     per_element = wavefronts = None

@@ -3,6 +3,9 @@ against attention written out in float64 numpy, with the syncs around the two
 products and the softmax."""
 from __future__ import annotations
 
+import os
+import re
+
 import numpy as np
 import pytest
 
@@ -42,10 +45,13 @@ def test_every_schedule_is_right(causal):
 
 
 def test_causal_blocks_stop_at_their_last_key_tile(tmp_path):
-    """The producer's and the consumers' loops have the same tile-dependent bound."""
+    """The producer's and the consumers' loops have the same tile-dependent bound
+    (the consumers' split at the diagonal: its interior and boundary parts)."""
     from hopperc.ir.printer import print_kernel
     out = print_kernel(driver.lower(driver.check(driver.read_source(SAMPLE), {"CAUSAL": 1})))
-    assert out.count("for j in 0 .. (tile.m + 1) * 128 / 128:") == 2
+    assert out.count("for j in 0 .. (tile.m + 1) * 128 / 128:") == 1
+    assert out.count("(interior of 0 .. (tile.m + 1) * 128 / 128)") == 1
+    assert out.count("(boundary of 0 .. (tile.m + 1) * 128 / 128)") == 1
 
 
 def test_syncs_around_the_products_and_the_softmax(tmp_path):
@@ -61,9 +67,10 @@ def test_syncs_around_the_products_and_the_softmax(tmp_path):
     right after S_a is issued, also frees K_b's and V_a's (S_b and P V_a of
     that iteration completed at its wait_group 1 and 0), and V_b's, after P V_b
     is issued, its own (P V_b completed only at this iteration's first wait).
-    No release needs a wait of its own."""
+    No release needs a wait of its own. (The interior part of the key loop is
+    checked; its boundary part holds the same syncs.)"""
     filecheck(ir_after(driver.read_source(SAMPLE).text), """
-CHECK: for j in 0 .. L / 128:
+CHECK: for j in 0 .. {{.*}}(interior of 0 .. L / 128)
 CHECK: mbarrier.wait load_math_ska0_full[load_math_math_stage], parity load_math_math_phase
 CHECK-SAME: why: ska0, ska1 written by async loads
 CHECK-NOT: mbarrier.wait
@@ -154,3 +161,40 @@ def test_sass_loop_waits_only_where_the_ir_does(causal):
     assert sum(i.opcode == "WARPGROUP.ARRIVE" for i in body) == 4
     waits = [i.operands.replace(" ", "") for i in body if i.opcode.startswith("WARPGROUP.DEPBAR")]
     assert waits == ["gsb0,0x0", "gsb0,0x1", "gsb0,0x0"]
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_sass_interior_key_loop_has_no_mask(causal):
+    """The key loop is split at its boundary iterations: the interior's SASS
+    loop holds no FSETP / FSEL (the key bound and the diagonal are uniform
+    there), the boundary's holds them, both the same 32 HGMMA."""
+    from hopperc.backend import sass_metrics as sm
+    built = driver.build(driver.read_source(SAMPLE), {"CAUSAL": causal})
+    (code,) = sm.functions(built.result.cubin).values()
+    parts = {found.part: found for found in sm.source_loops(code, built.generated.kernel)
+             if any(i.is_wgmma for i in found.own)}
+    assert set(parts) == {"interior", "boundary"}
+    masks = {part: sum(i.base in ("FSETP", "FSEL") for i in found.own)
+             for part, found in parts.items()}
+    assert masks["interior"] == 0 and masks["boundary"] >= 64, masks
+    assert all(sum(i.is_wgmma for i in found.own) == 32 for found in parts.values())
+    assert parts["interior"].per_iteration < parts["boundary"].per_iteration
+
+
+def test_bench_reports_each_part_of_the_key_loop():
+    """bench/rows.py lists the key loop's interior and boundary apart, per
+    iteration, with their mask instructions; bench/sass.py's consumer column
+    gives the interior and, in parentheses, the boundary."""
+    import subprocess
+    import sys
+    rows = subprocess.run([sys.executable, str(ROOT / "bench" / "rows.py"), str(SAMPLE)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert rows.returncode == 0, rows.stderr
+    interior, = [line for line in rows.stdout.splitlines() if "(line 50 interior)" in line]
+    boundary, = [line for line in rows.stdout.splitlines() if "(line 50 boundary)" in line]
+    assert "HGMMA 32, FSETP 0, FSEL 0)" in interior and "FSEL 64)" in boundary
+    table = subprocess.run([sys.executable, str(ROOT / "bench" / "sass.py"), str(SAMPLE)],
+                           capture_output=True, text=True, cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert table.returncode == 0, table.stderr
+    assert re.search(r"attention_fwd +\| \d+ \(boundary \d+\)", table.stdout), table.stdout

@@ -114,3 +114,12 @@ def test_wait_to_mma_takes_the_wait_ahead_of_the_first_product():
     code = _code("WARPGROUP.DEPBAR.LE", "BAR.SYNC", "UTMALDG.2D", "HGMMA.64x128x16.F32.BF16",
                  "ISETP", "BRA")
     assert sm.wait_to_mma(code) == 2
+
+
+@pytest.mark.parametrize("name", sorted(BUDGET))
+def test_negative_gemm_loops_are_not_split(name):
+    """A GEMM's loops mask nothing: split_boundary_iterations leaves them whole."""
+    from hopperc.ir import nodes as ir
+    from hopperc.ir.accesses import walk
+    kernel = driver.lower(driver.check(driver.read_source(ROOT / "samples" / f"{name}.hk")))
+    assert not any(isinstance(s, ir.ForLoop) and s.split for s in walk(kernel.body))

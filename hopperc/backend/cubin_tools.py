@@ -85,6 +85,16 @@ def sass_functions(cubin: bytes) -> list[dict[str, Any]]:
     return _json_functions(json.loads(_run("nvdisasm", ["-json"], cubin)))
 
 
+def sass_functions_with_lines(cubin: bytes) -> tuple[list[dict[str, Any]], list[str]]:
+    """The function records of ``nvdisasm -g -json``, whose instructions carry the
+    ``source-file-id`` and ``source-line`` of `-lineinfo` (on some; the rest
+    continue the one before), and the file names those ids index."""
+    listing = json.loads(_run("nvdisasm", ["-g", "-json"], cubin))
+    files = next((part["files"] for part in listing
+                  if isinstance(part, dict) and "files" in part), [])
+    return _json_functions(listing), [f["file"] for f in files]
+
+
 def opcode(instruction: str) -> str:
     """The opcode with modifiers of an instruction text, without its predicate."""
     words = instruction.split()

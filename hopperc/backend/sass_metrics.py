@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hopperc.backend.cubin_tools import sass_functions
+from hopperc.backend.cubin_tools import sass_functions_with_lines
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import bodies, leaves, walk
+from hopperc.ir.layout import column_blocks, wgmma_k
 
 INSTRUCTION_BYTES = 16
 # The wgmma opcodes: HGMMA for 16-bit inputs, QGMMA for fp8 ones.
@@ -24,6 +27,7 @@ class Instruction:
     opcode: str  # with modifiers: "HGMMA.64x256x16.F32.BF16"
     predicate: str  # "@!P0" or ""
     operands: str
+    line: int | None = None  # the kernel source's line it was compiled from (-lineinfo)
 
     @property
     def base(self) -> str:
@@ -47,11 +51,21 @@ class Loop:
 
 
 def functions(cubin: bytes) -> dict[str, list[Instruction]]:
-    """Per function, its instructions in address order (``nvdisasm -json``)."""
-    return {f["function-name"]: [Instruction(i["opcode"], i.get("predicate", ""),
-                                             i.get("operands", ""))
-                                 for i in f.get("sass-instructions", [])]
-            for f in sass_functions(cubin)}
+    """Per function, its instructions in address order (``nvdisasm -g -json``),
+    each with the kernel source line it continues (None in code inlined from
+    the prelude's helpers)."""
+    records, files = sass_functions_with_lines(cubin)
+    kernel_files = {k for k, name in enumerate(files) if name.endswith(".hk")}
+    out = {}
+    for f in records:
+        code, line = [], None
+        for i in f.get("sass-instructions", []):
+            if "source-file-id" in i:
+                line = i["source-line"] if i["source-file-id"] in kernel_files else None
+            code.append(Instruction(i["opcode"], i.get("predicate", ""), i.get("operands", ""),
+                                    line))
+        out[f["function-name"]] = code
+    return out
 
 
 def loops(code: list[Instruction]) -> list[Loop]:
@@ -163,3 +177,128 @@ def class_counts(body: list[Instruction]) -> dict[str, int]:
     for instruction in body:
         counts[instruction_class(instruction)] += 1
     return counts
+
+
+# ---------------------------------------------------------------- loops by source loop
+SPIN = ("SYNCS", "USETMAXREG", "BRA", "NOP", "PLOP3", "YIELD")  # a wait's or setmaxnreg's retry
+
+
+@dataclass(frozen=True)
+class SourceLoop:
+    """A SASS loop matched to the IR loop it compiles: the source `for` at
+    `line`, `part` of it ("whole", or "interior" / "boundary" of a loop split
+    at its boundary iterations, split_boundary_iterations), its instructions
+    outside nested loops (`own`) and those per iteration of the source loop
+    (`own` over how many source iterations ptxas unrolled into one)."""
+
+    line: int
+    part: str
+    loop: Loop
+    own: list[Instruction]
+    per_iteration: float
+
+
+def source_loops(code: list[Instruction], kernel: ir.Kernel) -> list[SourceLoop]:
+    """Every SASS loop (but a wait's retry, and loops of the prelude's helpers,
+    which hold no kernel line) matched to a source loop: innermost first, the
+    smallest source loop whose body lines hold at least half of its own
+    instructions (else the one holding most), among the source loops around
+    those its nested SASS loops matched (or those). The parts of one source
+    loop are laid out in program order (a part of a constant trip count, as a
+    one-role ring's prologue, may be unrolled away); where the count differs
+    still (a helper's loop matched too), each is part "?"."""
+    sass = sorted((lp for lp in loops(code) if not _spin(lp, code)), key=len)
+    groups: dict[int, list[ir.ForLoop]] = {}
+    lines: dict[int, set[int]] = {}
+    around: dict[int, set[int]] = {}  # the source loops around each
+    _source_loops(kernel.body, (), groups, lines, around)
+    matched: dict[int, tuple[int, list[Instruction]]] = {}  # SASS loop index -> (line, own)
+    for index, lp in enumerate(sass):
+        inner = [k for k, o in enumerate(sass[:index]) if lp.start <= o.start and o.end <= lp.end]
+        own = [i for k, i in enumerate(lp.body(code), lp.start)
+               if not any(sass[o].start <= k <= sass[o].end for o in inner)]
+        candidates = set(lines)
+        for k in inner:
+            if k in matched:
+                candidates &= around[matched[k][0]] | {matched[k][0]}
+        votes = {line: sum(i.line in lines[line] for i in own) for line in candidates}
+        lined = sum(i.line is not None for i in own)
+        half = [line for line in votes if votes[line] and 2 * votes[line] >= lined]
+        best = min(half, key=lambda line: len(lines[line])) if half else \
+            max(votes, key=lambda line: votes[line], default=None)
+        if best is not None and votes[best]:
+            matched[index] = (best, own)
+    # a loop inside another of the same source loop is a helper's (a tile walk's search)
+    for k in [k for k in matched if any(
+            o != k and matched[o][0] == matched[k][0] and sass[o].start <= sass[k].start
+            and sass[k].end <= sass[o].end for o in matched)]:
+        del matched[k]
+    out = []
+    for line in groups:
+        found = sorted(((sass[k], own) for k, (at, own) in matched.items() if at == line),
+                       key=lambda item: item[0].start)
+        parts = groups[line]
+        if len(parts) != len(found):  # ptxas unrolls a constant trip count (a prologue)
+            parts = [p for p in parts if not _constant_trips(p)] or parts
+        for k, (lp, own) in enumerate(found):
+            ir_loop = parts[k] if len(parts) == len(found) else None
+            part = "?" if ir_loop is None else (
+                "whole" if ir_loop.split is None else
+                "interior" if ir_loop.split.interior else "boundary")
+            out.append(SourceLoop(line, part, lp, own,
+                                  len(own) / _unrolled(own, ir_loop or parts[0], kernel)))
+    return sorted(out, key=lambda s: s.loop.start)
+
+
+def _source_loops(block: ir.Block, outer: tuple[int, ...], groups, lines, around) -> None:
+    for stmt in block.stmts:
+        inside = outer
+        if isinstance(stmt, ir.ForLoop):
+            line = stmt.span.line
+            groups.setdefault(line, []).append(stmt)
+            lines.setdefault(line, {line}).update(
+                s.span.line for s in walk(stmt.body) if hasattr(s, "span"))
+            around.setdefault(line, set()).update(outer)
+            inside = outer + (line,)
+        for body in bodies(stmt):
+            _source_loops(body, inside, groups, lines, around)
+
+
+def issued_per_iteration(loop: ir.ForLoop, kernel: ir.Kernel) -> tuple[int, int]:
+    """(HGMMA, TMA load instructions) one iteration of the loop's body issues,
+    nested loops' included."""
+    stmts = list(leaves(loop))
+    hgmma = sum(s.shape[2] // wgmma_k(_a_dtype(kernel, s)) for s in stmts if isinstance(s, ir.Mma))
+    tma = sum(column_blocks(kernel.buffer(s.dst.buffer)) for s in stmts
+              if isinstance(s, ir.AsyncLoad))  # one instruction per column block
+    return hgmma, tma
+
+
+def _unrolled(own: list[Instruction], loop: ir.ForLoop, kernel: ir.Kernel) -> float:
+    """Source iterations in one pass of the SASS loop: its HGMMA (or TMA loads)
+    over one source iteration's, where the body issues any and holds no loop."""
+    if any(isinstance(s, ir.ForLoop) for s in walk(loop.body)):
+        return 1
+    hgmma, tma = issued_per_iteration(loop, kernel)
+    if hgmma:
+        return max(sum(i.is_wgmma for i in own), hgmma) / hgmma
+    if tma:
+        return max(sum(i.base == "UTMALDG" for i in own), tma) / tma
+    return 1
+
+
+def _constant_trips(loop: ir.ForLoop) -> bool:
+    return all(isinstance(e, ir.Scalar) and e.kind is ir.ScalarKind.CONST
+               for e in (loop.start, loop.stop)) or (
+        isinstance(loop.stop, ir.ScalarOp) and loop.stop.op == "+" and loop.stop.left == loop.start
+        and isinstance(loop.stop.right, ir.Scalar) and loop.stop.right.kind is ir.ScalarKind.CONST)
+
+
+def _spin(loop: Loop, code: list[Instruction]) -> bool:
+    return len(loop) <= 4 and all(i.base in SPIN for i in loop.body(code))
+
+
+def _a_dtype(kernel: ir.Kernel, mma: ir.Mma):
+    if isinstance(mma.a, ir.BufferView):
+        return kernel.buffer(mma.a.buffer).dtype
+    return kernel.buffer(mma.b.buffer).dtype

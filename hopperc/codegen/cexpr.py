@@ -58,6 +58,8 @@ def scalar(expr: ir.ScalarExpr, role: RoleContext) -> str:
         if _never_negative(expr.left) and _never_negative(expr.right):
             return f"hk_cdiv({left}, {right})" if expr.op == "/" else f"({left} % {right})"
         return f"hk_{'cdiv' if expr.op == '/' else 'mod'}_signed({left}, {right})"
+    if expr.op in ("min", "max"):
+        return f"{expr.op}({left}, {right})"
     if expr.op == "//":  # operands are never negative: C++ truncation is floor
         return f"({left} / {right})"
     op = {"and": "&&", "or": "||"}.get(expr.op, expr.op)
@@ -79,8 +81,10 @@ def _never_negative(expr: ir.ScalarExpr) -> bool:
         return expr.kind in _NEVER_NEGATIVE_KINDS
     if isinstance(expr, ir.ScalarOp) and expr.op in _TRUTH_OPS:
         return True  # 0 or 1
-    if isinstance(expr, ir.ScalarOp) and expr.op in ("+", "*", "/", "//", "%"):
+    if isinstance(expr, ir.ScalarOp) and expr.op in ("+", "*", "/", "//", "%", "min"):
         return all(_never_negative(o) for o in ir.operands(expr))
+    if isinstance(expr, ir.ScalarOp) and expr.op == "max":
+        return any(_never_negative(o) for o in ir.operands(expr))
     return False
 
 

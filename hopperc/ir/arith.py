@@ -16,5 +16,6 @@ INTEGER_OPS: dict[str, Callable[[int, int], int]] = {
     "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
     "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b),
     ">": lambda a, b: int(a > b), ">=": lambda a, b: int(a >= b),
+    "min": min, "max": max,
     "and": lambda a, b: int(bool(a) and bool(b)), "or": lambda a, b: int(bool(a) or bool(b)),
 }

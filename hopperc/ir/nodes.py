@@ -102,6 +102,17 @@ class RoleBlock:
 
 
 @dataclass(frozen=True)
+class IterationRange:
+    """A loop that runs part of a source loop's iterations (split_boundary_iterations):
+    the source loop's bounds, and whether this part is its interior (the masks
+    uniform over it replaced by their value) or a boundary (the body as written)."""
+
+    start: ScalarExpr
+    stop: ScalarExpr
+    interior: bool
+
+
+@dataclass(frozen=True)
 class ForLoop:
     """`turns`: the warpgroups of the role take turns issuing the body's
     products (passes/order_product_turns.py)."""
@@ -112,6 +123,7 @@ class ForLoop:
     body: Block
     span: Span
     turns: bool = False
+    split: IterationRange | None = None  # a part of a source loop's iterations
 
     @property
     def first_iteration(self) -> ScalarExpr:

@@ -24,6 +24,8 @@ def scalar(expr: ir.ScalarExpr, parent: int = 0) -> str:
         return f"{expr.tensor}[{', '.join(scalar(i) for i in expr.indices)}]"
     if expr.op == "not":
         return f"not {scalar(expr.left, 6)}"
+    if expr.op in ("min", "max"):
+        return f"{expr.op}({scalar(expr.left)}, {scalar(expr.right)})"
     prec = _PRECEDENCE[expr.op]
     text = f"{scalar(expr.left, prec)} {expr.op} {scalar(expr.right, prec + 1)}"
     return f"({text})" if prec < parent else text
@@ -102,8 +104,12 @@ def statement(stmt: ir.Stmt) -> str:
         case ir.RoleBlock(role=r):
             regs = f" regs {r.regs}" if r.regs else ""
             return f"role {r.name} warps {r.first_warp}..{r.first_warp + r.warps - 1}{regs}:"
-        case ir.ForLoop(var=var, start=start, stop=stop, turns=turns):
-            return f"for {var} in {scalar(start)} .. {scalar(stop)}{' turns' if turns else ''}:"
+        case ir.ForLoop(var=var, start=start, stop=stop, turns=turns, split=split):
+            head = f"for {var} in {scalar(start)} .. {scalar(stop)}{' turns' if turns else ''}:"
+            if split is None:
+                return head
+            part = "interior" if split.interior else "boundary"
+            return f"{head}  ({part} of {scalar(split.start)} .. {scalar(split.stop)})"
         case ir.IfThen(cond=cond):
             return f"if {scalar(cond)}:"
         case ir.OneThread(per_warpgroup=True):

@@ -7,7 +7,8 @@ kernel, so that `check` runs every path of it on a small problem:
   values' tile counts differ (and some are 0 where the extents allow);
 - a loop bound gets 2 x ring depth + 1 iterations (every slot of the longest
   ring filled more than twice: both parities and the wrap-around), found by
-  evaluating the loop's bounds, whatever expression they are;
+  evaluating the loop's bounds, whatever expression they are (a loop split at
+  its boundary iterations: the bounds of the loop as written);
 - nested loops multiply: past NEST_ITERATIONS iterations of a nest's innermost
   body, the outer loops run fewer times (twice, then once), the innermost keeps
   its ring's iterations;
@@ -65,7 +66,7 @@ def default_dims(kernel: ir.Kernel) -> dict[str, int]:
     _grid_uses(kernel, uses)
     loops = kernel_loops(kernel)
     for loop, _ in loops:
-        for dim, divisor in divided_dims(loop.stop):
+        for dim, divisor in divided_dims(source_bounds(loop)[1]):
             if divisor > 1:  # `K / 64` counts tiles of 64; `K + 63` tiles of nothing
                 uses[dim].units.add(divisor)
             uses[dim].loops = True
@@ -319,13 +320,20 @@ def _trips(loop: ir.ForLoop, outer, dims: dict[str, int], kernel: ir.Kernel) -> 
     try:
         for o in outer:
             env[o.var] = scalar(o.start, env)
-        return scalar(loop.stop, env) - scalar(loop.start, env)
+        start, stop = source_bounds(loop)
+        return scalar(stop, env) - scalar(start, env)
     except (KeyError, ZeroDivisionError):
         return None
 
 
+def source_bounds(loop: ir.ForLoop) -> tuple[ir.ScalarExpr, ir.ScalarExpr]:
+    """The bounds of the source loop: a part of one split at its boundary
+    iterations runs the iterations the whole loop would (its own are fewer)."""
+    return (loop.split.start, loop.split.stop) if loop.split else (loop.start, loop.stop)
+
+
 def loop_dims(loop: ir.ForLoop) -> list[str]:
-    return list(dict.fromkeys(d for e in (loop.start, loop.stop) for d, _ in divided_dims(e)))
+    return list(dict.fromkeys(d for e in source_bounds(loop) for d, _ in divided_dims(e)))
 
 
 def divided_dims(expr: ir.ScalarExpr):

@@ -79,14 +79,55 @@ class Mutant:
 def mutants(kernel: ir.Kernel, file: str) -> list[Mutant]:
     """Every mutant of `kernel` (lowered IR), in program order."""
     context = _Context(kernel)
+    copies = _split_copies(kernel.body)
     out: list[Mutant] = []
     seen: dict[str, int] = {}
     for path, stmt, role, block in _statements(kernel.body):
+        if path in copies and copies[path] is None:
+            continue  # mutated with its first part's statement
         for operator, replacement, expected, description in _operators(stmt, kernel):
             base = f"{file}:{role or '-'}:{stmt.span.line}:{operator}:{type(stmt).__name__}"
             seen[base] = seen.get(base, 0) + 1
+            mutated = kernel
+            for at in reversed((path, *copies.get(path, ()))):
+                mutated = apply(mutated, at, replacement)
             out.append(Mutant(f"{base}#{seen[base]}", operator, description, expected,
-                              context.lines(stmt, block), apply(kernel, path, replacement)))
+                              context.lines(stmt, block), mutated))
+    return out
+
+
+def _split_copies(block: ir.Block) -> dict[Path, tuple[Path, ...] | None]:
+    """The parts of a loop split at its boundary iterations hold copies of the
+    syncs the passes placed before the split: a mutant of one, as a bug of those
+    passes, is in every copy. Per statement of a first part, the paths of its
+    copies in the other parts (the same kind, line and occurrence), which map to
+    None."""
+    out: dict[Path, tuple[Path, ...] | None] = {}
+    for path, stmt, _, holder in _statements(block):
+        if not (isinstance(stmt, ir.ForLoop) and stmt.split is not None):
+            continue
+        source = (stmt.split.start, stmt.split.stop, stmt.span)
+        parts = [(path[:-1] + ((k, None),), s) for k, s in enumerate(holder.stmts)
+                 if isinstance(s, ir.ForLoop) and s.split is not None
+                 and (s.split.start, s.split.stop, s.span) == source]
+        if parts[0][0] != path:
+            continue
+        keyed = [_keyed(s.body, part[:-1] + ((part[-1][0], "body"),)) for part, s in parts]
+        for key, first in keyed[0].items():
+            others = tuple(k[key] for k in keyed[1:] if key in k)
+            out[first] = others
+            out.update(dict.fromkeys(others))
+    return out
+
+
+def _keyed(body: ir.Block, prefix: Path) -> dict[tuple, Path]:
+    """Each statement's path by (kind, span, occurrence of that kind and span)."""
+    seen: dict[tuple, int] = {}
+    out = {}
+    for path, stmt, _, _ in _statements(body, prefix):
+        kind = (type(stmt).__name__, getattr(stmt, "span", None))
+        seen[kind] = seen.get(kind, 0) + 1
+        out[(*kind, seen[kind])] = path
     return out
 
 

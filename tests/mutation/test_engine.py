@@ -105,3 +105,16 @@ def test_a_plain_bulk_wait_is_weakened_to_read_and_that_is_caught():
     report = simulate(mutant.kernel, front_end, make_problem(kernel, default_dims(kernel)),
                       4, 100, first_finding=True)
     assert verdict(mutant, report.findings) == "caught", report.findings
+
+
+def test_a_sync_of_a_split_loop_is_mutated_in_every_part():
+    """The parts of a loop split at its boundary iterations copy the syncs the
+    passes placed before the split: one mutant removes the wait from both."""
+    from hopperc.diagnostics import SourceFile
+    from tests.passes.test_split_boundary_iterations import KEY_BOUND
+    kernel = driver.lower(driver.check(SourceFile("key_bound.hk", KEY_BOUND)))
+    found = [m for m in mutants(kernel, "key_bound.hk") if m.operator == "remove"
+             and "MBarrierWait" in m.id]
+    assert [m.id for m in found] == ["key_bound.hk:-:8:remove:MBarrierWait#1"]
+    assert kinds(kernel).count("MBarrierWait") == 2
+    assert kinds(found[0].kernel).count("MBarrierWait") == 0

@@ -159,7 +159,7 @@ CHECK-NEXT: x = where(
 CHECK-NEXT: m_new: f32[64] rows =
 CHECK-NEXT: p = exp2(
 CHECK-NEXT: alpha: f32[64] rows =
-CHECK-NEXT: l = (
+CHECK-NEXT: l_parts = (
 CHECK-NEXT: wgmma.wait_group 0
 CHECK-SAME: why: o written by wgmma
 CHECK-NEXT: o = (o * alpha[:, None])

@@ -20,9 +20,11 @@ the built-ins, clamped into [a, b]; the first and the last iteration stay in
 their boundary whatever the lengths (J0 >= a + 1, J1 <= b - 1, as
 FlashAttention-2's one masking step), so the parts run in the same order on
 a shape that ends in a partial tile (the checker's default) as on a whole
-one. Not split: a loop with no such mask (a GEMM's, a producer's), one whose
-product overwrites on its first iteration (codegen renders it apart), a loop
-already split (`ForLoop.split`, which the simulator's default shapes read:
+one. A loop whose product overwrites its accumulator on the first iteration
+(fold_zero_into_first_product; codegen renders that iteration apart, scale-d
+an immediate) keeps that iteration in a prefix boundary of its own or the
+window's, and the later parts, which never run it, accumulate. Not split: a
+loop with no such mask (a GEMM's, a producer's), a loop already split (`ForLoop.split`, which the simulator's default shapes read:
 the source loop's bounds); a mask in a branch a constant never takes bounds
 nothing.
 
@@ -37,13 +39,11 @@ analysis holds.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
-from fractions import Fraction
+from dataclasses import replace
 
-from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies, scalars_in, walk
+from hopperc.ir.iteration_bounds import Bound, affine, as_bound, subexprs, tightest
 from hopperc.ir.rewrite import map_bodies, scalar_op
 
 _COMPARISONS = ("<", "<=", ">", ">=")
@@ -64,7 +64,7 @@ def _block(block: ir.Block, kernel: ir.Kernel, threads: int) -> ir.Block:
 
 
 def _split(loop: ir.ForLoop, kernel: ir.Kernel, threads: int) -> list[ir.Stmt]:
-    if loop.split is not None or _overwrites_first(loop):
+    if loop.split is not None:
         return [loop]
     context = _Context(kernel, loop, threads)
     decided: dict[tuple, bool] = {}
@@ -87,69 +87,34 @@ def _split(loop: ir.ForLoop, kernel: ir.Kernel, threads: int) -> list[ir.Stmt]:
     # The first iteration of a prefix boundary and the last of a suffix one stay
     # in the boundary whatever the lengths: the parts then run in the same order
     # on a shape that ends in a partial tile (the checker's) as on a whole one.
+    # A first iteration whose product overwrites is a prefix boundary too.
+    overwrites = _overwrites_first(loop)
     j0 = a
-    if starts:
-        j0 = scalar_op("min", _tightest("max", [_as_bound(a, 1), *starts]), b)
+    if starts or overwrites:
+        j0 = scalar_op("min", tightest("max", [as_bound(a, 1), *starts]), b)
     j1 = b
     if stops:
-        j1 = scalar_op("max", _tightest("min", [_as_bound(b, -1), *stops]), j0)
-    interior = replace(loop, start=j0, stop=j1, body=context.rewrite(loop.body, decided),
+        j1 = scalar_op("max", tightest("min", [as_bound(b, -1), *stops]), j0)
+    later = _accumulating(loop.body, loop.first_iteration) if overwrites else loop.body
+    interior = replace(loop, start=j0, stop=j1, body=context.rewrite(later, decided),
                        split=ir.IterationRange(a, b, True))
     parts: list[ir.Stmt] = []
-    if starts:
+    if starts or overwrites:
         parts.append(replace(loop, stop=j0, split=ir.IterationRange(a, b, False)))
     parts.append(interior)
     if stops:
-        parts.append(replace(loop, start=j1, split=ir.IterationRange(a, b, False)))
+        parts.append(replace(loop, start=j1, body=later, split=ir.IterationRange(a, b, False)))
     return parts
 
 
-@dataclass(frozen=True)
-class _Bound:
-    """ceil((sum(c * leaf) + constant) / divisor): a bound on the loop variable."""
-
-    terms: tuple
-    constant: int
-    divisor: int
-
-    @property
-    def expr(self) -> ir.ScalarExpr:
-        numerator = _sum(dict(self.terms), self.constant)
-        return numerator if self.divisor == 1 else scalar_op("/", numerator,
-                                                              ir.const(self.divisor))
-
-
-def _tightest(op: str, bounds: list[ir.ScalarExpr | _Bound]) -> ir.ScalarExpr:
-    """min or max of the bounds, of those that differ only in their constant
-    (over their divisor) the one that decides it: ceil(x + c / d) grows with c / d."""
-    kept: dict[tuple, _Bound] = {}
-    other: list[ir.ScalarExpr] = []
-    pick = min if op == "min" else max
-    for bound in bounds:
-        if isinstance(bound, _Bound):
-            key = tuple(sorted(((repr(leaf), Fraction(c, bound.divisor))
-                                for leaf, c in bound.terms)))
-            kept[key] = bound if key not in kept else \
-                pick(kept[key], bound, key=lambda b: Fraction(b.constant, b.divisor))
-        else:
-            other.append(bound)
-    exprs = [*other, *(b.expr for b in kept.values())]
-    out = exprs[0]
-    for expr in exprs[1:]:
-        out = scalar_op(op, out, expr)
-    return out
-
-
-def _as_bound(expr: ir.ScalarExpr, step: int) -> _Bound | ir.ScalarExpr:
-    """`expr + step` (a loop bound, `n / d` or affine) as a _Bound, or as it is."""
-    divisor, numerator = 1, expr
-    if isinstance(expr, ir.ScalarOp) and expr.op == "/" and isinstance(expr.right, ir.Scalar) \
-            and expr.right.kind is ir.ScalarKind.CONST and expr.right.value > 0:
-        divisor, numerator = int(expr.right.value), expr.left
-    form = index_algebra.linear(numerator)
-    if form is None:
-        return scalar_op("+", expr, ir.const(step))
-    return _Bound(tuple(form[0].items()), form[1] + step * divisor, divisor)
+def _accumulating(body: ir.Block, first: ir.ScalarExpr) -> ir.Block:
+    """The body of iterations after the first: its products that overwrite on the
+    first iteration accumulate."""
+    def stmt(s: ir.Stmt) -> ir.Stmt:
+        if isinstance(s, ir.Mma) and s.overwrite_when == first:
+            return replace(s, overwrite_when=None)
+        return map_bodies(s, lambda b: ir.Block(tuple(stmt(x) for x in b.stmts)))
+    return ir.Block(tuple(stmt(s) for s in body.stmts))
 
 
 def _overwrites_first(loop: ir.ForLoop) -> bool:
@@ -220,7 +185,7 @@ class _Context:
         cond = mask.args[0]
         if not (isinstance(cond, ir.Elementwise) and cond.op in _COMPARISONS):
             return None
-        left, right = (_affine(a) for a in cond.args)
+        left, right = (affine(a) for a in cond.args)
         if left is None or right is None:
             return None
         terms = dict(left[0])
@@ -257,12 +222,12 @@ class _Context:
         # E = step * j + v + r with v in [low, high] and r = rest + constant
         if step > 0:  # true for every element while E(high) < 0, false once E(low) >= 0
             minus_r = tuple((k, -c) for k, c in rest.items())
-            return ((_Bound(minus_r, -constant - high, step), True),
-                    (_Bound(minus_r, -constant - low, step), False))
+            return ((Bound(minus_r, -constant - high, step), True),
+                    (Bound(minus_r, -constant - low, step), False))
         # false while -step * j <= low + r, true once -step * j > high + r
         r = tuple(rest.items())
-        return ((_Bound(r, constant + low + 1, -step), False),
-                (_Bound(r, constant + high + 1, -step), True))
+        return ((Bound(r, constant + low + 1, -step), False),
+                (Bound(r, constant + high + 1, -step), True))
 
     def _builtin(self, key) -> bool:
         return isinstance(key, ir.Scalar) and key.kind is ir.ScalarKind.BUILTIN and \
@@ -271,7 +236,7 @@ class _Context:
     def _invariant(self, leaf: ir.ScalarExpr) -> bool:
         """An integer the loop does not change, the same in every thread."""
         if any(isinstance(e, ir.TensorElement) and self.kernel.tensor(e.tensor).dtype.is_float
-               for e in _subexprs(leaf)):
+               for e in subexprs(leaf)):
             return False
         for s in scalars_in(leaf):
             if s.kind is ir.ScalarKind.LOOP and (s.name == self.loop.var or s.name in self.inner):
@@ -334,7 +299,7 @@ def _wheres(expr: ir.TileExpr):
 
 def _select(expr: ir.TileExpr, grid, decided: dict[tuple, bool]) -> ir.TileExpr:
     match expr:
-        case ir.Elementwise(op="where", args=(cond, yes, no)) if (expr, grid) in decided:
+        case ir.Elementwise(op="where", args=(_, yes, no)) if (expr, grid) in decided:
             return _select(yes if decided[(expr, grid)] else no, grid, decided)
         case ir.Elementwise(op=op, args=args):
             return ir.Elementwise(op, tuple(_select(a, grid, decided) for a in args))
@@ -343,52 +308,3 @@ def _select(expr: ir.TileExpr, grid, decided: dict[tuple, bool]) -> ir.TileExpr:
     return expr
 
 
-def _affine(expr: ir.TileExpr) -> index_algebra.Linear | None:
-    """An element-wise integer expression as {leaf: coefficient}, constant; the
-    leaves are scalar expressions and "row" / "col" (the element's indices)."""
-    match expr:
-        case ir.Literal(value=v):
-            return ({}, int(v)) if math.isfinite(v) and float(v).is_integer() else None
-        case ir.ScalarValue(expr=scalar):
-            return index_algebra.linear(scalar)
-        case ir.ElementIndex(axis=axis):
-            return {axis: 1}, 0
-        case ir.Elementwise(op="neg", args=(a,)):
-            inner = _affine(a)
-            return inner and ({k: -c for k, c in inner[0].items()}, -inner[1])
-        case ir.Elementwise(op="+" | "-" as op, args=(a, b)):
-            left, right = _affine(a), _affine(b)
-            if left is None or right is None:
-                return None
-            sign = 1 if op == "+" else -1
-            terms = dict(left[0])
-            for key, c in right[0].items():
-                terms[key] = terms.get(key, 0) + sign * c
-            return terms, left[1] + sign * right[1]
-        case ir.Elementwise(op="*", args=(a, b)):
-            left, right = _affine(a), _affine(b)
-            if left is None or right is None or (left[0] and right[0]):
-                return None
-            scale, (terms, constant) = (left[1], right) if not left[0] else (right[1], left)
-            return {k: c * scale for k, c in terms.items()}, constant * scale
-    return None
-
-
-def _subexprs(expr: ir.ScalarExpr):
-    yield expr
-    for operand in ir.operands(expr):
-        yield from _subexprs(operand)
-
-
-def _sum(terms: dict, constant: int) -> ir.ScalarExpr:
-    """sum(c * leaf) + constant, the positive terms first."""
-    out: ir.ScalarExpr | None = None
-    for leaf, c in sorted(terms.items(), key=lambda item: item[1] < 0):
-        term = leaf if abs(c) == 1 else scalar_op("*", ir.const(abs(c)), leaf)
-        if out is None:
-            out = term if c > 0 else scalar_op("-", ir.const(0), term)
-        else:
-            out = scalar_op("+" if c > 0 else "-", out, term)
-    if out is None:
-        return ir.const(constant)
-    return scalar_op("+" if constant >= 0 else "-", out, ir.const(abs(constant)))

@@ -132,3 +132,23 @@ CHECK: for j in 0 .. max((N - 64) / 64, 0):  (interior of 0 .. N / 64)
 
 def test_negative_loop_without_masks_is_not_split():
     assert ir_after(NO_MASK, PASS) == ir_after(NO_MASK, "elect_async_issue")
+
+
+def test_first_iteration_that_overwrites_is_a_boundary_of_its_own(tmp_path):
+    """bench/kernels/mha_fwd_overlap.hk: O = 0 folds into the loop's first P V
+    (scale-d 0 when j == 1, codegen renders that iteration apart), so iteration 1
+    is a prefix part with the body as written; the interior and the key-bound
+    boundary after it never run j == 1, and their P V accumulates."""
+    from tests.conftest import ROOT
+    text = (ROOT / "bench" / "kernels" / "mha_fwd_overlap.hk").read_text()
+    filecheck(ir_after(text, PASS), """
+CHECK: for j in 1 .. min(2, L / 128):  (boundary of 1 .. L / 128)
+CHECK: wgmma o += pb @ sv{{.*}}(m64n64k128, overwrites when j == 1)
+CHECK: x = where(
+CHECK: for j in min(2, L / 128) .. max((L - 128) / 128, min(2, L / 128)):  (interior of 1 .. L / 128)
+CHECK-NOT: overwrites
+CHECK-NOT: where(
+CHECK: for j in max((L - 128) / 128, min(2, L / 128)) .. L / 128:  (boundary of 1 .. L / 128)
+CHECK-NOT: overwrites
+CHECK: x = where(
+""", tmp_path)

@@ -76,3 +76,27 @@ def test_interior_one_iteration_too_long_is_a_wrong_result(text):
     front_end, kernel = lowered(text)
     report = run(front_end, interior_one_further(kernel))
     assert [f.category for f in report.findings] == [Category.WRONG_RESULT]
+
+
+def _overlap():
+    from tests.conftest import ROOT
+    return lowered((ROOT / "bench" / "kernels" / "mha_fwd_overlap.hk").read_text())
+
+
+@pytest.mark.parametrize("length", [100, 200, 300, 512])
+def test_first_iteration_apart_matches_the_reference(length):
+    """mha_fwd_overlap's loop from 1: its first iteration (P V overwrites O) is a
+    part of its own; with 1 to 4 key tiles the parts run 0 to 3 iterations."""
+    front_end, kernel = _overlap()
+    problem = make_problem(kernel, {**default_dims(kernel), "L": length, "H": 1})
+    report = simulate(kernel, front_end, problem, 2, 0)
+    assert report.ok, [f.headline() for f in report.findings]
+
+
+def test_interior_taking_the_first_iteration_is_a_wrong_result():
+    """An interior that starts one iteration early runs j == 1 accumulating into
+    an O that nothing zeroed."""
+    front_end, kernel = _overlap()
+    problem = make_problem(kernel, {**default_dims(kernel), "L": 512, "H": 1})
+    report = simulate(interior_one_further(kernel), front_end, problem, 2, 0)
+    assert [f.category for f in report.findings] == [Category.WRONG_RESULT]

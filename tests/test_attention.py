@@ -1,15 +1,22 @@
-"""samples/attention_fwd.hk: forward attention with an online softmax, checked
-against attention written out in float64 numpy, with the syncs around the two
-products and the softmax."""
+"""samples/attention_fwd.hk: forward attention over [B, H, L, D] with an online
+softmax and the log-sum-exp per row, at every head dimension, checked against
+attention written out in float64 numpy; the syncs of FlashAttention-3's
+overlapped key loop; and its SASS against the issue's targets (instructions per
+64 queries x 64 keys of one consumer warpgroup, counted as bench/attention_sass.py
+counts FlashAttention-3's: 216 non-causal, 234.5 causal unmasked, at D = 128)."""
 from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from bench.attention_sass import key_loops
 from hopperc import driver
+from hopperc.backend import sass_metrics as sm
 from hopperc.sim.problem import make_problem
 from hopperc.sim.reference import expected_outputs
 from tests.conftest import ROOT, filecheck, ir_after
@@ -17,125 +24,141 @@ from tests.conftest import ROOT, filecheck, ir_after
 SAMPLE = ROOT / "samples" / "attention_fwd.hk"
 
 
-@pytest.mark.parametrize("length, causal", [(320, 0), (300, 0), (320, 1), (300, 1)])
-def test_matches_attention_in_float64(length, causal):
-    """L = 320: 3 blocks (the last half past the end, zero-filled and clipped)
-    over 3 pairs of key tiles, so the ring wraps and the running maximum moves,
-    and the last pair's tile b lies wholly past the end (zero-filled, masked);
-    L = 300: the last key tile is partial, its zero-filled keys masked to -inf.
-    Causal: row i sees keys 0 .. i, and block b reads key tiles 0 .. 2b + 1 only."""
-    front_end = driver.check(driver.read_source(SAMPLE), {"CAUSAL": causal})
-    problem = make_problem(driver.lower(front_end), {"L": length})
-    got = expected_outputs(front_end, problem)["O"]
-    q, k, v = (problem.inputs[n].astype(np.float64) for n in "QKV")
-    s = q @ k.T / np.sqrt(128)
+def _attention(q, k, v, causal):
+    """O and the natural log-sum-exp of each row's scaled scores, in float64."""
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
     if causal:
-        i, j = np.indices(s.shape)
+        i, j = np.indices(s.shape[-2:])
         s = np.where(j > i, -np.inf, s)
-    p = np.exp(s - s.max(axis=1, keepdims=True))
-    want = p / p.sum(axis=1, keepdims=True) @ v
-    np.testing.assert_allclose(got, want, atol=2e-2 * np.abs(want).max())
+    top = s.max(axis=-1, keepdims=True)
+    p = np.exp(s - top)
+    total = p.sum(axis=-1, keepdims=True)
+    return p / total @ v, (top + np.log(total))[..., 0]
 
 
-@pytest.mark.parametrize("causal", [0, 1])
-def test_every_schedule_is_right(causal):
-    report = driver.simulate(driver.read_source(SAMPLE), {"CAUSAL": causal}, {"L": 384},
-                             seeds=4, search=50)
+@pytest.mark.parametrize("head_dim, length, causal", [
+    (128, 384, 0), (128, 300, 0), (128, 300, 1), (64, 300, 1), (256, 200, 0), (256, 200, 1)])
+def test_matches_attention_in_float64(head_dim, length, causal):
+    """L = 384: 3 query blocks, 3 key tiles (the first before the loop, one
+    interior, the last a boundary); L = 300 and 200: the last key tile partial,
+    its zero-filled keys masked, the last block's rows past L clipped. Causal:
+    row i sees keys 0 .. i, block b reads key tiles up to the one holding its
+    last row. D = 256 runs 80 keys a tile (64 when causal)."""
+    defines = {"HEAD_DIM": head_dim, "CAUSAL": causal}
+    front_end = driver.check(driver.read_source(SAMPLE), defines)
+    problem = make_problem(driver.lower(front_end), {"B": 1, "H": 2, "L": length})
+    got = expected_outputs(front_end, problem)
+    q, k, v = (problem.inputs[n].astype(np.float64) for n in "QKV")
+    want, lse = _attention(q, k, v, causal)
+    np.testing.assert_allclose(got["O"], want, atol=2e-2 * np.abs(want).max())
+    np.testing.assert_allclose(got["LSE"], lse, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("defines, dims", [
+    ({"CAUSAL": 1}, {"B": 1, "H": 2, "L": 384}),
+    ({"HEAD_DIM": 64}, {"B": 1, "H": 1, "L": 300}),
+    ({"HEAD_DIM": 256, "CAUSAL": 1}, {"B": 1, "H": 1, "L": 200}),
+])
+def test_every_schedule_is_right(defines, dims):
+    """`check` on the lowered kernel (tests/sim runs the default, D = 128)."""
+    report = driver.simulate(driver.read_source(SAMPLE), defines, dims, seeds=3, search=30)
     assert report.ok, [f.headline() for f in report.findings]
 
 
-def test_causal_blocks_stop_at_their_last_key_tile(tmp_path):
-    """The producer's and the consumers' loops have the same tile-dependent bound
-    (the consumers' split at the diagonal: its interior and boundary parts)."""
-    from hopperc.ir.printer import print_kernel
-    out = print_kernel(driver.lower(driver.check(driver.read_source(SAMPLE), {"CAUSAL": 1})))
-    assert out.count("for j in 0 .. (tile.m + 1) * 128 / 128:") == 1
-    assert out.count("(interior of 0 .. (tile.m + 1) * 128 / 128)") == 1
-    assert out.count("(boundary of 0 .. (tile.m + 1) * 128 / 128)") == 1
-
-
-def test_syncs_around_the_products_and_the_softmax(tmp_path):
-    """Tile a's S completes before its softmax (wait_group 0: only the previous
-    P V batch is older). Tile b's S is issued before tile a's softmax with no
-    wait after it; tile a's P V is issued before tile b's softmax, which waits
-    with wait_group 1 (S_b done, P V_a still in flight); the rescale of O by
-    beta waits for P V_a (wait_group 0).
-
-    K_a, K_b, V_a and V_b are four rings: each product waits for its own
-    operands only, right before it (V_a's arrival overlaps softmax a). Two
-    empty barriers free them: K_a's release of the previous iteration's stage,
-    right after S_a is issued, also frees K_b's and V_a's (S_b and P V_a of
-    that iteration completed at its wait_group 1 and 0), and V_b's, after P V_b
-    is issued, its own (P V_b completed only at this iteration's first wait).
-    No release needs a wait of its own. (The interior part of the key loop is
-    checked; its boundary part holds the same syncs.)"""
-    filecheck(ir_after(driver.read_source(SAMPLE).text), """
-CHECK: for j in 0 .. {{.*}}(interior of 0 .. L / 128)
-CHECK: mbarrier.wait load_math_ska0_full[load_math_math_stage], parity load_math_math_phase
-CHECK-SAME: why: ska0, ska1 written by async loads
-CHECK-NOT: mbarrier.wait
-CHECK: wgmma sa = sq0[wg of 2] @ ska0{stage load_math_math_stage}^T
-CHECK-NEXT: wgmma sa += sq1[wg of 2] @ ska1{stage load_math_math_stage}^T
-CHECK-NEXT: wgmma.commit_group
-CHECK-NEXT: if j > 0:
-CHECK-NEXT: elect:
-CHECK-NEXT: mbarrier.arrive load_math_ska0_empty[(load_math_math_stage + 1) % 2]  (release stage, lag 1)
-CHECK-SAME: why: ska0, ska1, skb0, skb1, sva0, sva1 read by wgmma
-CHECK-NEXT: wgmma.wait_group 0
-CHECK-SAME: why: sa written by wgmma
-CHECK-NEXT: xa: f32[64, 64] wgmma =
-CHECK: mbarrier.wait load_math_skb0_full[load_math_math_stage]
-CHECK: wgmma sb = sq0[wg of 2] @ skb0{stage load_math_math_stage}^T
-CHECK-NEXT: wgmma sb += sq1[wg of 2] @ skb1{stage load_math_math_stage}^T
-CHECK-NEXT: wgmma.commit_group
-CHECK-NOT: wgmma.wait_group
-CHECK: ma: f32[64] rows = max(m, rowmax(xa))
-CHECK-NOT: wgmma.wait_group
-CHECK: o0 = (o0 * alpha[:, None])
-CHECK-NOT: wgmma.
-CHECK: mbarrier.wait load_math_sva0_full[load_math_math_stage]
+def test_the_key_loop_overlaps_the_softmax_and_takes_turns(tmp_path):
+    """The key loop from 1 (S_0 and its softmax come before it) runs as three
+    parts: its first iteration (P V overwrites O: scale-d 0), the interior up to
+    the key tile before the last, and the last (ceil(L / 128) - 1 =
+    (L - 128) / 128 rounded up, tighter than the key bound's ceil((L - 127) / 128)).
+    In the interior: K's full wait, the turn's sync, S_j, K's previous stage
+    released (S_{j-1} completed at the previous iteration's wait), V's full wait,
+    P_{j-1} V_{j-1} accumulating, the hand-over of the turn, V's previous stage
+    released (P V_{j-2} completed), then `wait_group 1` for S_j with P V in
+    flight, the softmax with no key mask, `wait_group 0` only before O's rescale.
+    The row sum is kept as parts."""
+    filecheck(ir_after(SAMPLE.read_text()), """
+CHECK: wgmma s = sq[wg of 2] @ sk{stage load_math_sk_math_stage}^T (m64n128k128)
+CHECK: l_parts: f32[64] row_parts = thread_rowsum(p)
+CHECK: for j in 1 .. min(2, L / 128) turns:  (boundary of 1 .. L / 128)
+CHECK: (m64n128k128, overwrites when j == 1)
+CHECK: for j in min(2, L / 128) .. max((L - 128) / 128, min(2, L / 128)) turns:  (interior of 1 .. L / 128)
+CHECK-NEXT: mbarrier.wait load_math_sk_full[load_math_sk_math_stage]
+CHECK-NEXT: bar.sync 5 + (wg + 1) % 2, 256  (turn of 2 warpgroups: wait)
 CHECK-NEXT: wgmma.fence
-CHECK-NEXT: wgmma o0 += pab @ sva0{stage load_math_math_stage}
-CHECK-NEXT: wgmma o1 += pab @ sva1{stage load_math_math_stage}
+CHECK-NEXT: wgmma s = sq[wg of 2] @ sk{stage load_math_sk_math_stage}^T (m64n128k128)
 CHECK-NEXT: wgmma.commit_group
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_sk_empty[(load_math_sk_math_stage + 1) % 2]  (release stage, lag 1)
+CHECK-NEXT: mbarrier.wait load_math_sv_full[load_math_sv_math_stage]
+CHECK-NEXT: wgmma o += pb @ sv{stage load_math_sv_math_stage} (m64n128k128)
+CHECK-NEXT: wgmma.commit_group
+CHECK-NEXT: if wg != 1 or j + 1 < L / 128:
+CHECK-NEXT: bar.arrive 5 + wg, 256  (turn of 2 warpgroups: hand over)
+CHECK-NEXT: if j > 1:
+CHECK-NEXT: elect:
+CHECK-NEXT: mbarrier.arrive load_math_sv_empty[(load_math_sv_math_stage + 1) % 2]  (release stage, lag 1)
 CHECK-NEXT: wgmma.wait_group 1
-CHECK-SAME: why: sb written by wgmma
-CHECK-NOT: wgmma.wait_group
-CHECK: pbb: bf16[64, 64] wgmma = bf16(pb)
+CHECK-SAME: why: s written by wgmma
+CHECK-NOT: < L)
+CHECK: m_new: f32[64] rows = max(m, rowmax(s))
+CHECK: l_parts = ((l_parts * alpha) + thread_rowsum(p))
 CHECK-NEXT: wgmma.wait_group 0
-CHECK-SAME: why: o0 written by wgmma
-CHECK-NEXT: o0 = (o0 * beta[:, None])
-CHECK-NEXT: o1 = (o1 * beta[:, None])
-CHECK-NEXT: mbarrier.wait load_math_svb0_full[load_math_math_stage]
-CHECK-NEXT: wgmma.fence
-CHECK: wgmma o1 += pbb @ svb1{stage load_math_math_stage}
+CHECK-SAME: why: o written by wgmma
+CHECK-NEXT: o = (o * alpha[:, None])
+CHECK: for j in max((L - 128) / 128, min(2, L / 128)) .. L / 128 turns:  (boundary of 1 .. L / 128)
+CHECK: s = where((((128 * j) + col()) < L), s, neg(inf))
+CHECK: wgmma o += pb @ sv{stage load_math_sv_math_stage} (m64n128k128)
 CHECK-NEXT: wgmma.commit_group
-CHECK-NEXT: if j > 0:
-CHECK-NEXT: elect:
-CHECK-NEXT: mbarrier.arrive load_math_svb0_empty[(load_math_math_stage + 1) % 2]  (release stage, lag 1)
-CHECK-NEXT: advance load_math_math_stage mod 2
+CHECK-NEXT: l: f32[64] rows = quad_sum(l_parts)
 CHECK: role load
-CHECK: mbarrier.wait load_math_ska0_empty[load_math_load_stage], parity 1 - load_math_load_phase
-CHECK-NEXT: mbarrier.arrive.expect_tx load_math_ska0_full[load_math_load_stage], 16384
-CHECK-NOT: mbarrier.wait
-CHECK: mbarrier.arrive.expect_tx load_math_skb0_full[load_math_load_stage], 16384
-CHECK-NOT: mbarrier.wait
-CHECK: mbarrier.arrive.expect_tx load_math_sva0_full[load_math_load_stage], 16384
-CHECK: mbarrier.wait load_math_svb0_empty[load_math_load_stage], parity 1 - load_math_load_phase
-CHECK-NEXT: mbarrier.arrive.expect_tx load_math_svb0_full[load_math_load_stage], 16384
 """, tmp_path)
 
 
-def test_builds_without_spills():
-    resources = driver.build(driver.read_source(SAMPLE)).result.resources
+def _key_loops(defines):
+    built = driver.build(driver.read_source(SAMPLE), defines)
+    resources = built.result.resources
     assert resources.spill_stores == resources.spill_loads == 0
+    (code,) = sm.functions(built.result.cubin).values()
+    return code, key_loops(code, defines.get("HEAD_DIM", 128))
+
+
+@pytest.mark.parametrize("causal, target", [(0, 235), (1, 245)])
+def test_interior_key_loop_meets_the_instruction_targets(causal, target):
+    """At D = 128, no spills; the interior's SASS loop (no FSETP or FSEL: the key
+    bound and the diagonal are uniform there) is at most `target` instructions
+    per 64x64 tile of work and 8 HGMMA (2 x 8 m64n128k16: S over D = 128 and P V
+    over 128 keys, 2 tiles); the boundary loop holds the masks."""
+    _, (interior, boundary) = _key_loops({"CAUSAL": causal})
+    assert interior.masks == 0 and boundary.masks >= 96
+    assert interior.tiles == 2 and interior.per_tile <= target, interior.per_tile
+    assert sum(i.is_wgmma for i in interior.body) / interior.tiles <= 8
+
+
+@pytest.mark.parametrize("head_dim", [64, 256])
+@pytest.mark.parametrize("causal", [0, 1])
+def test_every_head_dimension_builds_without_spills(head_dim, causal):
+    """D = 64 (one swizzle span), D = 256 (four, BN = 80 or 64): no spills, an
+    interior loop without masks."""
+    _, loops = _key_loops({"HEAD_DIM": head_dim, "CAUSAL": causal})
+    assert loops[0].masks == 0 and all(lp.masks > 0 for lp in loops[1:])
+
+
+def test_sass_loop_waits_only_where_the_ir_does():
+    """The interior in SASS: the turn's `BAR.SYNC` before the first HGMMA and
+    one `BAR.ARV` after the last, a `WARPGROUP.ARRIVE` before each product, and
+    exactly the IR's two waits in order, `DEPBAR.LE gsb0, 0x1` (S_j; P V in
+    flight) and `0x0` (before O's rescale): ptxas serialized nothing."""
+    _, (interior, _) = _key_loops({})
+    body = interior.body
+    waits = [i.operands.replace(" ", "") for i in body if i.opcode.startswith("WARPGROUP.DEPBAR")]
+    assert waits == ["gsb0,0x1", "gsb0,0x0"]
+    assert sum(i.opcode == "WARPGROUP.ARRIVE" for i in body) == 2
+    assert [i.opcode.split(".")[:2] for i in body if i.base == "BAR"] == [
+        ["BAR", "SYNC"], ["BAR", "ARV"]]
 
 
 def test_bench_says_what_it_needs_without_a_gpu():
     """bench/attention.py exits 2 with one line on a machine without a GPU."""
-    import subprocess
-    import sys
-
     from hopperc.runtime import gpu_available
     if gpu_available():
         pytest.skip("a GPU is present: tests/gpu runs the benchmark's measurement")
@@ -145,56 +168,24 @@ def test_bench_says_what_it_needs_without_a_gpu():
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("causal", [0, 1])
-def test_sass_loop_waits_only_where_the_ir_does(causal):
-    """The consumers' loop in SASS: 32 HGMMA (4 groups: S_a, S_b, P V_a, P V_b,
-    each two 64x64x64 products of 4 k-steps of 64x64x16), a `WARPGROUP.ARRIVE`
-    (wgmma.fence) before each of the 4 product groups, and exactly the three
-    waits of the IR in order: `DEPBAR.LE gsb0, 0x0` for S_a, `0x1` for S_b
-    (P V_a stays in flight) and `0x0` before O's rescale. ptxas serialized
-    nothing: no wait between two HGMMA of one group."""
-    from hopperc.backend import sass_metrics as sm
-    built = driver.build(driver.read_source(SAMPLE), {"CAUSAL": causal})
-    (code,) = sm.functions(built.result.cubin).values()
-    body = sm.loop_holding(code, "HGMMA").body(code)
-    assert sum(i.base == "HGMMA" for i in body) == 32
-    assert sum(i.opcode == "WARPGROUP.ARRIVE" for i in body) == 4
-    waits = [i.operands.replace(" ", "") for i in body if i.opcode.startswith("WARPGROUP.DEPBAR")]
-    assert waits == ["gsb0,0x0", "gsb0,0x1", "gsb0,0x0"]
-
-
-@pytest.mark.parametrize("causal", [0, 1])
-def test_sass_interior_key_loop_has_no_mask(causal):
-    """The key loop is split at its boundary iterations: the interior's SASS
-    loop holds no FSETP / FSEL (the key bound and the diagonal are uniform
-    there), the boundary's holds them, both the same 32 HGMMA."""
-    from hopperc.backend import sass_metrics as sm
-    built = driver.build(driver.read_source(SAMPLE), {"CAUSAL": causal})
-    (code,) = sm.functions(built.result.cubin).values()
-    parts = {found.part: found for found in sm.source_loops(code, built.generated.kernel)
-             if any(i.is_wgmma for i in found.own)}
-    assert set(parts) == {"interior", "boundary"}
-    masks = {part: sum(i.base in ("FSETP", "FSEL") for i in found.own)
-             for part, found in parts.items()}
-    assert masks["interior"] == 0 and masks["boundary"] >= 64, masks
-    assert all(sum(i.is_wgmma for i in found.own) == 32 for found in parts.values())
-    assert parts["interior"].per_iteration < parts["boundary"].per_iteration
-
-
 def test_bench_reports_each_part_of_the_key_loop():
     """bench/rows.py lists the key loop's interior and boundary apart, per
     iteration, with their mask instructions; bench/sass.py's consumer column
-    gives the interior and, in parentheses, the boundary."""
-    import subprocess
-    import sys
+    gives the interior and, in parentheses, the boundary; bench/attention_sass.py
+    the same loops per 64x64 tile (FA3's beside them where its wheel is installed)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     rows = subprocess.run([sys.executable, str(ROOT / "bench" / "rows.py"), str(SAMPLE)],
                           capture_output=True, text=True, cwd=ROOT)
     assert rows.returncode == 0, rows.stderr
-    interior, = [line for line in rows.stdout.splitlines() if "(line 50 interior)" in line]
-    boundary, = [line for line in rows.stdout.splitlines() if "(line 50 boundary)" in line]
-    assert "HGMMA 32, FSETP 0, FSEL 0)" in interior and "FSEL 64)" in boundary
+    interior, = [line for line in rows.stdout.splitlines() if "(line 55 interior)" in line]
+    boundary, = [line for line in rows.stdout.splitlines() if "(line 55 boundary)" in line]
+    assert "HGMMA 16, FSETP 0, FSEL 0)" in interior and "FSEL 64)" in boundary
     table = subprocess.run([sys.executable, str(ROOT / "bench" / "sass.py"), str(SAMPLE)],
-                           capture_output=True, text=True, cwd=ROOT,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+                           capture_output=True, text=True, cwd=ROOT, env=env)
     assert table.returncode == 0, table.stderr
     assert re.search(r"attention_fwd +\| \d+ \(boundary \d+\)", table.stdout), table.stdout
+    tiles = subprocess.run([sys.executable, str(ROOT / "bench" / "attention_sass.py")],
+                           capture_output=True, text=True, cwd=ROOT, env=env)
+    assert tiles.returncode == 0, tiles.stderr
+    assert re.search(r"hopperc attention_fwd D=128\n +loop at +\d+: +\d+ instructions, 2 tiles "
+                     r"of 64x64: +\d+\.\d per tile, unmasked\n", tiles.stdout), tiles.stdout

@@ -10,7 +10,7 @@ function sits at byte 16 * i, which is how branch targets are written.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hopperc.backend.cubin_tools import sass_functions_with_lines
 from hopperc.ir import nodes as ir
@@ -288,10 +288,16 @@ def _unrolled(own: list[Instruction], loop: ir.ForLoop, kernel: ir.Kernel) -> fl
 
 
 def _constant_trips(loop: ir.ForLoop) -> bool:
+    """A trip count ptxas may unroll away: constant bounds, `start .. start + n`, or
+    at most one iteration, `start .. min(start + 1, stop)` (a split loop's first
+    iteration, rendered apart where its product overwrites)."""
+    stop = loop.stop
+    if isinstance(stop, ir.ScalarOp) and stop.op == "min":
+        return any(_constant_trips(replace(loop, stop=bound)) for bound in (stop.left, stop.right))
     return all(isinstance(e, ir.Scalar) and e.kind is ir.ScalarKind.CONST
-               for e in (loop.start, loop.stop)) or (
-        isinstance(loop.stop, ir.ScalarOp) and loop.stop.op == "+" and loop.stop.left == loop.start
-        and isinstance(loop.stop.right, ir.Scalar) and loop.stop.right.kind is ir.ScalarKind.CONST)
+               for e in (loop.start, stop)) or (
+        isinstance(stop, ir.ScalarOp) and stop.op == "+" and stop.left == loop.start
+        and isinstance(stop.right, ir.Scalar) and stop.right.kind is ir.ScalarKind.CONST)
 
 
 def _spin(loop: Loop, code: list[Instruction]) -> bool:

@@ -266,15 +266,17 @@ def test_a_cta_fence_before_a_multicast_over_element_wise_reads_is_found():
 
 @pytest.mark.parametrize("causal, multicast", [(0, 2), (1, 1)])
 def test_causal_attention_on_a_cluster_loads_its_own_keys(causal, multicast):
-    """attention_fwd on clusters of two along m: without CAUSAL both blocks walk
-    every key tile, so K and V are multicast; with CAUSAL a block stops at the
-    key pair that holds its last row (the trip count depends on tile.m), so
-    each block loads its own."""
+    """attention_fwd (D = 64: rows of one swizzle span) on clusters of two along
+    m: without CAUSAL both blocks walk every key tile, so K and V are multicast;
+    with CAUSAL a block stops at the key tile that holds its last row (the trip
+    count depends on tile.m), so each block loads its own."""
     path = ROOT / "samples" / "attention_fwd.hk"
-    text = path.read_text().replace("grid(m: L / BM)", "grid(m: L / BM) cluster(2, 1)")
-    kernel = driver.lower(driver.check(SourceFile(path.name, text), {"CAUSAL": causal}))
+    grid = "grid(m: L / BM, h: H, b: B)"
+    text = path.read_text().replace(grid, f"{grid} cluster(2, 1)")
+    kernel = driver.lower(driver.check(SourceFile(path.name, text),
+                                       {"CAUSAL": causal, "HEAD_DIM": 64}))
     keys = [s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad) and s.tensor in "KV"]
-    assert len(keys) == 8 and {s.multicast for s in keys} == {multicast}
+    assert len(keys) == 2 and {s.multicast for s in keys} == {multicast}
     assert all((s.unicast is None) == (causal == 0) for s in keys)
 
 

@@ -14,7 +14,8 @@ the last stage after the loop). Then B's producer wait, B's releases and B's
 empty barriers go; B's pipeline names A's empty barrier as its own. Rings are
 taken in the producer's order, each against the rings kept before it.
 
-In attention_fwd the K_a, K_b, V_a and V_b rings keep two empty barriers
+In attention over two key tiles an iteration (tests/sim/kernels/attention_two_tiles.hk)
+the K_a, K_b, V_a and V_b rings keep two empty barriers
 (K_a's and V_b's), the pair FlashAttention-3 writes by hand for K and V.
 
 Hardware rule: each consumer warp arrives on A's empty barrier after its own

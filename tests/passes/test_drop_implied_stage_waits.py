@@ -1,8 +1,8 @@
 """drop_implied_stage_waits: a ring's empty barrier goes where the producer's
 earlier wait in the same iteration already implies its stage is free.
 
-The figures are worked out from samples/attention_fwd.hk's loop (one iteration
-j, two 64-key tiles a and b; each product is its own batch):
+The figures are worked out from tests/sim/kernels/attention_two_tiles.hk (one
+iteration j, two 64-key tiles a and b; each product is its own batch):
 S_a(j) issued, K_a's stage of j - 1 released, wait_group 0 (S_a(j) and every
 older batch done), S_b(j) issued, P V_a(j) issued, wait_group 1 (S_b(j)
 done), wait_group 0 (P V_a(j) done), P V_b(j) issued, V_b's stage of j - 1
@@ -16,7 +16,8 @@ from tests.passes.kernels import SITES
 from tests.passes.test_connect_role_pipelines import SPLIT_RINGS
 
 PASS = "drop_implied_stage_waits"
-ATTENTION = driver.read_source(ROOT / "samples" / "attention_fwd.hk").text
+ATTENTION = driver.read_source(ROOT / "tests" / "sim" / "kernels" /
+                               "attention_two_tiles.hk").text
 
 
 def _empties(out: str) -> list[str]:

@@ -50,14 +50,15 @@ def test_negative_barriers_of_a_single_role_are_left_alone():
 
 
 def test_an_empty_barrier_rings_share_is_invalidated_once():
-    """attention_fwd with an epilogue stored by the role's one thread (so a
+    """attention_two_tiles with an epilogue stored by the role's one thread (so a
     barrier of all 256 consumer threads follows the loop): K_b and V_a free
     their stages through K_a's empty barrier, so four rings invalidate 4 full
     and 2 empty arrays of 2 stages, each once (an inval after an inval is
     barrier misuse, which the simulator reported before)."""
     from hopperc import driver
     from tests.conftest import ROOT
-    text = driver.read_source(ROOT / "samples" / "attention_fwd.hk").text
+    text = driver.read_source(ROOT / "tests" / "sim" / "kernels" /
+                              "attention_two_tiles.hk").text
     text = text.replace("    shared so: bf16[4, 64, H] swizzle 128B\n",
                         "    shared so0: bf16[BM, H] swizzle 128B\n"
                         "    shared so1: bf16[BM, H] swizzle 128B\n")

@@ -218,6 +218,11 @@ SEMANTIC = [
     case("dimension_tile_constant_zero", COPY, [("tile(BM = 64, BN = 64)", "tile(BM = 64, BN = 64, W = 0)"),
                                                  ("X: bf16[M, N]", "X: bf16[M, W]")],
          "W]", "dimension 'W' of 'X' is the tile constant W = 0; a dimension must be at least 1"),
+    # the IR keeps one register tile per name, blocks apart or not
+    case("tile_redeclared_with_another_shape", EW,
+         [("    t: f32[BM, BN] =", "    if 1 { u: f32[BM, BN] = f32(sx) }\n"
+           "    u: f32[BM, 32] = 0.0\n    t: f32[BM, BN] =")],
+         "u: f32[BM, 32]", "'u' was declared at", "as f32[64, 64]; a tile of another dtype"),
     case("division_by_zero", COPY, [("BN = 64", "BN = 64 / 0")], "64 / 0", "division by zero"),
     case("grid_extent_form", COPY, [("m: M / BM", "m: M / BM < N")], "M / BM < N",
          "a grid extent is integer arithmetic (+ - * / %), not '<'"),

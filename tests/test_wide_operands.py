@@ -14,6 +14,8 @@ import pytest
 from hopperc import driver
 from hopperc.backend import sass_metrics as sm
 from hopperc.diagnostics import SourceFile
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import walk
 from hopperc.sim.problem import make_problem
 from hopperc.sim.reference import expected_outputs
 
@@ -226,3 +228,42 @@ def test_converted_register_a_is_the_tile_a_user_would_declare():
     assert sass(one_statement) == sass(ATTENTION.replace(
         "o += pb @ sv", "p_bf16: f32[64] = l\n            o += pb @ sv"))
     assert "u_p_bf162" in driver.generate(SourceFile("a.hk", one_statement)).cuda
+
+
+SIBLINGS = """kernel k(Q: bf16[M, 64], K: bf16[N, 64], V: bf16[N, 64], W: bf16[128, 64], O: f32[M, 64])
+    tile(BM = 64, BN = 64) grid(m: M / BM)
+{
+    shared sq: bf16[BM, 64] swizzle 128B
+    shared sk: bf16[BN, 64] swizzle 128B
+    shared sv: bf16[BN, 64] swizzle 128B
+    shared sw: bf16[128, 64] swizzle 128B
+    shared so: f32[BM, 64]
+    tma sq <- Q[tile.m, 0]
+    tma sk <- K[0, 0]
+    tma sv <- V[0, 0]
+    tma sw <- W[0, 0]
+    s: f32[64, BN] = sq @ sk^T
+    o: f32[64, 64] = 0
+    for j in 0 .. 2 {
+        o += bf16(s * 0.5) @ sv
+    }
+    t: f32[64, 128] = sq @ sw^T
+    o += bf16(t * 0.25) @ sw
+    LATER
+    so = o
+    tma O[tile.m, 0] <- so
+}
+"""
+
+
+@pytest.mark.parametrize("later", ["", "a_bf16: bf16[64, 64] = bf16(s)"])
+def test_converted_register_a_names_are_the_kernels_own(later):
+    """Two conversions in sibling blocks get two names (they differ in shape), and
+    neither is a name the source declares later: the kernel checks clean."""
+    text = SIBLINGS.replace("LATER", later)
+    lowered = driver.lower(driver.check(SourceFile("k.hk", text)))
+    names = [s.name for s in walk(lowered.body) if isinstance(s, ir.TileDef)
+             and s.name.startswith("a_bf16")]
+    assert len(names) == len(set(names)) == 2 + bool(later)
+    report = driver.simulate(SourceFile("k.hk", text), seeds=1, search=5)
+    assert report.ok, [f.headline() for f in report.findings]

@@ -14,7 +14,6 @@ from hopperc.frontend.scope import TileSymbol, VectorSymbol, const_value, scalar
 from hopperc.frontend.tiles import lower_tile_expr
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import MAX_EVERY_ROW, WGMMA_M, element_threads, register_layout
-from hopperc.ir.rewrite import fresh_name
 
 
 class RegisterTiles:
@@ -42,7 +41,7 @@ class RegisterTiles:
         # A product that defines the tile overwrites it (scale-d 0): nothing to zero.
         init = None if mma else self._tile_value(d.init, dtype, shape, d.span, layout, threads)
         converted, product = self._converted_a(d.init) if mma else ([], d.init)
-        self.scope.declare(d.name, symbol, d.span)
+        self.scope.declare_tile(d.name, symbol, d.span)
         out: list[ir.Stmt] = converted + [ir.TileDef(d.name, dtype, shape, layout, threads, init,
                                                      d.span)]
         if mma:
@@ -65,7 +64,7 @@ class RegisterTiles:
             return [], product
         dtype = DType.parse(a.dtype)
         stem = a.operand.id if isinstance(a.operand, ast.Name) else "a"
-        name = fresh_name(f"{stem}_{dtype}", {n for table in self.scope.tables for n in table})
+        name = self.scope.compiler_name(f"{stem}_{dtype}")
         threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
         layout = register_layout(shape, threads)
         init = self._tile_value(a, dtype, shape, a.span, layout, threads)
@@ -103,7 +102,7 @@ class RegisterTiles:
                                        "bias[tile.n])")
         symbol = TileSymbol(dtype, (length,), d.span, layout, threads)
         init = self._tile_value(d.init, dtype, (length,), d.span, layout, threads)
-        self.scope.declare(d.name, symbol, d.span)
+        self.scope.declare_tile(d.name, symbol, d.span)
         return [ir.TileDef(d.name, dtype, (length,), layout, threads, init, d.span)]
 
     def _tile_value(self, expr: ast.Expr, dtype: DType, shape: tuple[int, ...], span: Span,

@@ -5,7 +5,7 @@ rounds up, so `K / BK` counts the last partial tile (TMA fills it with zeros).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 
 from hopperc.diagnostics import CompileError, Span
 from hopperc.dtypes import DType
@@ -58,8 +58,15 @@ Symbol = (int | ir.TensorParam | ir.ScalarParam | ir.SharedBuffer | ir.MBarrierA
 class Scope:
     """Nested name tables: kernel-level names, then one table per block."""
 
-    def __init__(self) -> None:
+    def __init__(self, kernel: ast.Kernel | None = None) -> None:
         self.tables: list[dict[str, tuple[Symbol, Span | None]]] = [{}]
+        # Every name the source spells anywhere, and those the compiler gave: a
+        # name the compiler gives is none of them, so no later declaration of the
+        # user's (in any block) meets it, and no two blocks share one.
+        self.taken: set[str] = source_names(kernel) if kernel is not None else set()
+        # Register tile name -> its first declaration: the IR keeps one tile per
+        # name, so a block that declares the name again declares the same tile.
+        self.tiles: dict[str, TileSymbol] = {}
         self.dims: set[str] = set()
         self.grid_axes: dict[str, Span] = {}
         self.loop_vars: set[str] = set()
@@ -87,11 +94,30 @@ class Scope:
             raise CompileError(span, f"'{name}' is a built-in name and cannot be redeclared")
         self.tables[-1][name] = (symbol, span)
 
+    def declare_tile(self, name: str, symbol: TileSymbol, span: Span) -> None:
+        """Declare a register tile (or row vector); a name declared before in
+        another block must keep its dtype and shape."""
+        first = self.tiles.setdefault(name, symbol)
+        if (first.dtype, first.shape, first.layout) != (symbol.dtype, symbol.shape, symbol.layout):
+            raise CompileError(span, f"'{name}' was declared at {first.span} as {first.dtype}"
+                                     f"{list(first.shape)}; a tile of another dtype or shape "
+                                     "needs another name (the kernel keeps one register tile "
+                                     "per name)")
+        self.declare(name, symbol, span)
+
     def fresh(self, name: str, span: Span) -> str:
-        """`name`, or `name2`, `name3`...: the first not declared, declared at the
-        kernel level (a name the compiler gives a buffer it adds)."""
-        candidate = fresh_name(name, {n for table in self.tables for n in table})
+        """`name`, or `name2`, `name3`...: the first the source and the compiler
+        have not used, declared at the kernel level (a name the compiler gives a
+        buffer it adds)."""
+        candidate = self.compiler_name(name)
         self.tables[0][candidate] = ("compiler", span)
+        return candidate
+
+    def compiler_name(self, name: str) -> str:
+        """`name`, or `name2`, `name3`...: a name neither the source nor the
+        compiler uses anywhere in the kernel, for the caller to declare."""
+        candidate = fresh_name(name, self.taken | {n for table in self.tables for n in table})
+        self.taken.add(candidate)
         return candidate
 
     def lookup(self, name: str, span: Span) -> Symbol:
@@ -209,3 +235,21 @@ def const_value(expr: ast.Expr, scope: Scope, what: str) -> int:
     if not is_const(lowered):
         raise CompileError(expr.span, f"{what} must be a compile-time constant")
     return int(lowered.value)
+
+
+def source_names(node) -> set[str]:
+    """Every identifier a kernel's syntax tree spells (declared or used)."""
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif is_dataclass(item):
+            for f in fields(item):
+                value = getattr(item, f.name)
+                if isinstance(value, str) and f.name in ("name", "id", "var"):
+                    names.add(value)
+                elif not isinstance(value, (str, int, float, Span)):
+                    stack.append(value)
+    return names

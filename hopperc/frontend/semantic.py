@@ -38,7 +38,7 @@ class _Analyzer(RegisterTiles):
     def __init__(self, kernel: ast.Kernel, defines: dict[str, int]):
         self.kernel = kernel
         self.defines = defines
-        self.scope = Scope()
+        self.scope = Scope(kernel)
         self.buffers: list[ir.SharedBuffer] = []
         self.barriers: list[ir.MBarrierArray] = []
         self.accumulators = accumulator_names(kernel.body)

@@ -72,7 +72,8 @@ def test_the_key_loop_overlaps_the_softmax_and_takes_turns(tmp_path):
     (L - 128) / 128 rounded up, tighter than the key bound's ceil((L - 127) / 128)).
     In the interior: K's full wait, the turn's sync, S_j, K's previous stage
     released (S_{j-1} completed at the previous iteration's wait), V's full wait,
-    P_{j-1} V_{j-1} accumulating, the hand-over of the turn, V's previous stage
+    a fence (ptxas orders none across the wait's retry loop), P_{j-1} V_{j-1}
+    accumulating, the hand-over of the turn, V's previous stage
     released (P V_{j-2} completed), then `wait_group 1` for S_j with P V in
     flight, the softmax with no key mask, `wait_group 0` only before O's rescale.
     The row sum is kept as parts."""
@@ -90,6 +91,8 @@ CHECK-NEXT: wgmma.commit_group
 CHECK-NEXT: elect:
 CHECK-NEXT: mbarrier.arrive load_math_sk_empty[(load_math_sk_math_stage + 1) % 2]  (release stage, lag 1)
 CHECK-NEXT: mbarrier.wait load_math_sv_full[load_math_sv_math_stage]
+CHECK-NEXT: wgmma.fence
+CHECK-SAME: why: o issued after an mbarrier wait's retry loop
 CHECK-NEXT: wgmma o += pb @ sv{stage load_math_sv_math_stage} (m64n128k128)
 CHECK-NEXT: wgmma.commit_group
 CHECK-NEXT: if wg != 1 or j + 1 < L / 128:
@@ -145,7 +148,8 @@ def test_every_head_dimension_builds_without_spills(head_dim, causal):
 
 def test_sass_loop_waits_only_where_the_ir_does():
     """The interior in SASS: the turn's `BAR.SYNC` before the first HGMMA and
-    one `BAR.ARV` after the last, a `WARPGROUP.ARRIVE` before each product, and
+    one `BAR.ARV` after the last, a `WARPGROUP.ARRIVE` before each product (the
+    IR's two fences: ptxas injected none, tests/test_samples.py), and
     exactly the IR's two waits in order, `DEPBAR.LE gsb0, 0x1` (S_j; P V in
     flight) and `0x0` (before O's rescale): ptxas serialized nothing."""
     _, (interior, _) = _key_loops({})

@@ -9,8 +9,10 @@ element-wise code) and that wgmma. A fence a loop needs as a whole goes before
 the loop when nothing else in the loop touches those registers, so a main loop
 of products runs fence-free. Products of the same shape on one accumulator
 need no fence between them. A wgmma after a wait_group that completed its
-accumulator starts a new chain and gets a fence (as ptxas requires: it would
-otherwise inject one, C7519).
+accumulator starts a new chain and gets a fence, and so does a wgmma issued
+after an mbarrier wait since the last fence (a ring read at several sites: S_j,
+then V's wait, then P V): ptxas requires both and would otherwise inject the
+fence itself (C7519), unexplained.
 
 Hardware rule: wgmma.mma_async reads its accumulator and A registers
 asynchronously; wgmma.fence orders earlier register accesses of the warpgroup
@@ -51,6 +53,10 @@ def _touches(leaf: ir.Stmt) -> list[_Touch]:
     on them as a new chain that needs its own fence (it would inject one)."""
     if isinstance(leaf, ir.WgmmaWait):
         return [_Touch(t, None, "completed by wgmma.wait_group", leaf.span) for t in leaf.tiles]
+    if isinstance(leaf, ir.MBarrierWait):
+        # A wait spins on try_wait, a loop: ptxas orders no earlier fence across
+        # its retry branch and injects one before the next wgmma (C7519).
+        return [_Touch(None, None, "issued after an mbarrier wait's retry loop", leaf.span)]
     if isinstance(leaf, ir.TileDef) and leaf.init is None:
         # Its first product overwrites it, but ptxas may give it registers other
         # instructions wrote: it wants a fence first (else it injects one, C7519).
@@ -98,10 +104,13 @@ class _Fences(ForwardRewrite[Touched]):
     def _hazard(self, mma: ir.Mma, state: Touched) -> _Touch | None:
         """The earliest access that must be fenced before `mma` (real ones first)."""
         registers, shape = mma_registers(mma), self._shape(mma)
-        found = [t for t in state if t.tile in registers and t.shape != shape]
+        found = [t for t in state if (t.tile in registers and t.shape != shape)
+                 or (t.tile is None and t is not _NO_FENCE_YET)]
         if found:
-            # A total order: a frozenset's iteration order varies between runs.
-            return min(found, key=lambda t: (t.span.line, t.span.col, t.tile, t.what))
+            # Register accesses first, then a wait; a total order (a frozenset's
+            # iteration order varies between runs).
+            return min(found, key=lambda t: (t.tile is None, t.span.line, t.span.col,
+                                             t.tile or "", t.what))
         return _NO_FENCE_YET if _NO_FENCE_YET in state else None
 
     def _shape(self, mma: ir.Mma) -> tuple:

@@ -71,3 +71,22 @@ def test_negative_consecutive_products_share_one_fence():
 def test_negative_manual_code_keeps_only_its_own_fence():
     out = ir_after(MMA_MANUAL, PASS)
     assert out.count("wgmma.fence") == 1 and "why" not in out.split("manual:")[1]
+
+
+def test_product_issued_after_an_mbarrier_wait_is_fenced(tmp_path):
+    """bench/kernels/mha_fwd_overlap.hk: S_j is fenced (S completed at a
+    wait_group), then V's full wait comes before P V. Nothing touched o or pb
+    since that fence, but a wait spins on try_wait, and ptxas orders no fence
+    across its retry loop: without a fence after it, ptxas injects one (C7519).
+    A wgmma right after the fence, with no wait between, needs none."""
+    from tests.conftest import ROOT
+    out = ir_after((ROOT / "bench" / "kernels" / "mha_fwd_overlap.hk").read_text(), PASS)
+    loop = out[out.index("for j in 1"):]
+    filecheck(loop, """
+CHECK: wgmma.fence
+CHECK-NEXT: wgmma s = sq[wg of 2] @ sk
+CHECK: mbarrier.wait load_math_sv_full
+CHECK-NEXT: wgmma.fence
+CHECK-SAME: why: o issued after an mbarrier wait's retry loop
+CHECK-NEXT: wgmma o += pb @ sv
+""", tmp_path)

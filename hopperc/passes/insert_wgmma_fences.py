@@ -12,7 +12,10 @@ need no fence between them. A wgmma after a wait_group that completed its
 accumulator starts a new chain and gets a fence, and so does a wgmma issued
 after an mbarrier wait since the last fence (a ring read at several sites: S_j,
 then V's wait, then P V): ptxas requires both and would otherwise inject the
-fence itself (C7519), unexplained.
+fence itself (C7519), unexplained. (Measured on attention_fwd with NVRTC 13.0:
+with V's waits moved ahead of S's fence ptxas injects nothing; with the
+releases between S and P V removed it still injects: the wait's retry loop is
+what it does not see across, not S's commit.)
 
 Hardware rule: wgmma.mma_async reads its accumulator and A registers
 asynchronously; wgmma.fence orders earlier register accesses of the warpgroup

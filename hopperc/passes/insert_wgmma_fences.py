@@ -10,7 +10,10 @@ the loop when nothing else in the loop touches those registers, so a main loop
 of products runs fence-free. Products of the same shape on one accumulator
 need no fence between them. A wgmma after a wait_group that completed its
 accumulator starts a new chain and gets a fence (as ptxas requires: it would
-otherwise inject one, C7519).
+otherwise inject one, C7519). So does a wgmma whose registers were fenced only
+before another batch's commit_group (S_j's fence, then P_{j-1} V_{j-1} after
+S_j's commit): for ptxas a fence covers the wgmmas up to the next commit and
+the chains they start, not later ones (C7519 otherwise).
 
 Hardware rule: wgmma.mma_async reads its accumulator and A registers
 asynchronously; wgmma.fence orders earlier register accesses of the warpgroup
@@ -39,6 +42,24 @@ class _Touch:
 
 _NO_FENCE_YET = _Touch(None, None, "not fenced since the warpgroup started", None)
 Touched = frozenset[_Touch]
+_FENCED = ("fenced",)  # shape of an access a fence covered, until a commit_group
+
+
+def _fenced(state: Touched) -> Touched:
+    """The accesses a fence covers, kept until the next commit_group: a wgmma
+    on their registers before it starts a chain that needs no other fence."""
+    return frozenset(_Touch(t.tile, _FENCED, t.what, t.span) for t in state
+                     if t.tile is not None and t.shape is None)
+
+
+_REFENCE = ", fenced before another batch's commit"
+
+
+def _committed(state: Touched) -> Touched:
+    """After a commit_group, the fenced accesses no wgmma has used need a fence again."""
+    return frozenset(
+        _Touch(t.tile, None, t.what if t.what.endswith(_REFENCE) else t.what + _REFENCE, t.span)
+        if t.shape == _FENCED else t for t in state)
 
 
 def insert_wgmma_fences(kernel: ir.Kernel) -> ir.Kernel:
@@ -82,23 +103,26 @@ class _Fences(ForwardRewrite[Touched]):
             if touch is not None:
                 reason = ir.Reason(ir.Hazard.REGISTERS_TO_WGMMA, touch.tile or mma.acc,
                                    touch.what, touch.span, "used by wgmma", mma.span)
-                return [ir.WgmmaFence(mma.span, reason, tuple(sorted(registers)))], frozenset()
+                return [ir.WgmmaFence(mma.span, reason, tuple(sorted(registers)))], _fenced(state)
         return [], state
 
     def transfer(self, stmt: ir.Stmt, state: Touched) -> Touched:
         match stmt:
             case ir.WgmmaFence():
-                return frozenset()
+                return _fenced(state)
+            case ir.WgmmaCommit():
+                return _committed(state)
             case ir.Mma(span=span):
-                shape = self._shape(stmt)
-                return state | {_Touch(t, shape, "used by wgmma", span)
-                                for t in mma_registers(stmt)}
+                shape, registers = self._shape(stmt), mma_registers(stmt)
+                state = frozenset(t for t in state
+                                  if t.shape != _FENCED or t.tile not in registers)
+                return state | {_Touch(t, shape, "used by wgmma", span) for t in registers}
         return state | set(_touches(stmt))
 
     def _hazard(self, mma: ir.Mma, state: Touched) -> _Touch | None:
         """The earliest access that must be fenced before `mma` (real ones first)."""
         registers, shape = mma_registers(mma), self._shape(mma)
-        found = [t for t in state if t.tile in registers and t.shape != shape]
+        found = [t for t in state if t.tile in registers and t.shape not in (shape, _FENCED)]
         if found:
             # A total order: a frozenset's iteration order varies between runs.
             return min(found, key=lambda t: (t.span.line, t.span.col, t.tile, t.what))

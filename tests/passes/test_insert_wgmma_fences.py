@@ -1,8 +1,8 @@
 """insert_wgmma_fences: a wgmma.fence wherever other instructions touched a
 wgmma's registers since the last one, hoisted out of loops that allow it."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import (MMA_CHAIN, MMA_FUSED_LOOP, MMA_MANUAL, MMA_REGISTER_A,
-                                  MMA_UNREAD, WG_HEADER)
+from tests.passes.kernels import (MMA_AFTER_ANOTHER_BATCH, MMA_CHAIN, MMA_FUSED_LOOP,
+                                  MMA_MANUAL, MMA_REGISTER_A, MMA_UNREAD, WG_HEADER)
 
 PASS = "insert_wgmma_fences"
 
@@ -45,6 +45,23 @@ CHECK: wgmma.fence
 CHECK-NEXT: wgmma acc1 += sa @ sb^T
 CHECK-NEXT: wgmma acc2 += sa @ sb2^T
 CHECK-NEXT: wgmma.commit_group
+""", tmp_path)
+
+
+def test_product_fenced_only_before_another_batchs_commit_is_fenced_again(tmp_path):
+    """S's fence in the loop comes after pb and o were last written, but S's
+    commit ends what it covers for ptxas: P V gets its own fence after it (else
+    ptxas injects one, C7519; tests/test_wgmma_codegen.py builds the kernel)."""
+    out = ir_after(MMA_AFTER_ANOTHER_BATCH, PASS)
+    loop = out[out.index("for j in 1"):out.index("wgmma.wait_group 0", out.index("for j in 1"))]
+    assert loop.count("wgmma.fence") == 2
+    filecheck(loop, """
+CHECK: wgmma.fence
+CHECK-NEXT: wgmma s = sa @ sb
+CHECK-NEXT: wgmma.commit_group
+CHECK: wgmma.fence
+CHECK-SAME: why: pb written by element-wise code, fenced before another batch's commit
+CHECK-NEXT: wgmma o += pb @ sv
 """, tmp_path)
 
 

@@ -103,7 +103,8 @@ MMA_FUSED_LOOP = WG_HEADER + """    acc1: f32[BM, BN] = 0
 # S_j and P_{j-1} V_{j-1} issued together in a loop, each its own batch (a ring
 # wait between them): S's fence comes before pb and o were last written, but
 # ptxas wants P V fenced after S's commit too.
-MMA_AFTER_ANOTHER_BATCH = """kernel k(A: bf16[M, 64], B: bf16[N, 64], V: bf16[N, 64], C: bf16[M, 64])
+MMA_AFTER_ANOTHER_BATCH = """kernel k(A: bf16[M, 64], B: bf16[N, 64], V: bf16[N, 64],
+         C: bf16[M, 64])
     tile(BM = 64, BN = 64) grid(m: M / BM)
 {
     shared sa: bf16[BM, 64] swizzle 128B

@@ -24,14 +24,16 @@ SENTINEL = 7.0  # what O and LSE hold before the kernel runs
 
 def _problem(causal: int, lengths: list[int], heads: int, first: int = 5, tail: int = 11):
     """The lowered kernel and a problem whose sequences have `lengths`, packed
-    from row `first`, with `tail` rows after the last one."""
+    from row `first`, with `tail` rows after the last one. Q is scaled by 4
+    (exact in bf16) so the scores spread over a few units: a row's max moves
+    from key tile to key tile, and O rescaled wrongly shows."""
     front_end = driver.check(driver.read_source(SAMPLE), {"CAUSAL": causal})
     lowered = driver.lower(front_end)
     cu = np.cumsum([first, *lengths])
     dims = {"T": int(cu[-1]) + tail, "DQ": heads * D, "DKV": heads // G * D,
             "B1": len(cu), "HQ": heads}
     problem = make_problem(lowered, dims)
-    inputs = {**problem.inputs, "CU": cu.astype(np.float32),
+    inputs = {**problem.inputs, "CU": cu.astype(np.float32), "Q": 4 * problem.inputs["Q"],
               "O": np.full(problem.inputs["O"].shape, SENTINEL, np.float32),
               "LSE": np.full(problem.inputs["LSE"].shape, SENTINEL, np.float32)}
     problem = dataclasses.replace(problem, inputs=inputs, element_sets=())
@@ -72,14 +74,15 @@ def _run(lowered, problem, seed: int = 0):
 @pytest.mark.parametrize("causal", [0, 1])
 def test_matches_attention_in_float64(causal):
     """Four query heads over two kv heads (G = 2: heads 0, 1 read kv head 0,
-    heads 2, 3 kv head 1); sequences of 200 rows (two tiles, the second
-    partial, over two key pairs: the ring wraps), 0 (no tile), 50 (shorter
-    than a tile and than a key pair: zero-filled keys masked) and 130 (a
-    tile and two rows). Rows 0 .. 4 and the last 11 belong to no sequence."""
-    _, lowered, problem = _problem(causal, [200, 0, 50, 130], heads=4)
+    heads 2, 3 kv head 1); sequences of 300 rows (three query tiles, the last
+    partial, over three key tiles: the key loop runs twice and the 2-stage rings
+    wrap inside a tile), 0 (no tile), 50 (shorter than a tile: zero-filled keys
+    masked, no loop iteration) and 130 (a tile and two rows). Rows 0 .. 4 and
+    the last 11 belong to no sequence."""
+    _, lowered, problem = _problem(causal, [300, 0, 50, 130], heads=4)
     got = _run(lowered, problem)
     want_o, want_lse = _attention(problem, causal)
-    np.testing.assert_allclose(got["O"], want_o, atol=2e-2 * np.abs(want_o).max())
+    np.testing.assert_allclose(got["O"], want_o, atol=3e-3 * np.abs(want_o).max())
     np.testing.assert_allclose(got["LSE"], want_lse, atol=2e-3)
     cu = problem.inputs["CU"].astype(int)
     for rows in (slice(0, cu[0]), slice(cu[-1], None)):  # outside every sequence
@@ -111,22 +114,28 @@ def sass():
 
 @pytest.mark.parametrize("causal", [0, 1])
 def test_sass_key_loop_is_attention_fwds(sass, causal):
-    """The key loop holds what attention_fwd's holds, the same 32 HGMMA, 4
-    fences and 3 waits, within 5% of its instructions (attention_fwd 843 /
-    903, varlen 813 / 902 when written): the sequence's offsets are read
-    before the loop (no global load in it) and its end is a register."""
+    """An iteration of the key loop issues tile j's S (8 m64n128k16 over the
+    head's 128 columns) and tile j - 1's P V (8 more over its 128 keys): 16
+    HGMMA after 2 fences, then waits for S (`1`: P V stays in flight under the
+    masks and the max) and for P V (`0`, before O is rescaled); with `turns`
+    one BAR.SYNC takes the tensor cores and one BAR.ARV hands them on. The
+    sequence's offsets are read before the loop (no global load in it) and its
+    end is a register, so the loop is attention_fwd's within 5% (attention_fwd
+    601 / 739 instructions in this form, varlen 622 / 755 when written)."""
     from hopperc.backend import sass_metrics as sm
     lengths = {}
     for name in ("attention_fwd", "attention_varlen"):
         code, _ = sass[name, causal]
-        body = sm.loop_holding(code, "HGMMA").body(code)
-        assert sum(i.base == "HGMMA" for i in body) == 32
-        assert sum(i.opcode == "WARPGROUP.ARRIVE" for i in body) == 4
-        waits = [i.operands.replace(" ", "") for i in body
-                 if i.opcode.startswith("WARPGROUP.DEPBAR")]
-        assert waits == ["gsb0,0x0", "gsb0,0x1", "gsb0,0x0"]
-        assert not any(i.base in ("LDG", "LDL", "STL") for i in body)
-        lengths[name] = len(body)
+        lengths[name] = len(sm.loop_holding(code, "HGMMA").body(code))
+    code, _ = sass["attention_varlen", causal]
+    body = sm.loop_holding(code, "HGMMA").body(code)
+    assert [i.opcode for i in body if i.base == "HGMMA"] == ["HGMMA.64x128x16.F32.BF16"] * 16
+    assert sum(i.opcode == "WARPGROUP.ARRIVE" for i in body) == 2
+    waits = [i.operands.replace(" ", "") for i in body
+             if i.opcode.startswith("WARPGROUP.DEPBAR")]
+    assert waits == ["gsb0,0x1", "gsb0,0x0"]
+    assert [i.opcode for i in body if i.base == "BAR"] == ["BAR.SYNC.DEFER_BLOCKING", "BAR.ARV"]
+    assert not any(i.base in ("LDG", "LDL", "STL") for i in body)
     assert lengths["attention_varlen"] <= 1.05 * lengths["attention_fwd"], lengths
 
 

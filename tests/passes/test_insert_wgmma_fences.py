@@ -1,8 +1,8 @@
 """insert_wgmma_fences: a wgmma.fence wherever other instructions touched a
 wgmma's registers since the last one, hoisted out of loops that allow it."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import (MMA_CHAIN, MMA_FUSED_LOOP, MMA_MANUAL, MMA_REGISTER_A,
-                                  MMA_UNREAD, WG_HEADER)
+from tests.passes.kernels import (MMA_AFTER_ANOTHER_BATCH, MMA_CHAIN, MMA_FUSED_LOOP,
+                                  MMA_MANUAL, MMA_REGISTER_A, MMA_UNREAD, WG_HEADER)
 
 PASS = "insert_wgmma_fences"
 
@@ -48,6 +48,24 @@ CHECK-NEXT: wgmma.commit_group
 """, tmp_path)
 
 
+def test_product_issued_after_an_mbarrier_wait_is_fenced(tmp_path):
+    """S's fence in the loop comes after pb and o were last written, but V's full
+    wait comes between it and P V: ptxas orders no fence across the wait's retry
+    loop, so P V gets its own after it (else ptxas injects one, C7519;
+    tests/test_wgmma_codegen.py builds the kernel)."""
+    out = ir_after(MMA_AFTER_ANOTHER_BATCH, PASS)
+    loop = out[out.index("for j in 1"):out.index("wgmma.wait_group 0", out.index("for j in 1"))]
+    assert loop.count("wgmma.fence") == 2
+    filecheck(loop, """
+CHECK: wgmma.fence
+CHECK-NEXT: wgmma s = sa @ sb
+CHECK-NEXT: wgmma.commit_group
+CHECK: wgmma.fence
+CHECK-SAME: why: o issued after an mbarrier wait's retry loop
+CHECK-NEXT: wgmma o += pb @ sv
+""", tmp_path)
+
+
 def test_register_a_written_by_element_wise_code_is_fenced(tmp_path):
     filecheck(ir_after(MMA_REGISTER_A, PASS), """
 CHECK: a: bf16[64, 64] wgmma = bf16
@@ -72,21 +90,3 @@ def test_negative_manual_code_keeps_only_its_own_fence():
     out = ir_after(MMA_MANUAL, PASS)
     assert out.count("wgmma.fence") == 1 and "why" not in out.split("manual:")[1]
 
-
-def test_product_issued_after_an_mbarrier_wait_is_fenced(tmp_path):
-    """bench/kernels/mha_fwd_overlap.hk: S_j is fenced (S completed at a
-    wait_group), then V's full wait comes before P V. Nothing touched o or pb
-    since that fence, but a wait spins on try_wait, and ptxas orders no fence
-    across its retry loop: without a fence after it, ptxas injects one (C7519).
-    A wgmma right after the fence, with no wait between, needs none."""
-    from tests.conftest import ROOT
-    out = ir_after((ROOT / "bench" / "kernels" / "mha_fwd_overlap.hk").read_text(), PASS)
-    loop = out[out.index("for j in 1"):]
-    filecheck(loop, """
-CHECK: wgmma.fence
-CHECK-NEXT: wgmma s = sq[wg of 2] @ sk
-CHECK: mbarrier.wait load_math_sv_full
-CHECK-NEXT: wgmma.fence
-CHECK-SAME: why: o issued after an mbarrier wait's retry loop
-CHECK-NEXT: wgmma o += pb @ sv
-""", tmp_path)

@@ -266,18 +266,32 @@ def test_a_cta_fence_before_a_multicast_over_element_wise_reads_is_found():
 
 @pytest.mark.parametrize("causal, multicast", [(0, 2), (1, 1)])
 def test_causal_attention_on_a_cluster_loads_its_own_keys(causal, multicast):
-    """attention_fwd (D = 64: rows of one swizzle span) on clusters of two along
-    m: without CAUSAL both blocks walk every key tile, so K and V are multicast;
-    with CAUSAL a block stops at the key tile that holds its last row (the trip
-    count depends on tile.m), so each block loads its own."""
+    """Attention over [L, 128] (tests/sim/kernels/attention_two_tiles.hk) on
+    clusters of two along m: without CAUSAL both blocks walk every key tile, so K
+    and V are multicast; with CAUSAL a block stops at the key pair that holds its
+    last row (the trip count depends on tile.m), so each block loads its own."""
+    path = ROOT / "tests" / "sim" / "kernels" / "attention_two_tiles.hk"
+    text = path.read_text().replace("grid(m: L / BM)", "grid(m: L / BM) cluster(2, 1)")
+    kernel = driver.lower(driver.check(SourceFile(path.name, text), {"CAUSAL": causal}))
+    keys = [s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad) and s.tensor in "KV"]
+    assert len(keys) == 8 and {s.multicast for s in keys} == {multicast}
+    assert all((s.unicast is None) == (causal == 0) for s in keys)
+
+
+def test_boxes_of_higher_rank_tensors_stay_each_blocks_own():
+    """attention_fwd's K and V are [B, H, L, D]: a box's first axis is a batch
+    axis of extent 1, not the buffer's rows, so the slices could not split it;
+    the loads stay unicast and the cluster checks clean (a multicast split the
+    batch axis into slices of 0 rows, and the simulator crashed)."""
     path = ROOT / "samples" / "attention_fwd.hk"
     grid = "grid(m: L / BM, h: H, b: B)"
     text = path.read_text().replace(grid, f"{grid} cluster(2, 1)")
-    kernel = driver.lower(driver.check(SourceFile(path.name, text),
-                                       {"CAUSAL": causal, "HEAD_DIM": 64}))
+    source = SourceFile(path.name, text)
+    kernel = driver.lower(driver.check(source, {"HEAD_DIM": 64}))
     keys = [s for s in walk(kernel.body) if isinstance(s, ir.AsyncLoad) and s.tensor in "KV"]
-    assert len(keys) == 2 and {s.multicast for s in keys} == {multicast}
-    assert all((s.unicast is None) == (causal == 0) for s in keys)
+    assert len(keys) == 2 and {s.multicast for s in keys} == {1}
+    report = driver.simulate(source, {"HEAD_DIM": 64}, {"B": 1, "H": 1, "L": 512}, 2, 10)
+    assert report.ok, [f.headline() for f in report.findings]
 
 
 def test_a_ragged_run_of_tiles_keeps_the_multicast_and_checks_clean():

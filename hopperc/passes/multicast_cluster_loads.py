@@ -111,8 +111,13 @@ def multicast_cluster_loads(kernel: ir.Kernel) -> ir.Kernel:
 def _shareable(load: ir.AsyncLoad, kernel: ir.Kernel, blocks: int,
                coordinate: ir.Scalar) -> bool:
     """The same box for every block of the cluster, split in `blocks` row slices
-    that each start where the buffer's swizzle pattern starts again."""
+    that each start where the buffer's swizzle pattern starts again. The slices
+    split the box's first axis, so it must be the buffer's rows: a box of a
+    tensor of rank 3 or more (`K[b, h, j, 0]`, first axes of extent 1) stays
+    each block's own."""
     if load.engine is not ir.Engine.TMA or load.dst.part is not None or load.dst.transposed:
+        return False
+    if len(load.box) != 2:
         return False
     if any(_varying(c, coordinate) for c in load.coords):
         return False

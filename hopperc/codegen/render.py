@@ -28,6 +28,7 @@ from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.elements import element_tensors
 from hopperc.ir.printer import explain, statement
 from hopperc.ir.layout import packs_pairs, tile_registers
+from hopperc.ir.rewrite import scalar_op
 from hopperc.toolchain import cache_root
 
 GRID_REGISTERS = ("x", "y", "z")
@@ -185,12 +186,13 @@ class _Context:
                 self.first_iteration[first] = True
                 self._scoped(body, role, depth + 2, lines)
                 lines.append(f"{pad}{INDENT}}}")
-                lines.append(f"{pad}{INDENT}for (int {var} = {start_c} + 1; {var} < {stop_c}; "
-                             f"++{var}) {{")
-                self.first_iteration[first] = False
-                self._scoped(body, role, depth + 2, lines)
+                if not _at_most_one_iteration(stmt):
+                    lines.append(f"{pad}{INDENT}for (int {var} = {start_c} + 1; {var} < "
+                                 f"{stop_c}; ++{var}) {{")
+                    self.first_iteration[first] = False
+                    self._scoped(body, role, depth + 2, lines)
+                    lines.append(f"{pad}{INDENT}}}")
                 del self.first_iteration[first]
-                lines.append(f"{pad}{INDENT}}}")
                 lines.append(f"{pad}}}")
             case ir.ForLoop(var=var, start=start, stop=stop, body=body):
                 var = names.user(var)
@@ -389,6 +391,14 @@ def _lane_dependent(cond: ir.ScalarExpr) -> bool:
 
 def _only_releases(elect: ir.ElectLane) -> bool:
     return all(isinstance(s, ir.StageRelease) for s in elect.body.stmts)
+
+
+def _at_most_one_iteration(loop: ir.ForLoop) -> bool:
+    """`for j in a .. min(a + 1, b)` (split_boundary_iterations' part holding a
+    first iteration apart): the loop after the first iteration never runs."""
+    stop, after_first = loop.stop, scalar_op("+", loop.start, ir.const(1))
+    return isinstance(stop, ir.ScalarOp) and stop.op == "min" and after_first in (stop.left,
+                                                                                  stop.right)
 
 
 def _overwrites_first(loop: ir.ForLoop) -> bool:

@@ -110,7 +110,7 @@ def test_checks_clean(edits):
     if edits == PERSISTENT:  # blocks run the loop for several tiles
         problem = make_problem(lowered, default_dims(lowered))
         assert problem.tiles > len(problem.grid)
-    assert _findings(front_end, lowered, 4, 100) == []
+    assert _findings(front_end, lowered, 2, 30) == []
 
 
 def test_specialize_gives_the_turns_to_the_consumer():

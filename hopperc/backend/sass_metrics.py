@@ -10,10 +10,11 @@ function sits at byte 16 * i, which is how branch targets are written.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from hopperc.backend.cubin_tools import sass_functions_with_lines
 from hopperc.ir import nodes as ir
+from hopperc.ir.dataflow import runs_at_most_once
 from hopperc.ir.accesses import bodies, leaves, walk
 from hopperc.ir.layout import column_blocks, wgmma_k
 
@@ -289,11 +290,10 @@ def _unrolled(own: list[Instruction], loop: ir.ForLoop, kernel: ir.Kernel) -> fl
 
 def _constant_trips(loop: ir.ForLoop) -> bool:
     """A trip count ptxas may unroll away: constant bounds, `start .. start + n`, or
-    at most one iteration, `start .. min(start + 1, stop)` (a split loop's first
-    iteration, rendered apart where its product overwrites)."""
+    at most one iteration (a split loop's first iteration, rendered apart)."""
     stop = loop.stop
-    if isinstance(stop, ir.ScalarOp) and stop.op == "min":
-        return any(_constant_trips(replace(loop, stop=bound)) for bound in (stop.left, stop.right))
+    if runs_at_most_once(loop):
+        return True
     return all(isinstance(e, ir.Scalar) and e.kind is ir.ScalarKind.CONST
                for e in (loop.start, stop)) or (
         isinstance(stop, ir.ScalarOp) and stop.op == "+" and stop.left == loop.start

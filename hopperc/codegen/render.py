@@ -25,10 +25,10 @@ from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
 from hopperc.ir.accesses import mma_registers, walk
+from hopperc.ir.dataflow import overwrites_on_first_iteration, runs_at_most_once
 from hopperc.ir.elements import element_tensors
 from hopperc.ir.printer import explain, statement
 from hopperc.ir.layout import packs_pairs, tile_registers
-from hopperc.ir.rewrite import scalar_op
 from hopperc.toolchain import cache_root
 
 GRID_REGISTERS = ("x", "y", "z")
@@ -173,7 +173,7 @@ class _Context:
                 lines.append(_line_directive(span.line, self.source_name))
         self.role = role
         match stmt:
-            case ir.ForLoop(var=var, start=start, stop=stop, body=body) if _overwrites_first(stmt):
+            case ir.ForLoop(var=var, start=start, stop=stop, body=body) if overwrites_on_first_iteration(stmt):
                 # The first iteration is rendered apart, so each wgmma's scale-d is an
                 # immediate: a predicate computed per iteration costs the main loop
                 # an instruction per k-step.
@@ -186,7 +186,7 @@ class _Context:
                 self.first_iteration[first] = True
                 self._scoped(body, role, depth + 2, lines)
                 lines.append(f"{pad}{INDENT}}}")
-                if not _at_most_one_iteration(stmt):
+                if not runs_at_most_once(stmt):
                     lines.append(f"{pad}{INDENT}for (int {var} = {start_c} + 1; {var} < "
                                  f"{stop_c}; ++{var}) {{")
                     self.first_iteration[first] = False
@@ -391,18 +391,3 @@ def _lane_dependent(cond: ir.ScalarExpr) -> bool:
 
 def _only_releases(elect: ir.ElectLane) -> bool:
     return all(isinstance(s, ir.StageRelease) for s in elect.body.stmts)
-
-
-def _at_most_one_iteration(loop: ir.ForLoop) -> bool:
-    """`for j in a .. min(a + 1, b)` (split_boundary_iterations' part holding a
-    first iteration apart): the loop after the first iteration never runs."""
-    stop, after_first = loop.stop, scalar_op("+", loop.start, ir.const(1))
-    return isinstance(stop, ir.ScalarOp) and stop.op == "min" and after_first in (stop.left,
-                                                                                  stop.right)
-
-
-def _overwrites_first(loop: ir.ForLoop) -> bool:
-    """Whether a product of the loop's body overwrites its accumulator on the
-    first iteration (fold_zero_into_first_product)."""
-    return any(isinstance(s, ir.Mma) and s.overwrite_when == loop.first_iteration
-               for s in loop.body.stmts)

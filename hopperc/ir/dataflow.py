@@ -21,7 +21,9 @@ from dataclasses import fields, replace
 from typing import Generic, TypeVar
 
 from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import walk
 from hopperc.ir.raster import turn_warpgroups
+from hopperc.ir.rewrite import scalar_op
 
 S = TypeVar("S")
 
@@ -152,6 +154,21 @@ def runs_at_least_once(loop: ir.ForLoop) -> bool:
     start, stop = loop.start, loop.stop
     return all(isinstance(e, ir.Scalar) and e.kind is ir.ScalarKind.CONST for e in (start, stop)) \
         and start.value < stop.value
+
+
+def runs_at_most_once(loop: ir.ForLoop) -> bool:
+    """`for j in a .. min(a + 1, b)` (split_boundary_iterations' part that holds a
+    first iteration apart): no iteration after the first."""
+    stop, after_first = loop.stop, scalar_op("+", loop.start, ir.const(1))
+    return isinstance(stop, ir.ScalarOp) and stop.op == "min" and after_first in (stop.left,
+                                                                                  stop.right)
+
+
+def overwrites_on_first_iteration(loop: ir.ForLoop) -> bool:
+    """Whether a product of the loop overwrites its accumulator on the loop's
+    first iteration (fold_zero_into_first_product)."""
+    return any(isinstance(s, ir.Mma) and s.overwrite_when == loop.first_iteration
+               for s in walk(loop.body))
 
 
 def _skeleton(node) -> tuple:

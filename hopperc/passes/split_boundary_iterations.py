@@ -43,6 +43,7 @@ from dataclasses import replace
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies, scalars_in, walk
+from hopperc.ir.dataflow import overwrites_on_first_iteration
 from hopperc.ir.iteration_bounds import Bound, affine, as_bound, subexprs, tightest
 from hopperc.ir.rewrite import map_bodies, scalar_op
 
@@ -88,7 +89,7 @@ def _split(loop: ir.ForLoop, kernel: ir.Kernel, threads: int) -> list[ir.Stmt]:
     # in the boundary whatever the lengths: the parts then run in the same order
     # on a shape that ends in a partial tile (the checker's) as on a whole one.
     # A first iteration whose product overwrites is a prefix boundary too.
-    overwrites = _overwrites_first(loop)
+    overwrites = overwrites_on_first_iteration(loop)
     j0 = a
     if starts or overwrites:
         j0 = scalar_op("min", tightest("max", [as_bound(a, 1), *starts]), b)
@@ -115,11 +116,6 @@ def _accumulating(body: ir.Block, first: ir.ScalarExpr) -> ir.Block:
             return replace(s, overwrite_when=None)
         return map_bodies(s, lambda b: ir.Block(tuple(stmt(x) for x in b.stmts)))
     return ir.Block(tuple(stmt(s) for s in body.stmts))
-
-
-def _overwrites_first(loop: ir.ForLoop) -> bool:
-    return any(isinstance(s, ir.Mma) and s.overwrite_when == loop.first_iteration
-               for s in walk(loop.body))
 
 
 def _interior_value(mask: ir.Elementwise) -> bool | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +30,9 @@ FORMAT = 1
 DEFAULT_MAX_SIZE = 1 << 30
 _MAGIC = b"hopperc-cache 1\n"
 _STALE_TEMPORARY_SECONDS = 3600
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+# a decimal number, a unit, and an optional `B` or `iB`: `500M`, `500MiB`, `1.5k`
+_SIZE = re.compile(r"(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>[kmgtKMGT]?)(?:[iI]?[bB])?")
 
 
 class CachedBuild(NamedTuple):
@@ -158,17 +161,20 @@ class BuildCache:
 
 
 def parse_size(text: str) -> int:
-    """`500M`, `2G`, `1048576`; empty is the default."""
-    text = text.strip().upper().removesuffix("B")
-    if not text:
+    """`500M`, `500MiB`, `500MB`, `2G`, `1.5k`, `1048576` (units of 1024); empty is
+    the default. Anything else, and a size that is not positive, is a CacheError
+    that says what is expected."""
+    if not text.strip():
         return DEFAULT_MAX_SIZE
-    unit = text[-1] if text[-1] in _UNITS else ""
-    try:
-        value = float(text[:-1] if unit else text)
-    except ValueError:
-        raise CacheError(f"HOPPERC_CACHE_MAX_SIZE={text!r}: expected a size like 500M or "
-                         "2G") from None
-    return int(value * _UNITS[unit])
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        raise CacheError(f"HOPPERC_CACHE_MAX_SIZE={text!r}: expected a size like 500M, "
+                         "500MiB or 2G")
+    size = int(float(match["number"]) * _UNITS[match["unit"].upper()])
+    if size < 1:
+        raise CacheError(f"HOPPERC_CACHE_MAX_SIZE={text!r}: the cache needs a positive "
+                         "size (unset it for the default, 1G)")
+    return size
 
 
 def _decode(data: bytes) -> CachedBuild | None:

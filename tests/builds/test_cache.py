@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from hopperc.build import cache as cache_module
-from hopperc.build.cache import BuildCache, CachedBuild, build_key, parse_size
+from hopperc.build.cache import BuildCache, CacheError, CachedBuild, build_key, parse_size
 from tests.builds.helpers import SCALE_ROWS, TMA_COPY, hopperc
 
 
@@ -121,9 +121,23 @@ def test_pruning_removes_the_least_recently_used_first(tmp_path):
 
 
 @pytest.mark.parametrize("text, size", [("", 1 << 30), ("500M", 500 << 20), ("2G", 2 << 30),
-                                        ("4096", 4096), ("1.5k", 1536)])
+                                        ("4096", 4096), ("1.5k", 1536), ("500MiB", 500 << 20),
+                                        ("500MB", 500 << 20), ("2 GiB", 2 << 30)])
 def test_cache_sizes(text, size):
     assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text, message", [
+    ("nan", "expected a size like 500M"), ("inf", "expected a size like 500M"),
+    ("-1", "expected a size like 500M"), ("500X", "expected a size like 500M"),
+    ("0", "the cache needs a positive size"), ("0.0001", "the cache needs a positive size")])
+def test_cache_sizes_refused(tmp_path, text, message):
+    """Not a number, not a unit, or not positive: a message, exit 1, no traceback."""
+    with pytest.raises(CacheError, match=message):
+        parse_size(text)
+    bad = hopperc("cache", "info", cwd=tmp_path, cache=tmp_path / "c",
+                  HOPPERC_CACHE_MAX_SIZE=text)
+    assert bad.returncode == 1 and message in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_cache_info_and_clear(tmp_path):

@@ -39,9 +39,14 @@ def _check_metadata(wheel) -> None:
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         meta = Parser().parsestr(archive.read(name).decode())
-        licenses = [n for n in archive.namelist() if n.endswith("licenses/LICENSE")]
+        licenses = [n for n in archive.namelist() if n.endswith(("licenses/LICENSE",
+                                                                   "licenses/NOTICE"))]
+        text = archive.read(next(n for n in licenses if n.endswith("LICENSE"))).decode()
     assert meta["Version"] == hopperc.__version__
-    assert meta["License-Expression"] == "Apache-2.0" and licenses
+    assert meta["License-Expression"] == "Apache-2.0" and len(licenses) == 2
+    # the license's whole text, terms and appendix, not a notice that points at it
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
+    assert "END OF TERMS AND CONDITIONS" in text
     urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))
     assert set(urls) == {"Homepage", "Documentation", "Issues"}
     assert {"sass", "test", "gpu"} <= set(meta.get_all("Provides-Extra"))

@@ -201,6 +201,11 @@ SEMANTIC = [
     case("builtin_redeclared", COPY, [("shared buf:", "shared lane:")], "shared lane",
          "'lane' is a built-in name"),
     case("unknown_function", EW, [("f32(sx) *", "sqrt(sx) *")], "sqrt(", "unknown function 'sqrt'"),
+    # a misspelt name or function: the closest one the kernel has
+    case("unknown_name_did_you_mean", EW, [("t + 1.0", "tt + 1.0")], "tt + 1.0",
+         "unknown name 'tt'; did you mean 't'?"),
+    case("unknown_function_did_you_mean", EW, [("f32(sx) *", "rsqr(f32(sx)) *")], "rsqr(",
+         "unknown function 'rsqr'; did you mean 'rsqrt'?"),
     case("scalar_param_dtype", COPY, [("Y: bf16[M, N])", "Y: bf16[M, N], s: bf16)")], "s: bf16",
          "scalar parameter 's' is bf16", "f32 or i32"),
     case("index_not_i32", COPY, [("Y: bf16[M, N])", "Y: bf16[M, N], s: f32)"),

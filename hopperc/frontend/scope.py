@@ -5,6 +5,7 @@ rounds up, so `K / BK` counts the last partial tile (TMA fills it with zeros).
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, fields, is_dataclass
 
 from hopperc.diagnostics import CompileError, Span
@@ -124,7 +125,12 @@ class Scope:
         for table in reversed(self.tables):
             if name in table:
                 return table[name][0]
-        raise CompileError(span, f"unknown name '{name}'")
+        raise CompileError(span, f"unknown name '{name}'{did_you_mean(name, self.visible())}")
+
+    def visible(self) -> set[str]:
+        """Every name a statement here may use: declared ones and the built-ins."""
+        return {n for table in self.tables for n, (symbol, _) in table.items()
+                if symbol != "compiler"} | BUILTINS
 
     def push(self) -> None:
         self.tables.append({})
@@ -253,3 +259,9 @@ def source_names(node) -> set[str]:
                 elif not isinstance(value, (str, int, float, Span)):
                     stack.append(value)
     return names
+
+
+def did_you_mean(name: str, candidates) -> str:
+    """`; did you mean 'x'?` for the candidate closest to a misspelt `name`, or ''."""
+    close = difflib.get_close_matches(name, sorted(candidates), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""

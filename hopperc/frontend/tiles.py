@@ -13,7 +13,7 @@ from hopperc.dtypes import DType, Swizzle
 from hopperc.frontend import ast
 from hopperc.frontend.bounds import check_index
 from hopperc.frontend.scope import (Scope, ScalarSymbol, TileSymbol, VectorSymbol, const_value,
-                                   scalar_expr, tensor_element)
+                                   did_you_mean, scalar_expr, tensor_element)
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, warpgroup_offset
 from hopperc.ir.layout import MAX_EVERY_ROW, plane_rows
@@ -172,10 +172,11 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
                                          f"{func}")
             return Typed(ir.ElementIndex(func), None, None)
         case ast.Call(func=func, span=span):
+            names = FUNCS | set(INDEX_FUNCS) | {"rowmax", "rowsum"}
             known = ", ".join(sorted(FUNCS | {f"{f}()" for f in INDEX_FUNCS}
                                      | {"rowmax", "rowsum"}))
-            raise CompileError(span, f"unknown function '{func}' (known: {known}, and casts "
-                                     "like f32(x))")
+            raise CompileError(span, f"unknown function '{func}'{did_you_mean(func, names)} "
+                                     f"(known: {known}, and casts like f32(x))")
     view = buffer_view(expr, scope, warpgroups)
     if view is not None:
         if not scope.turns:  # in a pingpong turn a warpgroup's tile reads whole buffers

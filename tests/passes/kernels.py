@@ -100,41 +100,6 @@ MMA_FUSED_LOOP = WG_HEADER + """    acc1: f32[BM, BN] = 0
 }
 """
 
-# S_j and P_{j-1} V_{j-1} issued together in a loop, each its own batch, V's ring
-# wait between them: nothing touches pb or o after S's fence, but ptxas orders no
-# fence across the wait's retry loop and wants P V fenced after it.
-MMA_AFTER_ANOTHER_BATCH = """kernel k(A: bf16[M, 64], B: bf16[N, 64], V: bf16[N, 64],
-         C: bf16[M, 64])
-    tile(BM = 64, BN = 64) grid(m: M / BM)
-{
-    shared sa: bf16[BM, 64] swizzle 128B
-    shared sb: bf16[BN, 64] stages 2 swizzle 128B
-    shared sv: bf16[BN, 64] stages 2 swizzle 128B
-    shared sc: bf16[BM, 64] swizzle 128B
-    role math: warpgroup regs 232 {
-        tma sa <- A[tile.m, 0]
-        s: f32[64, BN] = sa @ sb^T
-        pb: bf16[64, BN] = bf16(s)
-        o: f32[64, 64] = 0
-        for j in 1 .. N / BN {
-            s = sa @ sb^T
-            o += pb @ sv
-            o = o * 0.5
-            pb = bf16(s)
-        }
-        o += pb @ sv
-        sc = bf16(o)
-        tma C[tile.m, 0] <- sc
-    }
-    role load: warp regs 40 {
-        for j in 0 .. N / BN {
-            tma sb <- B[j, 0]
-            tma sv <- V[j, 0]
-        }
-    }
-}
-"""
-
 # mma, then + bias, then relu: one flush, before the bias add.
 MMA_BIAS_RELU = WG_HEADER + """    tma sa <- A[tile.m, 0]
     tma sb <- B[tile.n, 0]
@@ -461,8 +426,9 @@ OWN_ROWS_LOOP = """kernel k(X: f32[M, N], Y: f32[M, N])
 """
 
 # K read before the loop and in it, V in it and after it (the k-th read of a ring
-# takes the k-th fill): L / 64 fills of each, 1 + (L / 64 - 1) reads.
-SITES = """kernel sites(Q: bf16[L, 64], K: bf16[L, 64], V: bf16[L, 64], O: bf16[L, 64])
+# takes the k-th fill): L / 64 fills of each, 1 + (L / 64 - 1) reads. S_j and
+# P_{j-1} V_{j-1} are each their own batch, V's full wait between them.
+MMA_SITES = """kernel sites(Q: bf16[L, 64], K: bf16[L, 64], V: bf16[L, 64], O: bf16[L, 64])
     tile(BM = 64, BN = 64) grid(m: L / BM)
 {
     shared sq: bf16[BM, 64] swizzle 128B

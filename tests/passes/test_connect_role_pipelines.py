@@ -9,7 +9,7 @@ import pytest
 from hopperc import driver
 from hopperc.diagnostics import CompileError
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import SITES, TWO_PRODUCERS, WS_GEMM, WS_HEADER
+from tests.passes.kernels import MMA_SITES, TWO_PRODUCERS, WS_GEMM, WS_HEADER
 
 PASS = "connect_role_pipelines"
 
@@ -385,7 +385,7 @@ def test_a_ring_read_at_several_sites_steps_its_own_stage_at_each_read(tmp_path)
     last fill, and, the last read, releases and steps nothing: no fill
     follows. The producer's one pair of registers steps once per iteration
     for both rings."""
-    filecheck(ir_after(SITES, PASS), """
+    filecheck(ir_after(MMA_SITES, PASS), """
 CHECK: pipeline load_math_sk: load -> math [sk] stages 2 full load_math_sk_full empty load_math_sk_empty (4 arrivals) expect_tx 8192 B
 CHECK: pipeline load_math_sv: load -> math [sv] stages 2
 CHECK-SAME: read at several sites (steps load_math_sv_math_stage)
@@ -425,7 +425,7 @@ def test_the_last_read_releases_its_stage_where_the_sites_run_again(tmp_path):
     read last: K's after the loop (its last read, one step back), V's right
     after its read after the loop (the wait pass completes that product),
     after that read released the loop's last (if the loop ran)."""
-    persistent = SITES.replace("grid(m: L / BM)", "grid(m: L / BM) persistent")
+    persistent = MMA_SITES.replace("grid(m: L / BM)", "grid(m: L / BM) persistent")
     filecheck(ir_after(persistent, PASS), """
 CHECK: for j in 1 .. L / 64:
 CHECK: advance load_math_sv_math_stage mod 2
@@ -443,8 +443,8 @@ CHECK-NEXT: advance load_math_sv_math_stage mod 2
 
 
 def _consumer_loop(bounds: str) -> str:
-    """SITES with the consumer's loop over `bounds` (the producer's is `0 .. L / BN`)."""
-    return SITES.replace("for j in 1 .. L / BN {", f"for j in {bounds} {{")
+    """MMA_SITES with the consumer's loop over `bounds` (the producer's is `0 .. L / BN`)."""
+    return MMA_SITES.replace("for j in 1 .. L / BN {", f"for j in {bounds} {{")
 
 
 def test_negative_a_ring_read_more_often_than_it_is_filled_is_refused():
@@ -469,7 +469,7 @@ def test_negative_counts_the_compiler_cannot_compare_are_refused():
 
 
 def test_negative_a_read_site_under_a_condition_is_refused():
-    err = _error(SITES.replace("        o += p @ sv\n        so",
+    err = _error(MMA_SITES.replace("        o += p @ sv\n        so",
                                "        if L > 64 {\n            o += p @ sv\n        }\n        so"))
     assert "reads 'sv' at 2 sites" in err.message and "not under an 'if'" in err.message
     assert err.span.line == 20
@@ -479,7 +479,7 @@ def test_one_stage_ring_read_at_several_sites_is_released_at_each_read(tmp_path)
     """With one stage the next fill goes into the stage just read: each site
     releases it right after its product (the wait pass completes the product
     first), and the sites still take the fills in turn."""
-    text = SITES.replace("stages 2", "stages 1")
+    text = MMA_SITES.replace("stages 2", "stages 1")
     filecheck(ir_after(text, PASS), """
 CHECK: wgmma s = sq @ sk{stage load_math_sk_math_stage}^T
 CHECK-NEXT: elect:

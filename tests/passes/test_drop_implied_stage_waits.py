@@ -12,7 +12,7 @@ first wait completes it): K_b and V_a go, V_b stays.
 """
 from hopperc import driver
 from tests.conftest import ROOT, ir_after
-from tests.passes.kernels import SITES
+from tests.passes.kernels import MMA_SITES
 from tests.passes.test_connect_role_pipelines import SPLIT_RINGS
 
 PASS = "drop_implied_stage_waits"
@@ -75,7 +75,7 @@ def test_rings_read_at_several_sites_keep_their_own_empty_barriers():
     of one says nothing about the other's, so neither release implies the other
     (K's release in iteration j comes before P_{j-1} V_{j-1} reads V's stage:
     without V's own wait the producer refills it first, a race `check` reports)."""
-    out = ir_after(SITES, PASS)
+    out = ir_after(MMA_SITES, PASS)
     assert "mbarrier load_math_sk_empty[2] arrivals 4" in out
     assert "mbarrier load_math_sv_empty[2] arrivals 4" in out
     assert "mbarrier.wait load_math_sv_empty[load_math_load_stage]" in out

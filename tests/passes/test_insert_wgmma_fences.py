@@ -1,8 +1,8 @@
 """insert_wgmma_fences: a wgmma.fence wherever other instructions touched a
 wgmma's registers since the last one, hoisted out of loops that allow it."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import (MMA_AFTER_ANOTHER_BATCH, MMA_CHAIN, MMA_FUSED_LOOP,
-                                  MMA_MANUAL, MMA_REGISTER_A, MMA_UNREAD, WG_HEADER)
+from tests.passes.kernels import (MMA_CHAIN, MMA_FUSED_LOOP, MMA_MANUAL, MMA_REGISTER_A,
+                                  MMA_SITES, MMA_UNREAD, WG_HEADER)
 
 PASS = "insert_wgmma_fences"
 
@@ -49,20 +49,20 @@ CHECK-NEXT: wgmma.commit_group
 
 
 def test_product_issued_after_an_mbarrier_wait_is_fenced(tmp_path):
-    """S's fence in the loop comes after pb and o were last written, but V's full
+    """S's fence in the loop comes after p and o were last written, but V's full
     wait comes between it and P V: ptxas orders no fence across the wait's retry
     loop, so P V gets its own after it (else ptxas injects one, C7519;
     tests/test_wgmma_codegen.py builds the kernel)."""
-    out = ir_after(MMA_AFTER_ANOTHER_BATCH, PASS)
+    out = ir_after(MMA_SITES, PASS)
     loop = out[out.index("for j in 1"):out.index("wgmma.wait_group 0", out.index("for j in 1"))]
     assert loop.count("wgmma.fence") == 2
     filecheck(loop, """
 CHECK: wgmma.fence
-CHECK-NEXT: wgmma s = sa @ sb
+CHECK-NEXT: wgmma s = sq @ sk
 CHECK-NEXT: wgmma.commit_group
 CHECK: wgmma.fence
 CHECK-SAME: why: o issued after an mbarrier wait's retry loop
-CHECK-NEXT: wgmma o += pb @ sv
+CHECK-NEXT: wgmma o += p @ sv
 """, tmp_path)
 
 

@@ -8,27 +8,15 @@ from dataclasses import replace
 
 import pytest
 
-from hopperc import driver
-from hopperc.diagnostics import SourceFile
 from hopperc.ir import nodes as ir
 from hopperc.sim.explore import simulate
 from hopperc.sim.findings import Category
 from hopperc.sim.problem import default_dims, make_problem
 from tests.passes.test_split_boundary_iterations import CAUSAL, KEY_BOUND, WINDOW, kernel
+from tests.sim.test_first_product import lowered, run
 
 SCALAR_TRIPS = kernel("        acc = acc + where(BN * j + col() < N, sx, 1.0)\n", trips="n",
                       params=", n: i32")
-
-
-def lowered(text: str) -> tuple[ir.Kernel, ir.Kernel]:
-    front_end = driver.check(SourceFile("t.hk", text))
-    return front_end, driver.lower(front_end)
-
-
-def run(front_end: ir.Kernel, kernel: ir.Kernel, **scalars):
-    problem = make_problem(kernel, default_dims(kernel))
-    problem.scalars.update(scalars)
-    return simulate(kernel, front_end, problem, 2, 0)
 
 
 def interior_one_further(kernel: ir.Kernel) -> ir.Kernel:

@@ -196,7 +196,7 @@ def install(check: Check, step: Step) -> bool:
         built_from = (check.wheels / SOURCE_DIGEST).read_text().strip()
     except OSError:
         built_from = None
-    if built_from != package_digest(ROOT / "hopperc"):
+    if built_from != package_digest(ROOT):
         check.finish(step, ran, FAIL, "the hopperc wheel was built from other sources than "
                                       "this checkout: run `make gpu-wheels` again")
         return False

@@ -24,16 +24,20 @@ WHEEL_FOLDER_LIMIT = 40 << 20
 SOURCE_DIGEST = "hopperc-sources.sha256"  # in the folder: what its hopperc wheel was built from
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+# The checkout's folders the wheel ships (pyproject.toml puts grammar/ and
+# templates/ inside the package).
+SHIPPED_FOLDERS = ("hopperc", "grammar", "templates")
 
 
-def package_digest(package: Path) -> str:
-    """The hash of a package's code, grammar and templates, by relative path: the
-    folder keeps the checkout's, so a check with an older wheel fails."""
+def package_digest(root: Path) -> str:
+    """The hash of a checkout's code, grammar and templates (what the wheel ships),
+    by relative path: the folder keeps the checkout's, so a check with an older
+    wheel fails."""
     digest = hashlib.sha256()
-    files = sorted(p for p in package.rglob("*") if p.suffix in (".py", ".lark", ".j2")
-                   and "__pycache__" not in p.parts)
+    files = sorted(p for folder in SHIPPED_FOLDERS for p in (root / folder).rglob("*")
+                   if p.suffix in (".py", ".lark", ".j2") and "__pycache__" not in p.parts)
     for path in files:
-        digest.update(f"{path.relative_to(package)}\0".encode() + path.read_bytes())
+        digest.update(f"{path.relative_to(root)}\0".encode() + path.read_bytes())
     return digest.hexdigest()
 
 
@@ -67,13 +71,14 @@ def build_hopperc_wheel(out: Path) -> None:
     Built from a copy of what the wheel ships, so no earlier build's leftovers go in."""
     with tempfile.TemporaryDirectory() as scratch:
         source = Path(scratch) / "hopperc"
-        shutil.copytree(ROOT / "hopperc", source / "hopperc",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        for name in ("pyproject.toml", "README.md", "LICENSE"):
+        for folder in SHIPPED_FOLDERS:
+            shutil.copytree(ROOT / folder, source / folder,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for name in ("pyproject.toml", "README.md", "LICENSE", "NOTICE"):
             shutil.copy(ROOT / name, source / name)
         subprocess.run([*PIP, "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
                         str(out), str(source)], check=True)
-    (out / SOURCE_DIGEST).write_text(package_digest(ROOT / "hopperc") + "\n")
+    (out / SOURCE_DIGEST).write_text(package_digest(ROOT) + "\n")
 
 
 def main() -> int:

@@ -14,7 +14,9 @@ from typing import NamedTuple
 
 import hopperc
 
-_COMPILER_SUFFIXES = (".py", ".lark", ".j2")
+# The package data the compiler reads, by directory: the repository's top-level
+# grammar/ and templates/ (see data_directory).
+_DATA_SUFFIXES = {"grammar": ".lark", "templates": ".j2"}
 
 
 class Nvrtc(NamedTuple):  # records on the cache-hit path are NamedTuples: cheap to define
@@ -22,19 +24,45 @@ class Nvrtc(NamedTuple):  # records on the cache-hit path are NamedTuples: cheap
     library: Path | None
 
 
-@lru_cache(maxsize=1)
 def compiler_files() -> tuple[str, ...]:
     """Every file hopperc's behaviour depends on: its code, grammar and templates."""
-    files = []
-    for directory, subdirectories, names in os.walk(_package()):
-        subdirectories[:] = [d for d in subdirectories if d != "__pycache__"]
-        files += [os.path.join(directory, name) for name in names
-                  if name.endswith(_COMPILER_SUFFIXES)]
+    return tuple(path for _name, path in _compiler_files())
+
+
+@lru_cache(maxsize=1)
+def _compiler_files() -> tuple[tuple[str, str], ...]:
+    """(name, path) of each compiler file, by name: its path in the installed
+    package (`grammar/hk.lark`) wherever it lies, so a checkout and the wheel
+    built from it hash alike."""
+    files = _files_under(_package(), ".py", "")
+    for name, suffix in _DATA_SUFFIXES.items():
+        files += _files_under(str(data_directory(name)), suffix, name)
     return tuple(sorted(files))
+
+
+def _files_under(root: str, suffix: str, prefix: str) -> list[tuple[str, str]]:
+    files = []
+    for directory, subdirectories, names in os.walk(root):
+        subdirectories[:] = [d for d in subdirectories if d != "__pycache__"]
+        files += [(os.path.join(prefix, os.path.relpath(path, root)), path)
+                  for path in (os.path.join(directory, n) for n in names if n.endswith(suffix))]
+    return files
 
 
 def _package() -> str:
     return os.path.realpath(os.path.dirname(hopperc.__file__))
+
+
+def data_directory(name: str) -> Path:
+    """`grammar` or `templates`: the repository's top-level directories, which the
+    wheel ships inside the package (pyproject.toml maps them to hopperc.grammar
+    and hopperc.templates). Installed from a wheel they lie in the package; run
+    from a checkout (PYTHONPATH or an editable install), beside it. Found from
+    the code that runs rather than by importing `hopperc.<name>`: beside another
+    checkout's editable install, the import would find that checkout's files."""
+    package = Path(_package())
+    installed = package / name
+    return installed if installed.is_dir() else package.parent / name
 
 
 @lru_cache(maxsize=1)
@@ -61,9 +89,7 @@ def compiler_fingerprint() -> str:
 
 def _hash_contents() -> str:
     digest = hashlib.sha256()
-    package = _package()
-    for path in compiler_files():
-        name = os.path.relpath(path, package)
+    for name, path in _compiler_files():
         with open(path, "rb") as handle:
             data = handle.read()
         digest.update(f"{name}\0{len(data)}\0".encode())

@@ -69,7 +69,7 @@ def hopperc_cli():
 def device_helper(name: str) -> str:
     """The prelude's `__device__` integer helper `name`, as a host C++ function (for
     tests that compile generated arithmetic with g++)."""
-    text = (ROOT / "hopperc" / "templates" / "prelude.cu.j2").read_text()
+    text = (ROOT / "templates" / "prelude.cu.j2").read_text()
     # a one-line body, or one that ends at a closing brace of its own line
     match = re.search(rf"__device__ __forceinline__ int {name}\((?:[^\n]*}}\n|.*?\n}}\n)",
                       text, re.S)

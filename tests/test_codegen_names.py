@@ -249,7 +249,7 @@ def test_every_generated_identifier_is_fixed_or_in_a_prefixed_space(path):
 def test_derived_stems_are_not_prefixes_of_fixed_generated_names():
     """Names derived from source names (hk_tile_m, hk_tmap_X, hk_reg_...) live under
     stems that no fixed name of the prelude or the templates starts with."""
-    templates = "".join(p.read_text() for p in (ROOT / "hopperc" / "templates").glob("*.j2"))
+    templates = "".join(p.read_text() for p in (ROOT / "templates").glob("*.j2"))
     renderer = "".join(p.read_text() for p in (ROOT / "hopperc" / "codegen").glob("*.py"))
     fixed = set(re.findall(r"\bhk_\w+", templates + renderer))
     for stem in names.DERIVED_STEMS:

@@ -4,7 +4,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zipfile
 
+from hopperc import toolchain
 from tests.conftest import ROOT
 
 
@@ -19,20 +21,48 @@ def test_installed_wheel_runs_from_a_temporary_directory(tmp_path):
     workdir = tmp_path / "elsewhere"
     workdir.mkdir()
     (workdir / "k.hk").write_text((ROOT / "samples" / "tma_copy.hk").read_text())
-    env = {**os.environ, "PYTHONPATH": str(site)}
-    proc = subprocess.run([sys.executable, "-c", "import hopperc, sys; print(hopperc.__file__)"],
-                          cwd=workdir, env=env, capture_output=True, text=True)
-    assert proc.stdout.startswith(str(site)), "hopperc must come from the installed wheel"
+    # an empty cache: the build parses and renders with the wheel's grammar and templates
+    env = {**os.environ, "PYTHONPATH": str(site), "HOPPERC_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", WHERE], cwd=workdir, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    package, grammar, templates, fingerprint = proc.stdout.split()
+    assert package.startswith(os.path.realpath(site)), "hopperc must come from the installed wheel"
+    assert (grammar, templates) == (f"{package}/grammar", f"{package}/templates")
+    # named as the wheel ships them, a checkout's files hash as its wheel's do
+    assert fingerprint == toolchain.compiler_fingerprint(), \
+        "the wheel lacks a file of the checkout's package (a subpackage pyproject.toml omits?)"
     proc = subprocess.run([sys.executable, "-m", "hopperc", "build", "k.hk", "-o", "k.cubin"],
                           cwd=workdir, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert (workdir / "k.cubin").read_bytes()[:4] == b"\x7fELF"
+    _check_contents(wheel)
     _check_metadata(wheel)
+
+
+# Where the installed package finds its grammar and templates, and its fingerprint.
+WHERE = """\
+import os, hopperc
+from hopperc import toolchain
+print(os.path.realpath(os.path.dirname(hopperc.__file__)), toolchain.data_directory("grammar"),
+      toolchain.data_directory("templates"), toolchain.compiler_fingerprint())
+"""
+
+
+def _check_contents(wheel) -> None:
+    """The top-level grammar/ and templates/ ship inside the package, every file of
+    them, and nothing lands beside the package in site-packages."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    for folder, pattern in (("grammar", "*.lark"), ("templates", "*.j2")):
+        shipped = {n.removeprefix(f"hopperc/{folder}/") for n in names
+                   if n.startswith(f"hopperc/{folder}/")}
+        assert shipped == {p.name for p in (ROOT / folder).glob(pattern)} != set()
+    assert all(n.startswith(("hopperc/", "hopperc-")) for n in names)
 
 
 def _check_metadata(wheel) -> None:
     """One version (hopperc.__version__), the license, the project URLs, the extras."""
-    import zipfile
     from email.parser import Parser
 
     import hopperc

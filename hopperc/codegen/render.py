@@ -29,7 +29,7 @@ from hopperc.ir.dataflow import overwrites_on_first_iteration, runs_at_most_once
 from hopperc.ir.elements import element_tensors
 from hopperc.ir.printer import explain, statement
 from hopperc.ir.layout import packs_pairs, tile_registers
-from hopperc.toolchain import cache_root
+from hopperc.toolchain import cache_root, data_directory
 
 GRID_REGISTERS = ("x", "y", "z")
 INDENT = "  "
@@ -37,7 +37,7 @@ INDENT = "  "
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("hopperc", "templates"),
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(data_directory("templates")),
                               undefined=jinja2.StrictUndefined, trim_blocks=True,
                               lstrip_blocks=True, keep_trailing_newline=True,
                               bytecode_cache=_compiled_templates())

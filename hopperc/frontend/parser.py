@@ -6,7 +6,6 @@ import io
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 import lark
 from lark import Token, Transformer, v_args
@@ -15,7 +14,7 @@ from hopperc.diagnostics import CompileError, SourceFile, Span
 from hopperc.frontend import ast
 from hopperc.frontend.literals import float_literal, int_literal
 from hopperc.frontend.nesting import check_nesting
-from hopperc.toolchain import cache_root, store_quietly
+from hopperc.toolchain import cache_root, data_directory, store_quietly
 
 MAX_EXPECTED = 12
 CLOSERS = ("'}'", "')'", "']'")
@@ -45,7 +44,7 @@ def _parser() -> lark.Lark:
     cache directory under the hash of the grammar and lark's version, written
     atomically (lark's own `cache=` writes in place, which concurrent builds
     would read half-written); a table that cannot be read or written is rebuilt."""
-    grammar = resources.files("hopperc").joinpath("grammar", "hk.lark").read_text()
+    grammar = (data_directory("grammar") / "hk.lark").read_text(encoding="utf-8")
     digest = hashlib.sha256(f"{lark.__version__}\0{grammar}".encode()).hexdigest()[:32]
     path = cache_root() / "grammar" / f"hk-{digest}.lark"
     try:

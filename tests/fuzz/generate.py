@@ -1,4 +1,4 @@
-"""Kernels generated from `hopperc/grammar/hk.lark` with hypothesis, steered towards
+"""Kernels generated from `grammar/hk.lark` with hypothesis, steered towards
 kernels the front end accepts so the passes and the renderer see them too.
 
 Raw grammar output is almost never meaningful, so every terminal has an explicit
@@ -20,7 +20,7 @@ from lark.grammar import NonTerminal
 
 from tests.fuzz.mutate import DTYPES, HOSTILE_NAMES, NUMBERS
 
-GRAMMAR = Path(__file__).resolve().parents[2] / "hopperc" / "grammar" / "hk.lark"
+GRAMMAR = Path(__file__).resolve().parents[2] / "grammar" / "hk.lark"
 
 SCOPE_NAMES = ["M", "N", "K", "BM", "BN", "BK", "tile", "m", "n", "k", "X", "Y", "A", "B", "C",
                "sa", "sb", "sc", "buf", "acc", "x", "s", "wg", "thread", "lane", "full", "j"]

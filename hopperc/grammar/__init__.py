@@ -1,1 +1,0 @@
-"""The .hk grammar, shipped as package data (hopperc.grammar)."""

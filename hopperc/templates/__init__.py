@@ -1,1 +1,0 @@
-"""The CUDA C++ templates, shipped as package data (hopperc.templates)."""

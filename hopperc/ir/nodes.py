@@ -24,34 +24,13 @@ from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace f
 from hopperc.ir.tile_exprs import (  # noqa: F401 - re-exported: one namespace for the IR
     Convert, ElementIndex, Elementwise, GlobalVector, Literal, RowPartsSum, RowReduce, RowValues,
     ScalarValue, SharedRead, ThreadRowSum, TileExpr, TileRef)
+from hopperc.ir.views import BufferView, ViewPart  # noqa: F401 - re-exported: one namespace
 from hopperc.ir.walk_nodes import StartTileWalk, TakeTile, TileWalk  # noqa: F401 - re-exported
 
 
 def phase_register(barrier_array: str) -> str:
     """The register carrying the phase bit of a compiler-owned mbarrier."""
     return f"phase_{barrier_array}"
-
-
-# ---------------------------------------------------------------- shared-memory views
-@dataclass(frozen=True)
-class BufferView:
-    """A buffer (one stage of it), optionally one slice along its first axis.
-
-    `part` selects block `part.index` of `part.count` equal blocks of the first
-    axis (a warpgroup's rows for `buf[wg]`, a plane for `buf[i]` on rank >= 3).
-    """
-
-    buffer: str
-    stage: ScalarExpr | None = None
-    part: "ViewPart | None" = None
-    transposed: bool = False
-    storage: str | None = None  # the buffer whose memory it reuses, if any
-
-
-@dataclass(frozen=True)
-class ViewPart:
-    index: ScalarExpr
-    count: int
 
 
 class Layout(Enum):

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
 
 from hopperc.diagnostics import Span
 from hopperc.ir.scalars import ScalarExpr
-
-if TYPE_CHECKING:
-    from hopperc.ir.nodes import BufferView
+from hopperc.ir.views import BufferView
 
 
 class MemoryScope(Enum):
@@ -281,7 +278,7 @@ class BulkWaitRead:
     pending: int
     span: Span
     reason: Reason | None = None
-    views: tuple["BufferView", ...] = ()
+    views: tuple[BufferView, ...] = ()
     read: bool = True
 
 

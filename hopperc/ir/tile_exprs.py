@@ -3,13 +3,10 @@ their grid. Re-exported by `hopperc.ir.nodes`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from hopperc.dtypes import DType
 from hopperc.ir.scalars import ScalarExpr
-
-if TYPE_CHECKING:
-    from hopperc.ir.nodes import BufferView
+from hopperc.ir.views import BufferView
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ def problem_from_arrays(kernel: ir.Kernel, inputs: Mapping[str, object],
     scalars = {s.name: _scalar(s, inputs[s.name]) for s in kernel.scalars}
     check_launch(kernel, dims, {s.name: scalars[s.name] for s in kernel.scalars
                                 if s.dtype is ir.DType.I32},
-                 fix="a GPU run would refuse these arrays too")
+                 fix="give arrays of a shape it can launch")
     check_size(kernel, dims)
     return given_problem(kernel, dims, tensors, scalars)
 

@@ -13,6 +13,9 @@ result, not rounding."""
 from __future__ import annotations
 
 import re
+import shlex
+import subprocess
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -229,3 +232,21 @@ def test_cli_finding_exits_1_without_a_file(tmp_path, rng):
                   str(tmp_path / "out.npz"))
     assert result.exit_code == 1 and "missing proxy fence" in result.output
     assert "FAILED: 1 finding" in result.output and not (tmp_path / "out.npz").exists()
+
+
+def test_the_documented_example_runs(tmp_path, monkeypatch):
+    """docs/sim.md, "Running your own inputs": its Python block, and its shell
+    commands as a user runs them from a checkout."""
+    page = (ROOT / "docs" / "sim.md").read_text()
+    section = page.split("## Running your own inputs\n", 1)[1].split("\n## ", 1)[0]
+    blocks = dict(re.findall(r"```(\w+)\n(.*?)```", section, re.S))
+    monkeypatch.chdir(ROOT)
+    exec(compile(blocks["python"], "docs/sim.md", "exec"), {})
+    (tmp_path / "samples").symlink_to(SAMPLES)
+    for command in blocks["sh"].strip().splitlines():
+        program, *args = shlex.split(command)
+        prefix = [sys.executable] if program == "python" else [sys.executable, "-m", "hopperc"]
+        proc = subprocess.run(prefix + args, cwd=tmp_path, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    with np.load(tmp_path / "out.npz") as saved:
+        assert saved["Y"].shape == (100, 96)

@@ -18,14 +18,16 @@ if TYPE_CHECKING:  # hopperc.simulate's types, without loading numpy on import
 
     import numpy
 
+    from hopperc.diagnostics import SourceFile
 
-def simulate(source: "str | Path", inputs: "Mapping[str, object]",
+
+def simulate(source: "str | Path | SourceFile", inputs: "Mapping[str, object]",
              defines: "Mapping[str, int] | None" = None, *,
              shapes: "Mapping[str, int] | None" = None, schedules: int = 1, search: int = 0,
              steps: int | None = None, jobs: int = 1) -> "dict[str, numpy.ndarray]":
-    """Run a kernel (a .hk path or its text) on the CPU model over `inputs` (its
-    tensors' arrays and scalar arguments, by name) and return every tensor it
-    stores, by name, in its dtype: see docs/sim.md, "Running your own inputs".
+    """Run a kernel (a .hk path, its text or a SourceFile) on the CPU model over
+    `inputs` (its tensors' arrays and scalar arguments, by name) and return every
+    tensor it stores, by name, in its dtype: docs/sim.md, "Running your own inputs".
     Raises `hopperc.diagnostics.CompileError` for a bad kernel or input, and
     `hopperc.sim.interpreter.SimulationFailed` with the findings of an unclean run."""
     from hopperc.sim.interpreter import simulate as run_on_inputs

@@ -43,8 +43,9 @@ def bf16(x: np.ndarray) -> np.ndarray:
 
 def assert_within(got: np.ndarray, want: np.ndarray, bound) -> None:
     excess = np.abs(got.astype(np.float64) - want) - bound
+    where = np.unravel_index(excess.argmax(), excess.shape)
     assert got.shape == want.shape and excess.max() <= 0, \
-        f"off by {excess.max():.3g} more than the bound at {np.unravel_index(excess.argmax(), excess.shape)}"
+        f"off by {excess.max():.3g} more than the bound at {where}"
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +121,24 @@ def test_attention_fwd_against_float64(rng):
     score_error = 64 * F32_EPS * (np.abs(bf16(q)) @ np.swapaxes(np.abs(bf16(k)), -1, -2)
                                   / 8).max(axis=-1)
     assert_within(out["LSE"], want_lse, 2 * (score_error + 210 * F32_EPS * np.abs(want_lse)))
+
+
+def test_grouped_gemm_offsets_and_an_output_passed_in(rng):
+    """i32 offsets are data (expert 1 has no rows); C is passed in, so the rows no
+    expert owns (200..209) keep their values, as on the GPU."""
+    a = rng.standard_normal((210, 64)).astype(np.float32)
+    b = rng.standard_normal((3, 200, 64)).astype(np.float32)
+    offs = np.array([0, 150, 150, 200], np.int32)
+    out = hopperc.simulate(SAMPLES / "grouped_gemm.hk",
+                           {"A": a, "B": b, "OFFS": offs, "C": np.full((210, 200), 7.0)})
+    want = np.full((210, 200), 7.0)
+    magnitude = np.zeros_like(want)
+    for g in range(3):
+        rows = slice(offs[g], offs[g + 1])
+        want[rows] = bf16(a[rows]) @ bf16(b[g]).T
+        magnitude[rows] = np.abs(bf16(a[rows])) @ np.abs(bf16(b[g])).T
+    assert_within(out["C"], want, 2 * (BF16_EPS * np.abs(want) + 64 * F32_EPS * magnitude))
+    assert np.all(out["C"][200:].astype(np.float64) == 7.0)
 
 
 def test_scalar_arguments_and_adversarial_schedules(rng):

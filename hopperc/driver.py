@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from hopperc.backend.nvrtc import PTX_DIAGNOSTIC_FILE, CompileResult, NvrtcError, compile_cuda
 from hopperc.codegen.launch import LaunchInfo
@@ -94,20 +94,26 @@ def generate(source: SourceFile, defines: dict[str, int] | None = None,
 def simulate(source: SourceFile, defines: dict[str, int] | None = None,
              shapes: dict[str, int] | None = None, seeds: int = DEFAULT_SEEDS,
              search: int = DEFAULT_SEARCH, steps: int = DEFAULT_STEPS,
-             jobs: int = 1) -> Report:
+             jobs: int = 1, inputs: Mapping[str, object] | None = None) -> Report:
     """Lower the kernel and run it on the CPU model (`hopperc sim` / `check`),
-    in `jobs` worker processes (1: in this one)."""
+    in `jobs` worker processes (1: in this one). `inputs`: the user's arrays and
+    scalar arguments by name (`sim/user_inputs.py`), run on every block, in place
+    of drawn ones on the default shapes; their shapes fix the dimensions, and
+    `shapes` gives only those no array has."""
     front_end = check(source, defines)
     lowered = lower(front_end)
-    dims = problem_dims(lowered, shapes, source.name)
     # The simulator (and numpy) load only here: `build` and `emit` never simulate.
     from concurrent.futures.process import BrokenProcessPool
 
     from hopperc.sim.explore import simulate as explore
     from hopperc.sim.problem import MAX_BLOCKS, check_size, make_problem
-    check_size(lowered, dims)
+    from hopperc.sim.user_inputs import problem_from_arrays
+    if inputs is None:
+        dims = problem_dims(lowered, shapes, source.name)
+        check_size(lowered, dims)
     try:
-        problem = make_problem(lowered, dims, max_blocks=MAX_BLOCKS)
+        problem = problem_from_arrays(lowered, inputs, shapes, source.name) \
+            if inputs is not None else make_problem(lowered, dims, max_blocks=MAX_BLOCKS)
         return explore(lowered, front_end, problem, seeds, search, steps=steps, jobs=jobs)
     except MemoryError:
         raise CompileError(lowered.span, "the simulation ran out of host memory; give smaller "

@@ -19,7 +19,8 @@ EXIT_INCOMPLETE = 3
 
 
 def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, search: int,
-              verbose: bool, jobs: int, steps: int = target.DEFAULT_STEPS) -> None:
+              verbose: bool, jobs: int, steps: int = target.DEFAULT_STEPS,
+              inputs: dict | None = None, save: str | None = None) -> None:
     # The simulator's products are small (at most 64 x 256 per warpgroup) and
     # run in `jobs` processes: BLAS threads would only contend with them, and on
     # a busy machine their spin-waits made a product up to 100 times slower.
@@ -29,27 +30,28 @@ def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, 
     defs = parse_defines(defines)
     try:
         report = guarded(lambda src: driver.simulate(src, defs, shapes, seeds, search, steps,
-                                                     jobs), file, diagnostics)
+                                                     jobs, inputs), file, diagnostics)
     except Failure as failure:
         sys.exit(failure.code)
+    summary = _summary(report, verbose) + _saved(report, save, diagnostics)
     if diagnostics.form == "sarif":
         for finding in report.findings:
             diagnostics.emit(_problem(finding))
-        click.echo("\n".join(_summary(report, verbose)), err=True)
+        click.echo("\n".join(summary), err=True)
     elif diagnostics.form == "json":
         for finding in report.findings:
             click.echo(json.dumps(finding.record()))
         click.echo(json.dumps({"kind": "summary", "ok": report.ok and not report.incomplete,
                                "complete": not report.incomplete,
                                "findings": len(report.findings),
-                               "lines": _summary(report, verbose)}))
+                               "lines": summary}))
     else:
         for finding in report.findings:
             lines = finding.lines()
             click.echo("\n".join(lines if verbose else lines[:1] + [
                 line for line in lines[1:] if not line.startswith("    ")
                 and line != "  last events:"]))
-        click.echo("\n".join(_summary(report, verbose)))
+        click.echo("\n".join(summary))
     sys.exit(EXIT_USER if report.findings else EXIT_INCOMPLETE if report.incomplete else 0)
 
 
@@ -59,6 +61,45 @@ def _problem(finding) -> Problem:
                    "\n".join(finding.lines()), EXIT_USER, finding.span,
                    related=(finding.related,) if finding.related else (),
                    notes=finding.state)
+
+
+def _inputs(file: str, inputs: str | None, save: str | None, seeds: int, search: int,
+            diagnostics: Diagnostics) -> tuple[dict | None, int, int]:
+    """`sim --inputs/--save`: the arrays, and the schedules to run on them (one
+    seeded, no search, unless --seeds or --search are given)."""
+    if inputs is None:
+        if save is not None:
+            raise click.UsageError("--save needs --inputs: it writes what the kernel stores "
+                                   "from your arrays")
+        return None, seeds, search
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source("seeds") is click.core.ParameterSource.DEFAULT:
+        seeds = 1
+    elif seeds < 1:
+        raise click.UsageError("--inputs needs --seeds 1 or more: the outputs come from a "
+                               "seeded schedule")
+    if ctx.get_parameter_source("search") is click.core.ParameterSource.DEFAULT:
+        search = 0
+    for path in (file, inputs):
+        if save is not None and os.path.realpath(save) == os.path.realpath(path):
+            raise click.UsageError(f"--save {save} would overwrite the input {path}")
+    from hopperc.cli.arrays import load_arrays
+    try:
+        return guarded(lambda _: load_arrays(inputs), None, diagnostics), seeds, search
+    except Failure as failure:
+        sys.exit(failure.code)
+
+
+def _saved(report, save: str | None, diagnostics: Diagnostics) -> list[str]:
+    """`sim --save`: write what a clean run stored (never a file after a finding)."""
+    if save is None or report.findings or report.incomplete:
+        return []
+    from hopperc.cli.arrays import save_arrays
+    try:
+        guarded(lambda _: save_arrays(save, report.outputs), None, diagnostics)
+    except Failure as failure:
+        sys.exit(failure.code)
+    return [f"saved: {', '.join(report.outputs)} to {save}"]
 
 
 def _summary(report, verbose: bool) -> list[str]:
@@ -118,13 +159,21 @@ shape_option = click.option("--shape", callback=parse_shape, metavar="M=..,N=.."
                                       "whole simulation; past them "
                                       "it stops and says what it ran (exit 3 if no finding).")
 @click.option("-q", "--quiet", is_flag=True, help="No event trace under findings.")
+@click.option("--inputs", type=click.Path(dir_okay=False), metavar="IN.npz",
+              help="Run on these arrays (np.savez, named as the tensors and scalars), every "
+                   "block, one seeded schedule unless --seeds/--search say more; the shapes "
+                   "come from the arrays (--shape only for dimensions no array has).")
+@click.option("--save", type=click.Path(dir_okay=False), metavar="OUT.npz",
+              help="With --inputs: write every tensor the kernel stores, after a clean run "
+                   "only (bf16 and fp8 as float32).")
 @jobs_option
 @findings_option
-def sim(file, defines, shape, seeds, search, budget, quiet, jobs, diagnostics):
+def sim(file, defines, shape, seeds, search, budget, quiet, inputs, save, jobs, diagnostics):
     """Run FILE on a CPU model under many schedules: deadlocks, races, missing
     fences, barrier misuse and wrong results, with a trace of each."""
+    arrays, seeds, search = _inputs(file, inputs, save, seeds, search, diagnostics)
     _simulate(file, defines, diagnostics, shape, seeds, search, verbose=not quiet, jobs=jobs,
-              steps=budget)
+              steps=budget, inputs=arrays, save=save)
 
 
 @click.command(name="check", cls=Command)

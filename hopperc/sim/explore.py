@@ -27,6 +27,7 @@ from hopperc.sim.findings import Category, Finding, SimFailure
 from hopperc.sim.problem import Problem
 from hopperc.sim.reference import ReferenceUnavailable, expected_outputs
 from hopperc.sim.schedule import MODES, Chooser, Pruned, Replay, run_cluster
+from hopperc.sim.user_inputs import in_dtypes
 from hopperc.sim.values import tolerance
 from hopperc.target import DEFAULT_STEPS
 
@@ -43,6 +44,9 @@ class Report:
     seconds: float = 0.0
     budget: int = 0  # steps allowed (`block.WorkBudget`)
     stopped: str = ""  # "seeds" or "search": where the step budget ran out
+    # What seeded schedule 0 stored, when it ran to the end, each tensor in its
+    # dtype (`hopperc.simulate`)
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def incomplete(self) -> bool:
@@ -137,10 +141,12 @@ def _seeded(prog: Program, problem: Problem, seed: int, wants: list, steps: int
     chooser = Chooser(MODES[seed % len(MODES)], seed)
     one = Report(problem)
     try:
-        _one(replace(prog, budget=budget), problem, budget.guard(chooser),
-             f"seed {seed} ({chooser.describe()})", want, one)
+        stored = _one(replace(prog, budget=budget), problem, budget.guard(chooser),
+                      f"seed {seed} ({chooser.describe()})", want, one)
     except BudgetReached:
         return None, steps
+    if seed == 0 and stored is not None:
+        one.outputs = in_dtypes(prog.kernel, {name: stored[name] for name in problem.outputs})
     return one, steps - budget.left
 
 
@@ -161,6 +167,7 @@ def _merge(report: Report, part: Report) -> None:
         report.add(finding)
     for tensor, error in part.max_error.items():
         report.max_error[tensor] = max(report.max_error.get(tensor, 0.0), error)
+    report.outputs = report.outputs or part.outputs
 
 
 def _forks() -> bool:
@@ -254,7 +261,9 @@ def _choices(node: _Pending | None) -> list[int]:
     return prefix
 
 
-def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Report) -> None:
+def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Report
+         ) -> dict[str, np.ndarray] | None:
+    """One schedule of every block: what it stored, or None where it stopped at a finding."""
     tensors = problem.fresh_tensors()
     writers = {name: np.full(tensors[name].shape, None, dtype=object) for name in want or ()}
     try:
@@ -263,9 +272,10 @@ def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Repo
                         writers)
     except SimFailure as failure:
         report.add(replace(failure.finding, trace=getattr(failure, "trace", ()), schedule=name))
-        return
+        return None
     if want is not None:
         _compare(prog.kernel, tensors, want, writers, name, report)
+    return tensors
 
 
 def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.ndarray],

@@ -92,10 +92,11 @@ class Problem:
 
 
 def check_launch(kernel: ir.Kernel, dims: dict[str, int],
-                 scalars: dict[str, int] | None = None) -> None:
+                 scalars: dict[str, int] | None = None,
+                 fix: str = "give another with `hopperc sim --shape NAME=VALUE,...`") -> None:
     """Refuse a shape the runtime would refuse (`runtime.launch_rules`, the one
-    definition), with its message, at the tensor at fault or the grid; without
-    `scalars`, the grid axes whose extents read none."""
+    definition), with its message and `fix`, at the tensor at fault or the grid;
+    without `scalars`, the grid axes whose extents read none."""
     grid = [g for g in launch_grid(kernel.grid) if scalars is not None or g.extent is None
             or set(extent_names(g.extent)) <= set(dims)]
     problem = illegal_shape(launch_tensors(kernel), grid, kernel.cluster, kernel.persistent,
@@ -103,8 +104,7 @@ def check_launch(kernel: ir.Kernel, dims: dict[str, int],
     if problem:
         span = next((t.span for t in kernel.tensors if t.name == problem.tensor),
                     kernel.grid[0].span if kernel.grid and not problem.tensor else kernel.span)
-        raise CompileError(span, f"{problem.message}: the GPU cannot launch this shape; give "
-                                 "another with `hopperc sim --shape NAME=VALUE,...`")
+        raise CompileError(span, f"{problem.message}: the GPU cannot launch this shape; {fix}")
 
 
 def launch_tensors(kernel: ir.Kernel) -> list[TensorShape]:
@@ -113,14 +113,19 @@ def launch_tensors(kernel: ir.Kernel) -> list[TensorShape]:
     return [TensorShape(t.name, t.dtype.nbytes, t.dims, t.name in tma) for t in kernel.tensors]
 
 
+def stored_tensors(kernel: ir.Kernel) -> set[str]:
+    """The tensors the kernel stores to (the outputs, and inputs it rewrites)."""
+    return {s.tensor for s in walk(kernel.body)
+            if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore))}
+
+
 def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
                  max_blocks: int | None = None) -> Problem:
     """Random inputs for `dims`; with `max_blocks`, a grid larger than that is
     represented by a subset of its blocks (the reference runs the same ones)."""
     check_launch(kernel, dims)
     rng = np.random.default_rng(seed)
-    stored = {s.tensor for s in walk(kernel.body)
-              if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore))}
+    stored = stored_tensors(kernel)
     inputs = {}
     indices = index_ranges(kernel, dims)
     elements = tuple(element_tensors(kernel))
@@ -144,15 +149,27 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
     scalars = {s.name: (float(round_to(s.dtype, rng.uniform(0.5, 2))) if s.dtype.is_float
                         and s.dtype is not ir.DType.I32 else int(rng.integers(1, 4)))
                for s in kernel.scalars}
+    return given_problem(kernel, dims, inputs, scalars, tuple(element_sets[1:]), max_blocks)
+
+
+def given_problem(kernel: ir.Kernel, dims: dict[str, int], inputs: dict[str, np.ndarray],
+                  scalars: dict[str, float], element_sets: tuple[dict[str, np.ndarray], ...] = (),
+                  max_blocks: int | None = None) -> Problem:
+    """The problem of these tensors (f32 arrays of their dtype's values, the stored
+    ones included) and scalar arguments: its grid, from the dimensions, the
+    scalars and the elements read as scalars; `element_sets`: other data sets of
+    the latter."""
     check_launch(kernel, dims, {s.name: scalars[s.name] for s in kernel.scalars
                                 if s.dtype is ir.DType.I32})
+    stored = stored_tensors(kernel)
+    elements = tuple(element_tensors(kernel))
     env = {**dims, **scalars, **{element_key(name): inputs[name] for name in elements}}
     names = [axis.name for axis in kernel.grid]
     ragged = ragged_walk(kernel.grid)
     if ragged is not None:  # a ragged grid: the tiles its walk counts, on each data set
         counts = [count_tiles(ragged, lambda e, g: scalar(e, {
             **env, **{element_key(n): v for n, v in data.items()}, f"tile.{ragged.slowest}": g}))
-            for data in element_sets]
+            for data in ({n: inputs[n] for n in elements}, *element_sets)]
         problem = next(filter(None, map(tile_count_problem, counts)), None)
         if problem:
             raise CompileError(kernel.grid[0].span, f"{problem}: the kernel would stop (trap) "
@@ -174,8 +191,7 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
             grid = [{"@cluster": c, "@clusters": resident, "@rank": r}
                     for c in range(resident) for r in range(size)]
         return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid, tiles=blocks,
-                       cluster=size, element_tensors=elements,
-                       element_sets=tuple(element_sets[1:]))
+                       cluster=size, element_tensors=elements, element_sets=element_sets)
     extents = [scalar(axis.extent, env) for axis in kernel.grid]
     shape = list(kernel.cluster[:len(extents)])
     size = math.prod(kernel.cluster)
@@ -191,7 +207,7 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
                          **({"@rank": rank} if size > 1 else {})})
     return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid,
                    blocks if len(grid) < blocks else 0, cluster=size, element_tensors=elements,
-                   element_sets=tuple(element_sets[1:]))
+                   element_sets=element_sets)
 
 
 def representative_blocks(extents: list[int], limit: int) -> list[tuple[int, ...]]:

@@ -1,0 +1,64 @@
+"""`hopperc.simulate`: run a kernel on the CPU model over the user's own arrays
+and return what it stores, so a test compares the kernel's math with its own
+numpy or PyTorch reference without a GPU.
+
+The run is `hopperc sim`'s on a problem made of the arrays (`user_inputs.py`):
+the lowered kernel, every block of its grid, under seeded schedule 0 by default;
+more schedules and the exhaustive search on request. Its findings (and a result
+that differs from the kernel's own statements run in order) raise
+`SimulationFailed`: outputs come back only from a clean run.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from hopperc.diagnostics import SourceFile
+from hopperc.sim.findings import Finding
+from hopperc.target import DEFAULT_STEPS
+
+
+class SimulationFailed(Exception):
+    """The simulation found a deadlock, race, missing fence, barrier misuse,
+    out-of-range access or wrong result: `findings` has each, located."""
+
+    def __init__(self, kernel: str, findings: list[Finding]):
+        self.findings = tuple(findings)
+        n = len(findings)
+        lines = [f"the simulation of {kernel} found {n} problem{'s' * (n != 1)}:"]
+        for finding in findings:
+            lines += [line for line in finding.lines()
+                      if not line.startswith("    ") and line != "  last events:"]
+        super().__init__("\n".join(lines))
+
+
+class SimulationIncomplete(Exception):
+    """The work budget ran out before the schedules asked for ran to their end."""
+
+
+def simulate(source: str | Path | SourceFile, inputs: Mapping[str, object],
+             defines: Mapping[str, int] | None = None, *,
+             shapes: Mapping[str, int] | None = None, schedules: int = 1, search: int = 0,
+             steps: int | None = None, jobs: int = 1) -> dict[str, np.ndarray]:
+    """See `hopperc.simulate`; `steps`: the work budget (default: `hopperc sim`'s)."""
+    steps = DEFAULT_STEPS if steps is None else steps
+    if schedules < 1:
+        raise ValueError(f"schedules must be at least 1, not {schedules}")
+    # Set before the simulator's products run: see `hopperc sim` (cli/sim.py).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from hopperc import driver
+    from hopperc.api import as_source
+    kernel = as_source(source)
+    report = driver.simulate(kernel, dict(defines or {}), dict(shapes or {}), schedules, search,
+                             steps, jobs, inputs=inputs)
+    if report.findings:
+        raise SimulationFailed(kernel.name, report.findings)
+    if report.incomplete:
+        raise SimulationIncomplete(
+            f"the simulation of {kernel.name} stopped at its work budget of {steps:,} steps "
+            f"after {report.schedules} of {schedules} schedules; pass a larger steps= or "
+            "smaller arrays")
+    return report.outputs

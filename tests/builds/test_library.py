@@ -62,26 +62,29 @@ def test_command_line_defines_override_the_library(hopperc_cli, tmp_path):
     assert meta["defines"] == {"BN": 32, "BM": 64}
 
 
-@pytest.mark.parametrize("body, message", [
-    ("[[kernel]]\nsource = 'copy.hk'\nsourse = 'x'\n", "kernel 1 (copy.hk): unknown key 'sourse'"),
-    ("[[kernel]]\nname = 'x'\n", "kernel 1: 'source' (the .hk file, relative to the library) "
-                                 "is missing"),
-    ("[[kernel]]\nsource = 'copy.hk'\ndefines = { BM = '64' }\n",
+@pytest.mark.parametrize("body, where, message", [
+    ("[[kernel]]\nsource = 'copy.hk'\nsourse = 'x'\n", ":1:1",
+     "kernel 1 (copy.hk): unknown key 'sourse'"),
+    ("[[kernel]]\nsource = 'copy.hk'\n[[kernel]]\nname = 'x'\n", ":3:1",
+     "kernel 2: 'source' (the .hk file, relative to the library) is missing"),
+    ("[[kernel]]\nsource = 'copy.hk'\ndefines = { BM = '64' }\n", ":1:1",
      "define BM must be an integer, not '64'"),
-    ("[[kernel]]\nsource = 'copy.hk'\ndefines = { BM = true }\n", "must be an integer"),
-    ("[[kernel]]\nsource = 'copy.hk'\nname = '../x'\n", "'name' must be a file base name"),
-    ("[[kernel]]\nsource = 'copy.hk'\n[[kernel.variant]]\ndefines = {}\n",
+    ("[[kernel]]\nsource = 'copy.hk'\ndefines = { BM = true }\n", ":1:1", "must be an integer"),
+    ("[[kernel]]\nsource = 'copy.hk'\nname = '../x'\n", ":1:1", "'name' must be a file base name"),
+    ("[[kernel]]\nsource = 'copy.hk'\n[[kernel.variant]]\ndefines = {}\n", ":1:1",
      "variant 1: each variant needs a 'name'"),
-    ("[kernel\n", "not valid TOML"),
-    ("", "no kernels"),
-    ("[[kernels]]\nsource = 'copy.hk'\n", "unknown top-level key 'kernels'"),
+    ("kernel = [{ source = 1 }]\n", "", "kernel 1: 'source' (the .hk file"),
+    ("[[kernel]]\nsource = 'copy.hk'\n\n[kernel\n", ":4:8", "not valid TOML"),
+    ("", "", "no kernels"),
+    ("[[kernels]]\nsource = 'copy.hk'\n", "", "unknown top-level key 'kernels'"),
 ])
 def test_library_mistakes_are_named_and_nothing_is_written(hopperc_cli, tmp_path, body,
-                                                           message):
+                                                           where, message):
+    """Located at the kernel's `[[kernel]]` line (a syntax error at its place)."""
     write_library(tmp_path, body)
     proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", cwd=tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.startswith("kernels.toml: error: ") and message in proc.stderr, \
+    assert proc.stderr.startswith(f"kernels.toml{where}: error: ") and message in proc.stderr, \
         proc.stderr
     assert not (tmp_path / "out").exists()
 

@@ -94,9 +94,10 @@ def generate(source: SourceFile, defines: dict[str, int] | None = None,
 def simulate(source: SourceFile, defines: dict[str, int] | None = None,
              shapes: dict[str, int] | None = None, seeds: int = DEFAULT_SEEDS,
              search: int = DEFAULT_SEARCH, steps: int = DEFAULT_STEPS,
-             jobs: int = 1) -> Report:
+             jobs: int = 1, progress=None) -> Report:
     """Lower the kernel and run it on the CPU model (`hopperc sim` / `check`),
-    in `jobs` worker processes (1: in this one)."""
+    in `jobs` worker processes (1: in this one); `progress(done, total)` as each
+    schedule ends."""
     front_end = check(source, defines)
     lowered = lower(front_end)
     dims = problem_dims(lowered, shapes, source.name)
@@ -108,7 +109,8 @@ def simulate(source: SourceFile, defines: dict[str, int] | None = None,
     check_size(lowered, dims)
     try:
         problem = make_problem(lowered, dims, max_blocks=MAX_BLOCKS)
-        return explore(lowered, front_end, problem, seeds, search, steps=steps, jobs=jobs)
+        return explore(lowered, front_end, problem, seeds, search, steps=steps, jobs=jobs,
+                       progress=progress)
     except MemoryError:
         raise CompileError(lowered.span, "the simulation ran out of host memory; give smaller "
                                          "sizes with `hopperc sim --shape NAME=VALUE,...`") \

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import contextmanager
 
 import click
 
@@ -19,7 +20,8 @@ EXIT_INCOMPLETE = 3
 
 
 def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, search: int,
-              verbose: bool, jobs: int, steps: int = target.DEFAULT_STEPS) -> None:
+              verbose: bool, jobs: int, steps: int = target.DEFAULT_STEPS,
+              quiet: bool = False) -> None:
     # The simulator's products are small (at most 64 x 256 per warpgroup) and
     # run in `jobs` processes: BLAS threads would only contend with them, and on
     # a busy machine their spin-waits made a product up to 100 times slower.
@@ -27,9 +29,13 @@ def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from hopperc import driver
     defs = parse_defines(defines)
+
+    def simulated(source):
+        with _progress_line(file, seeds + 1, diagnostics, quiet) as progress:
+            return driver.simulate(source, defs, shapes, seeds, search, steps, jobs, progress)
+
     try:
-        report = guarded(lambda src: driver.simulate(src, defs, shapes, seeds, search, steps,
-                                                     jobs), file, diagnostics)
+        report = guarded(simulated, file, diagnostics)
     except Failure as failure:
         sys.exit(failure.code)
     if diagnostics.form == "sarif":
@@ -51,6 +57,19 @@ def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, 
                 and line != "  last events:"]))
         click.echo("\n".join(_summary(report, verbose)))
     sys.exit(EXIT_USER if report.findings else EXIT_INCOMPLETE if report.incomplete else 0)
+
+
+@contextmanager
+def _progress_line(file: str, total: int, diagnostics: Diagnostics, quiet: bool):
+    """`[5/17] simulating k.hk ...` on a terminal: how many of the seeded
+    schedules and the search ended; erased before anything is reported."""
+    from hopperc.cli.progress import Progress
+    line = Progress.on_stderr(total, diagnostics.form, quiet)
+    line.show(0, f"simulating {file}")
+    try:
+        yield lambda done, _total: line.show(done, f"simulating {file}")
+    finally:
+        line.clear()
 
 
 def _problem(finding) -> Problem:
@@ -124,7 +143,7 @@ def sim(file, defines, shape, seeds, search, budget, quiet, jobs, diagnostics):
     """Run FILE on a CPU model under many schedules: deadlocks, races, missing
     fences, barrier misuse and wrong results, with a trace of each."""
     _simulate(file, defines, diagnostics, shape, seeds, search, verbose=not quiet, jobs=jobs,
-              steps=budget)
+              steps=budget, quiet=quiet)
 
 
 @click.command(name="check", cls=Command)

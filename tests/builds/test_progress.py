@@ -91,3 +91,33 @@ def _read_all(fd: int) -> str:
             break
         chunks.append(chunk)
     return b"".join(chunks).decode()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_simulation_reports_each_schedule_as_it_ends(jobs):
+    from hopperc import driver
+    from hopperc.diagnostics import SourceFile
+    ticks = []
+    report = driver.simulate(SourceFile("k.hk", TMA_COPY), seeds=2, search=3, jobs=jobs,
+                             progress=lambda done, total: ticks.append((done, total)))
+    assert report.ok
+    # in order here; in the workers as each task ends (the search with them)
+    assert ticks == ([(1, 3), (2, 3)] if jobs == 1 else [(1, 3), (2, 3), (3, 3)])
+
+
+def test_check_on_a_terminal_erases_its_line_before_the_report(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from hopperc.cli import main
+    monkeypatch.setattr("hopperc.cli.progress._is_terminal", lambda stream: True)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k.hk").write_text(TMA_COPY.replace("tma buf <- X", "tma buf <- Z"))
+    failed = CliRunner().invoke(main, ["check", "k.hk", "-j", "1"])
+    assert failed.exit_code == 1
+    assert failed.stderr.startswith(f"{ERASE}[0/17] simulating k.hk ...{ERASE}k.hk:9:16: error")
+    (tmp_path / "k.hk").write_text(TMA_COPY)
+    passed = CliRunner().invoke(main, ["sim", "k.hk", "-j", "1", "--seeds", "2", "--search",
+                                       "3"])
+    assert passed.exit_code == 0 and passed.stdout.startswith("shapes: ")
+    assert passed.stderr == f"{ERASE}[0/3] simulating k.hk ...{ERASE}[1/3] simulating k.hk ..." \
+        f"{ERASE}[2/3] simulating k.hk ...{ERASE}"

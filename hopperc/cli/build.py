@@ -141,6 +141,7 @@ def run(jobs: list[BuildJob], arch: str, maps, cache: BuildCache | None, workers
         diagnostics: Diagnostics, quiet: bool, werror: bool = False) -> list[JobResult]:
     """Build every job (hits from the cache, misses compiled in up to `workers`
     processes), writing and reporting each in the order given."""
+    from hopperc.build.manifest import declared_kernel
     results, sources, keys = [], {}, {}
     for index, job in enumerate(jobs):
         result = JobResult(job, recorded_name=recorded_name(str(job.source), maps))
@@ -150,7 +151,6 @@ def run(jobs: list[BuildJob], arch: str, maps, cache: BuildCache | None, workers
         except CompileError as exc:
             result.problems, result.exit_code = (describe(exc, None),), EXIT_USER
             continue
-        from hopperc.build.manifest import declared_kernel
         result.kernel = declared_kernel(sources[index].text)
         if cache is not None:
             keys[index] = build_key(sources[index].text, result.recorded_name, job.defines, arch)

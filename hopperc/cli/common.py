@@ -115,11 +115,11 @@ class InputErrors:
             with usage_is_input():
                 ctx = super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:
-            root = parent.find_root() if parent is not None else None
-            _report_usage(exc, None, root.meta.get(_COMMAND_LINE, command_line)
-                          if root else command_line)
+            # a subcommand's parent (the group) keeps the whole command line
+            whole = parent.meta.get(_COMMAND_LINE, command_line) if parent else command_line
+            _report_usage(exc, None, whole)
             raise
-        ctx.meta.setdefault(_COMMAND_LINE, command_line)  # the whole line: the group's
+        ctx.meta.setdefault(_COMMAND_LINE, command_line)  # contexts share their meta
         return ctx
 
     def invoke(self, ctx):

@@ -107,3 +107,33 @@ def test_werror_fails_the_kernel_that_warns_and_writes_none_of_its_outputs(first
     assert (spill["name"], spill["kernel"], spill["status"]) == ("spill_bk64", "two_acc",
                                                                  "failed")
     assert spill["outputs"] == [] and any("ptxas spills" in e for e in spill["errors"])
+
+
+def test_a_kernel_with_roles_names_their_register_budgets():
+    """With setmaxnreg the limit is each role's `regs` (ptxas's figure is the
+    launch's); the note names the accumulator. ptxas's report is made up here:
+    gemm_bf16 does not spill."""
+    from types import SimpleNamespace
+
+    from hopperc import driver
+    from hopperc.backend.nvrtc import Resources
+    from hopperc.build.jobs import _spills
+    from tests.conftest import ROOT
+
+    source = driver.read_source(ROOT / "samples" / "gemm_bf16.hk")
+    resources = Resources(registers=168, spill_stores=16, spill_loads=8, stack_bytes=16,
+                          shared_bytes=0)
+    built = SimpleNamespace(generated=driver.generate(source),
+                            result=SimpleNamespace(resources=resources))
+    (spill,) = _spills(built, source)
+    lines = source.text.split("\n")
+    assert lines[spill.span.line - 1].startswith("kernel gemm_bf16(")
+    assert "16 bytes stored, 8 bytes loaded, at 168 registers per thread (role 'math' regs " \
+        "232, role 'load' regs 40)" in spill.message
+    acc = next(n for n, line in enumerate(lines, 1) if line.strip().startswith("acc:"))
+    assert spill.notes[0].startswith(f"the largest register tiles: 'acc' (line {acc}) 128 "
+                                     "per thread")
+    no_spill = SimpleNamespace(generated=built.generated, result=SimpleNamespace(
+        resources=Resources(registers=168, spill_stores=0, spill_loads=0, stack_bytes=0,
+                            shared_bytes=0)))
+    assert _spills(no_spill, source) == ()

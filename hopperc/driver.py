@@ -94,9 +94,11 @@ def generate(source: SourceFile, defines: dict[str, int] | None = None,
 def simulate(source: SourceFile, defines: dict[str, int] | None = None,
              shapes: dict[str, int] | None = None, seeds: int = DEFAULT_SEEDS,
              search: int = DEFAULT_SEARCH, steps: int = DEFAULT_STEPS,
-             jobs: int = 1, inputs: Mapping[str, object] | None = None) -> Report:
+             jobs: int = 1, inputs: Mapping[str, object] | None = None,
+             progress=None) -> Report:
     """Lower the kernel and run it on the CPU model (`hopperc sim` / `check`),
-    in `jobs` worker processes (1: in this one). `inputs`: the user's arrays and
+    in `jobs` worker processes (1: in this one); `progress(done, total)` as each
+    schedule ends. `inputs`: the user's arrays and
     scalar arguments by name (`sim/user_inputs.py`), run on every block, in place
     of drawn ones on the default shapes; their shapes fix the dimensions, and
     `shapes` gives only those no array has."""
@@ -114,7 +116,8 @@ def simulate(source: SourceFile, defines: dict[str, int] | None = None,
     try:
         problem = problem_from_arrays(lowered, inputs, shapes, source.name) \
             if inputs is not None else make_problem(lowered, dims, max_blocks=MAX_BLOCKS)
-        return explore(lowered, front_end, problem, seeds, search, steps=steps, jobs=jobs)
+        return explore(lowered, front_end, problem, seeds, search, steps=steps, jobs=jobs,
+                       progress=progress)
     except MemoryError:
         raise CompileError(lowered.span, "the simulation ran out of host memory; give smaller "
                                          "sizes with `hopperc sim --shape NAME=VALUE,...`") \

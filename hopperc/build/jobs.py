@@ -21,7 +21,7 @@ def compile_source(source: SourceFile, defines: dict[str, int], arch: str,
 
     try:
         built = driver.build(source, defines, arch, recorded_name, reproducible=True)
-        warnings = _warnings(built, source, recorded_name)
+        warnings = _warnings(built, source, recorded_name) + _spills(built, source)
         res = built.result.resources
         meta = launch_metadata(built.generated.kernel, built.generated.launch, recorded_name,
                                arch, defines, res)
@@ -71,6 +71,37 @@ def _warnings(built, source: SourceFile, recorded_name: str) -> tuple[Problem, .
     return tuple(found)
 
 
+def _spills(built, source: SourceFile) -> tuple[Problem, ...]:
+    """ptxas's spill stores and loads (its `-v` report, summed over the kernel's
+    functions) as a warning at the kernel's line: the kernel is right but its
+    registers overflow to local memory. ptxas reports them per function, not per
+    role or loop, so the note names the largest register tiles instead."""
+    from hopperc.ir import nodes as ir
+    from hopperc.ir.accesses import walk
+    from hopperc.ir.layout import MAX_REGISTERS, REGISTER_FILE, tile_registers
+
+    res, kernel = built.result.resources, built.generated.kernel
+    if res is None or not (res.spill_stores or res.spill_loads):
+        return ()
+    budgets = ", ".join(f"role '{r.name}' regs {r.regs}" for r in kernel.roles
+                        if r.regs is not None)
+    # ptxas's limit at launch (__launch_bounds__(threads, 1)), as it reports it
+    at_launch = min(MAX_REGISTERS, REGISTER_FILE // kernel.threads // 8 * 8)
+    limit = budgets or f"at most {at_launch} for {kernel.threads} threads"
+    message = (f"ptxas spills registers to local memory: {res.spill_stores} bytes stored, "
+               f"{res.spill_loads} bytes loaded, at {res.registers} registers per thread "
+               f"({limit}); use smaller register tiles (a smaller tile constant), or give "
+               "the role that holds them more registers (`regs`)")
+    tiles = sorted({(-tile_registers(t), t.span.line, t.name) for t in walk(kernel.body)
+                    if isinstance(t, ir.TileDef)})[:3]
+    notes = ("the largest register tiles: " + ", ".join(
+        f"'{name}' (line {line}) {-need} per thread" for need, line, name in tiles),) \
+        if tiles else ()
+    line = kernel.span.line
+    return (warning("ptxas-spill", message, Span(source.name, line, 1, line, 1), source.name,
+                    source, notes),)
+
+
 def _declarations(kernel, line: int) -> dict[str, int]:
     """The line declaring each name of the kernel (parameters, tiles, loop
     variables) as seen from `line`. A name may be declared again in a sibling
@@ -97,5 +128,6 @@ def replayed_warnings(entry: CachedBuild, source: SourceFile) -> tuple[Problem, 
     for record in entry.warnings:
         line = record.get("line")
         span = Span(source.name, line, 1, line, 1) if line else None
-        shown.append(warning(record["rule"], record["message"], span, source.name, source))
+        shown.append(warning(record["rule"], record["message"], span, source.name, source,
+                             tuple(record.get("notes", ()))))
     return tuple(shown)

@@ -11,15 +11,17 @@ listing each kernel, its `-D` variants and their output names.
     defines = { BN = 64 }            # merged over the kernel's defines
 
 Read with the standard `tomllib`. Every mistake (a missing key, an unknown
-one, a define that is not an integer) is the user's, named with the kernel.
+one, a define that is not an integer) is the user's, named with the kernel and
+located at its `[[kernel]]` line (a TOML syntax error at the line tomllib names).
 """
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hopperc.diagnostics import CompileError, read_input
+from hopperc.diagnostics import CompileError, SourceFile, Span, read_input
 
 _KERNEL_KEYS = {"source", "name", "defines", "variant"}
 _VARIANT_KEYS = {"name", "defines"}
@@ -43,7 +45,11 @@ def read_library(path: Path) -> list[LibraryKernel]:
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise LibraryError(None, f"not valid TOML: {exc}", file=str(path)) from None
+        at = _DECODE_POSITION.search(str(exc))
+        span = Span(str(path), int(at[1]), int(at[2]), int(at[1]), int(at[2]) + 1) if at \
+            else None
+        raise LibraryError(span, f"not valid TOML: {exc}", file=str(path),
+                           source=SourceFile(str(path), text)) from None
     unknown = set(table) - {"kernel"}
     if unknown:
         _fail(path, f"unknown top-level key {sorted(unknown)[0]!r} (a library has "
@@ -53,8 +59,28 @@ def read_library(path: Path) -> list[LibraryKernel]:
         _fail(path, "no kernels: add a [[kernel]] table with a source")
     builds = []
     for number, kernel in enumerate(kernels, 1):
-        builds += _kernel_builds(path, number, kernel)
+        try:
+            builds += _kernel_builds(path, number, kernel)
+        except LibraryError as exc:
+            line = _kernel_line(text, number)
+            if line is None:
+                raise
+            header = Span(str(path), line, 1, line, len(text.split("\n")[line - 1]) + 1)
+            raise LibraryError(header, exc.message, source=SourceFile(str(path), text)) \
+                from None
     return builds
+
+
+# tomllib names the place of a syntax error only in its message
+_DECODE_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+_KERNEL_HEADER = re.compile(r"^\s*\[\[\s*kernel\s*\]\]")
+
+
+def _kernel_line(text: str, number: int) -> int | None:
+    """The line of the `number`th `[[kernel]]` header (None where the kernels are
+    written otherwise, e.g. as an inline array)."""
+    headers = [n for n, line in enumerate(text.split("\n"), 1) if _KERNEL_HEADER.match(line)]
+    return headers[number - 1] if number <= len(headers) else None
 
 
 def _kernel_builds(path: Path, number: int, kernel: dict) -> list[LibraryKernel]:

@@ -22,7 +22,10 @@ from hopperc.cli.build_plan import (BuildJob, parse_prefix_maps, plan, recorded_
 from hopperc.cli.common import (Command, Diagnostics, arch_option, default_jobs, define_option,
                                 diag_option, parse_defines)
 from hopperc.diagnostics import CompileError, SourceFile, read_source
-from hopperc.diagnostics.problems import EXIT_USER, Problem, describe, warning
+from hopperc.diagnostics.problems import (EXIT_USER, Problem, as_error, describe, in_context,
+                                          warning)
+
+WERROR_NOTE = "--Werror: warnings are errors; no outputs written"
 
 
 class JobResult:
@@ -37,6 +40,8 @@ class JobResult:
         self.problems: tuple[Problem, ...] = ()
         self.exit_code = 0
         self.hashes: dict[str, str] = {}
+        self.kernel: str | None = None  # as the source declares it (the manifest's)
+        self.failed_by_warnings = False  # --Werror
 
 
 class Interrupted(BaseException):
@@ -64,12 +69,15 @@ class Interrupted(BaseException):
               help="Record source paths starting with OLD as starting with NEW in the "
                    "cubin and metadata (repeatable; the last match wins).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@click.option("--Werror", "werror", is_flag=True,
+              help="Warnings are errors: a kernel with a warning fails (exit 1) and writes "
+                   "no outputs.")
 @click.option("-MD", "depfile", is_flag=True,
               help="Also write NAME.d beside each cubin: a make/ninja dependency file.")
 @click.option("-MF", "depfile_path", type=click.Path(dir_okay=False),
               help="Write the dependency file here (one kernel; implies -MD).")
 def build(files, output, out_dir, defines, arch, diagnostics, jobs, no_cache, manifest,
-          prefix_maps, quiet, depfile, depfile_path):
+          prefix_maps, quiet, werror, depfile, depfile_path):
     """Compile FILES (.hk kernels, or .toml kernel libraries) to cubins with launch
     metadata JSON beside each."""
     maps = parse_prefix_maps(prefix_maps)
@@ -85,7 +93,7 @@ def build(files, output, out_dir, defines, arch, diagnostics, jobs, no_cache, ma
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     worst = 0
     try:
-        results = run(planned, arch, maps, cache, jobs, diagnostics, quiet)
+        results = run(planned, arch, maps, cache, jobs, diagnostics, quiet, werror)
         if manifest:
             worst = _write_manifest(Path(manifest), results, arch, diagnostics)
     except Interrupted as stop:
@@ -96,11 +104,17 @@ def build(files, output, out_dir, defines, arch, diagnostics, jobs, no_cache, ma
             signal.signal(sig, handler)
     failed = [r for r in results if r.exit_code]
     if len(results) > 1 and not quiet:
-        cached = sum(r.cached for r in results)
-        _say(f"{len(results)} kernels: {len(results) - len(failed)} built"
-             f"{f' ({cached} from the cache)' if cached else ''}"
-             f"{f', {len(failed)} failed' if failed else ''}", diagnostics)
+        _say(_count_line(results, failed), diagnostics)
     sys.exit(max([worst, *(r.exit_code for r in results)]))
+
+
+def _count_line(results: list[JobResult], failed: list[JobResult]) -> str:
+    cached = sum(r.cached and not r.exit_code for r in results)
+    by_warnings = sum(r.failed_by_warnings for r in failed)
+    return (f"{len(results)} kernels: {len(results) - len(failed)} built"
+            f"{f' ({cached} from the cache)' if cached else ''}"
+            f"{f', {len(failed)} failed' if failed else ''}"
+            f"{f' ({by_warnings} for warnings: --Werror)' if by_warnings else ''}")
 
 
 def _write_manifest(path: Path, results: list[JobResult], arch: str,
@@ -124,9 +138,10 @@ def _say(line: str, diagnostics: Diagnostics) -> None:
 
 
 def run(jobs: list[BuildJob], arch: str, maps, cache: BuildCache | None, workers: int,
-        diagnostics: Diagnostics, quiet: bool) -> list[JobResult]:
+        diagnostics: Diagnostics, quiet: bool, werror: bool = False) -> list[JobResult]:
     """Build every job (hits from the cache, misses compiled in up to `workers`
     processes), writing and reporting each in the order given."""
+    from hopperc.build.manifest import declared_kernel
     results, sources, keys = [], {}, {}
     for index, job in enumerate(jobs):
         result = JobResult(job, recorded_name=recorded_name(str(job.source), maps))
@@ -136,6 +151,7 @@ def run(jobs: list[BuildJob], arch: str, maps, cache: BuildCache | None, workers
         except CompileError as exc:
             result.problems, result.exit_code = (describe(exc, None),), EXIT_USER
             continue
+        result.kernel = declared_kernel(sources[index].text)
         if cache is not None:
             keys[index] = build_key(sources[index].text, result.recorded_name, job.defines, arch)
             result.entry = cache.get(keys[index])
@@ -143,20 +159,27 @@ def run(jobs: list[BuildJob], arch: str, maps, cache: BuildCache | None, workers
     misses = [i for i in sources if results[i].entry is None]
     compiled = _compile([(sources[i], jobs[i].defines, arch, results[i].recorded_name)
                          for i in misses], workers)
+    from hopperc.cli.progress import Progress
+    progress = Progress.on_stderr(len(results), diagnostics.form, quiet)
     try:
-        _finish(results, compiled, misses, sources, keys, cache, diagnostics, quiet)
+        _finish(results, compiled, misses, sources, keys, cache, diagnostics, quiet, werror,
+                progress)
     finally:
+        progress.clear()
         compiled.close()  # stops the workers when interrupted
     return results
 
 
-def _finish(results, compiled, misses, sources, keys, cache, diagnostics, quiet) -> None:
+def _finish(results, compiled, misses, sources, keys, cache, diagnostics, quiet,
+            werror, progress) -> None:
     """Take each result in order: write its outputs, store it, report it."""
     stored = unwritable = False
     misses = set(misses)
     for index, result in enumerate(results):
+        progress.show(index, result.job.cubin.stem)
         if index in misses:
             result.entry, result.problems = next(compiled)
+            progress.clear()
             result.exit_code = max((p.exit_code for p in result.problems), default=0)
             if result.entry is not None and cache is not None:
                 if cache.put(keys[index], result.entry):
@@ -169,7 +192,9 @@ def _finish(results, compiled, misses, sources, keys, cache, diagnostics, quiet)
         elif result.cached:
             from hopperc.build.jobs import replayed_warnings
             result.problems = replayed_warnings(result.entry, sources[index])
-        if result.entry is not None:
+        progress.clear()
+        _as_reported(result, werror)
+        if result.entry is not None and not result.exit_code:
             _write(result, sources[index])
         for problem in result.problems:
             diagnostics.emit(problem)
@@ -177,6 +202,25 @@ def _finish(results, compiled, misses, sources, keys, cache, diagnostics, quiet)
             _say(_summary_line(result), diagnostics)
     if stored:
         cache.prune()
+
+
+def _as_reported(result: JobResult, werror: bool) -> None:
+    """With --Werror a kernel's warnings are errors: it fails and writes nothing
+    (its build stays in the cache: a hit fails the same way). A library's kernel
+    names its variant in each of its problems: the same source builds several."""
+    problems = result.problems
+    if werror and any(p.severity == "warning" for p in problems):
+        problems = tuple(as_error(p, WERROR_NOTE) if p.severity == "warning" else p
+                         for p in problems)
+        result.failed_by_warnings = not result.exit_code
+        result.exit_code = max(result.exit_code, EXIT_USER)
+    job = result.job
+    if job.library is not None:
+        defines = ", ".join(f"{k}={v}" for k, v in job.defines.items())
+        context = f"{job.library}: variant {job.cubin.stem}" + (f" ({defines})" if defines
+                                                                  else "")
+        problems = tuple(in_context(p, context) for p in problems)
+    result.problems = problems
 
 
 def _compile(arguments: list[tuple], workers: int):

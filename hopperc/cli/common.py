@@ -105,15 +105,30 @@ def parse_shape(_ctx, _param, value: str | None) -> dict[str, int]:
 
 class InputErrors:
     """A command line click refuses is an error in the input: exit 1, as for a bad
-    `.hk` file (click's own code for it, 2, is hopperc's for internal errors)."""
+    `.hk` file (click's own code for it, 2, is hopperc's for internal errors).
+    Under `--diagnostics json|sarif` it is reported as every other error is, as a
+    JSON record or in the SARIF log, instead of click's usage text."""
 
-    def make_context(self, *args, **kwargs):
-        with usage_is_input():
-            return super().make_context(*args, **kwargs)
+    def make_context(self, info_name, args, parent=None, **extra):
+        command_line = list(args)
+        try:
+            with usage_is_input():
+                ctx = super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            # a subcommand's parent (the group) keeps the whole command line
+            whole = parent.meta.get(_COMMAND_LINE, command_line) if parent else command_line
+            _report_usage(exc, None, whole)
+            raise
+        ctx.meta.setdefault(_COMMAND_LINE, command_line)  # contexts share their meta
+        return ctx
 
     def invoke(self, ctx):
-        with usage_is_input():
-            return super().invoke(ctx)
+        try:
+            with usage_is_input():
+                return super().invoke(ctx)
+        except click.UsageError as exc:
+            _report_usage(exc, ctx.params.get("diagnostics"), ctx.meta.get(_COMMAND_LINE, []))
+            raise
 
 
 class Command(InputErrors, click.Command):
@@ -124,6 +139,9 @@ class Group(InputErrors, click.Group):
     command_class = Command
 
 
+_COMMAND_LINE = "hopperc.command_line"
+
+
 @contextmanager
 def usage_is_input():
     try:
@@ -131,6 +149,38 @@ def usage_is_input():
     except click.UsageError as exc:
         exc.exit_code = EXIT_USER
         raise
+
+
+def _report_usage(exc: click.UsageError, sink, command_line: list[str]) -> None:
+    """A refused command line as a problem (rule `command-line`) where the
+    diagnostics are for programs; then exit 1 without click's usage text. The
+    command's sink prints its SARIF log when its context closes; a command line
+    refused before the sink was made gets one of its own."""
+    form = sink.form if isinstance(sink, Diagnostics) else requested_form(command_line)
+    if form == "text":
+        return
+    owned = not isinstance(sink, Diagnostics)
+    if owned:
+        sink = Diagnostics(form)
+    sink.emit(Problem("error", "command-line", exc.format_message(),
+                      f"error: {exc.format_message()}"))
+    if owned:
+        sink.finish()
+    raise click.exceptions.Exit(EXIT_USER) from None
+
+
+def requested_form(command_line: list[str]) -> str:
+    """The `--diagnostics` form a command line asks for (text if none or unknown),
+    read from the words themselves: click may refuse the line before it parsed it."""
+    form = "text"
+    for index, word in enumerate(command_line):
+        if word == "--":
+            break
+        if word == "--diagnostics" and index + 1 < len(command_line):
+            form = command_line[index + 1]
+        elif word.startswith("--diagnostics="):
+            form = word.partition("=")[2]
+    return form if form in DIAGNOSTIC_FORMS.choices else "text"
 
 
 define_option = click.option("-D", "defines", multiple=True, metavar="NAME=VALUE",

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import contextmanager
 
 import click
 
@@ -20,7 +21,8 @@ EXIT_INCOMPLETE = 3
 
 def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, search: int,
               verbose: bool, jobs: int, steps: int = target.DEFAULT_STEPS,
-              inputs: dict | None = None, save: str | None = None) -> None:
+              inputs: dict | None = None, save: str | None = None,
+              quiet: bool = False) -> None:
     # The simulator's products are small (at most 64 x 256 per warpgroup) and
     # run in `jobs` processes: BLAS threads would only contend with them, and on
     # a busy machine their spin-waits made a product up to 100 times slower.
@@ -28,9 +30,14 @@ def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from hopperc import driver
     defs = parse_defines(defines)
+
+    def simulated(source):
+        with _progress_line(file, seeds + 1, diagnostics, quiet) as progress:
+            return driver.simulate(source, defs, shapes, seeds, search, steps, jobs,
+                                   inputs=inputs, progress=progress)
+
     try:
-        report = guarded(lambda src: driver.simulate(src, defs, shapes, seeds, search, steps,
-                                                     jobs, inputs), file, diagnostics)
+        report = guarded(simulated, file, diagnostics)
     except Failure as failure:
         sys.exit(failure.code)
     summary = _summary(report, verbose) + _saved(report, save, diagnostics)
@@ -53,6 +60,19 @@ def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, 
                 and line != "  last events:"]))
         click.echo("\n".join(summary))
     sys.exit(EXIT_USER if report.findings else EXIT_INCOMPLETE if report.incomplete else 0)
+
+
+@contextmanager
+def _progress_line(file: str, total: int, diagnostics: Diagnostics, quiet: bool):
+    """`[5/17] simulating k.hk ...` on a terminal: how many of the seeded
+    schedules and the search ended; erased before anything is reported."""
+    from hopperc.cli.progress import Progress
+    line = Progress.on_stderr(total, diagnostics.form, quiet)
+    line.show(0, f"simulating {file}")
+    try:
+        yield lambda done, _total: line.show(done, f"simulating {file}")
+    finally:
+        line.clear()
 
 
 def _problem(finding) -> Problem:
@@ -173,7 +193,7 @@ def sim(file, defines, shape, seeds, search, budget, quiet, inputs, save, jobs, 
     fences, barrier misuse and wrong results, with a trace of each."""
     arrays, seeds, search = _inputs(file, inputs, save, seeds, search, diagnostics)
     _simulate(file, defines, diagnostics, shape, seeds, search, verbose=not quiet, jobs=jobs,
-              steps=budget, inputs=arrays, save=save)
+              steps=budget, inputs=arrays, save=save, quiet=quiet)
 
 
 @click.command(name="check", cls=Command)

@@ -61,7 +61,25 @@ def describe(exc: BaseException, source: SourceFile | None) -> Problem:
 
 
 def warning(rule: str, message: str, span: Span | None, file: str | None = None,
-            source: SourceFile | None = None) -> Problem:
+            source: SourceFile | None = None, notes: tuple[str, ...] = ()) -> Problem:
     """A warning, quoted at its line like an error (it does not fail the build)."""
-    text = format_diagnostic(CompileError(span, message, file=file), source, "warning")
-    return Problem("warning", rule, message, text, 0, span, file)
+    text = format_diagnostic(CompileError(span, message, notes, file=file), source, "warning")
+    return Problem("warning", rule, message, text, 0, span, file, notes=notes)
+
+
+def as_error(problem: Problem, why: str) -> Problem:
+    """A warning made an error (`--Werror`): the same rule, place and message, with
+    `why` as its last note."""
+    head, sep, rest = problem.text.partition("\n")
+    head = head.replace(": warning: ", ": error: ", 1)
+    return problem._replace(severity="error", exit_code=EXIT_USER,
+                            text=f"{head}{sep}{rest}\nnote: {why}",
+                            notes=(*problem.notes, why))
+
+
+def in_context(problem: Problem, context: str) -> Problem:
+    """`problem` as one of several builds of a file reports it: `context` (which
+    build) heads its text, on a line of its own so that the located line still
+    starts with `file:line:col:`, and leads its message."""
+    return problem._replace(message=f"{context}: {problem.message}",
+                            text=f"{context}:\n{problem.text}")

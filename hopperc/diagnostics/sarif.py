@@ -18,12 +18,16 @@ RULES = {
     "resource-limit": "The kernel needs more than a Hopper SM has.",
     "lowering": "The synchronization passes cannot lower the kernel as written.",
     "input": "A file or command-line value hopperc cannot use.",
+    "command-line": "The command line: an unknown command or option, a malformed or missing "
+                    "value.",
     "toolchain": "NVRTC, ptxas or another tool failed.",
     "internal": "A bug in hopperc.",
     "ptxas-warning": "ptxas warned about the code generated for this line.",
     "nvrtc-warning": "NVRTC warned about the code generated for this line.",
     "ptxas-performance": "ptxas serialized the kernel's wgmma (an overlap the code asks for "
                          "is lost).",
+    "ptxas-spill": "ptxas spilled registers to local memory: the kernel's register tiles "
+                   "need more registers than a thread has.",
     "library": "A kernel library file hopperc cannot use.",
     "output": "An output hopperc cannot write.",
     "cache": "The build cache cannot be used; builds go on without it.",

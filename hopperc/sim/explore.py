@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -71,14 +71,15 @@ def program(kernel: ir.Kernel) -> Program:
 
 def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: int,
              exhaustive_budget: int, first_finding: bool = False,
-             steps: int = DEFAULT_STEPS, jobs: int = 1) -> Report:
+             steps: int = DEFAULT_STEPS, jobs: int = 1, progress=None) -> Report:
     """Raises `warp.SimUnsupported` for code the simulator cannot model.
     `first_finding`: stop at the first finding instead of merging the findings of
     every schedule (a yes/no answer, e.g. for mutation testing). `steps`: the
     work budget (`block.WorkBudget`) of the reference and the seeded schedules
     together, and again of the search. `jobs` > 1: the seeded schedules and the
     search run in that many worker processes; the report is the same, merged in
-    the order one process makes it."""
+    the order one process makes it. `progress(done, seeds + 1)` is called as
+    each seeded schedule and the search end (the command line's progress line)."""
     start = time.perf_counter()
     report = Report(problem, budget=steps)
     prog = program(lowered)
@@ -93,11 +94,13 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
         return report
     left = reference_budget.left
     search = None
+    tick = progress or (lambda done, total: None)
     if jobs > 1 and not first_finding and _forks():
         seeded, search = _in_workers(prog, problem, seeds, exhaustive_budget, wants, left,
-                                     steps, jobs)
+                                     steps, jobs, tick)
     else:
         seeded = (_seeded(prog, problem, seed, wants, left) for seed in range(seeds))
+    in_order = search is None  # the schedules run here, one after another
     for part, used in seeded:
         # Each schedule's steps are fixed by its seed: one that needs more than the
         # budget has left stops the seeded schedules wherever it was run.
@@ -107,6 +110,8 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
         left -= used
         _merge(report, part)
         report.schedules += 1
+        if in_order:
+            tick(report.schedules, seeds + 1)
         if first_finding and report.findings:
             break
     if not report.stopped and not (first_finding and report.findings):
@@ -190,7 +195,7 @@ def _task(index: int):
 
 
 def _in_workers(prog: Program, problem: Problem, seeds: int, runs: int, wants, left: int,
-                steps: int, jobs: int) -> tuple[list[tuple[Report | None, int]], Report]:
+                steps: int, jobs: int, tick) -> tuple[list[tuple[Report | None, int]], Report]:
     """The search (the longest task, started first) and each seeded schedule as
     tasks of a pool of forked workers: the seeded results in order, and the search's."""
     global _TASK
@@ -200,7 +205,10 @@ def _in_workers(prog: Program, problem: Problem, seeds: int, runs: int, wants, l
         # BrokenProcessPool here instead of leaving the map waiting forever.
         with ProcessPoolExecutor(min(jobs, seeds + 1),
                                  mp_context=multiprocessing.get_context("fork")) as pool:
-            results = list(pool.map(_task, range(seeds + 1)))
+            tasks = [pool.submit(_task, index) for index in range(seeds + 1)]
+            for done, _ in enumerate(as_completed(tasks), 1):
+                tick(done, seeds + 1)
+            results = [task.result() for task in tasks]
     finally:
         _TASK = ()
     for part in results[1:] + results[:1]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from click.testing import CliRunner
+
 from hopperc.backend.nvrtc import ptx_source_line
 from hopperc.diagnostics import SourceFile
 from tests.builds.helpers import TMA_COPY, hopperc
@@ -25,10 +28,19 @@ def test_json_errors_carry_a_rule_and_the_end_of_their_region(tmp_path):
 
 
 def _sarif(stdout: str) -> dict:
+    """The one run of a SARIF 2.1.0 log, its shape checked: what the standard
+    requires (version, runs, tool.driver.name, each result's message.text) and what
+    code-scanning services read (ruleId with its ruleIndex, level, locations)."""
     log = json.loads(stdout)
     assert log["version"] == "2.1.0" and log["$schema"].endswith("sarif-2.1.0.json")
     (run,) = log["runs"]
     assert run["tool"]["driver"]["name"] == "hopperc"
+    rules = [rule["id"] for rule in run["tool"]["driver"]["rules"]]
+    for result in run["results"]:
+        assert rules[result["ruleIndex"]] == result["ruleId"]
+        assert result["level"] in ("error", "warning") and result["message"]["text"]
+        for where in result.get("locations", []):
+            assert where["physicalLocation"]["artifactLocation"]["uri"]
     return run
 
 
@@ -172,3 +184,64 @@ def test_ptxas_performance_reports_are_parsed_without_the_function_name():
     (found,) = parse_diagnostics(log)
     assert found.file == PTXAS_PERFORMANCE_FILE and found.severity == "warning"
     assert found.message == "ptxas C7515: wgmma.mma_async instructions are serialized due to X"
+
+
+# Command lines refused before (or while) the command runs: click's usage
+# errors, the build's own refusals, an unreadable input, a bad library file.
+REFUSED = [
+    (["build", "k.hk", "--bogus"], "command-line", "No such option '--bogus'", None),
+    (["build", "k.hk", "-D", "X"], "command-line", "expected NAME=INTEGER, got 'X'", None),
+    (["sim", "k.hk", "--shape", "M"], "command-line", "expected NAME=INTEGER, got 'M'", None),
+    (["check"], "command-line", "Missing argument 'FILE'", None),
+    (["buld", "k.hk"], "command-line", "No such command 'buld'", None),
+    (["build", "k.hk", "-o", "k.hk"], "command-line", "would overwrite the input k.hk", None),
+    (["build", "gone.hk"], "input", "no such file", "gone.hk"),
+    (["build", "lib.toml"], "library", "not valid TOML", "lib.toml"),
+]
+
+
+def _run_in_process(tmp_path, monkeypatch, args):
+    from hopperc.cli import main
+    (tmp_path / "k.hk").write_text(BAD)
+    (tmp_path / "lib.toml").write_text("[[kernel]]\nsource = 'k.hk'\n[kernel\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOPPERC_CACHE_DIR", str(tmp_path / "cache"))
+    return CliRunner().invoke(main, args)
+
+
+@pytest.mark.parametrize("args, rule, message, uri", REFUSED)
+def test_every_refused_command_line_is_a_sarif_result(tmp_path, monkeypatch, args, rule,
+                                                      message, uri):
+    result = _run_in_process(tmp_path, monkeypatch, [*args, "--diagnostics", "sarif"])
+    assert result.exit_code == 1, result.output
+    (found,) = _sarif(result.stdout)["results"]
+    assert found["ruleId"] == rule and found["level"] == "error"
+    assert message in found["message"]["text"]
+    if uri is None:
+        assert "locations" not in found  # an option is in no file
+    else:
+        assert found["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == uri
+    assert "Usage:" not in result.stderr
+
+
+def test_a_bad_library_file_is_located_in_sarif(tmp_path, monkeypatch):
+    result = _run_in_process(tmp_path, monkeypatch, ["build", "lib.toml", "--diagnostics=sarif"])
+    (found,) = _sarif(result.stdout)["results"]
+    region = found["locations"][0]["physicalLocation"]["region"]
+    assert (region["startLine"], region["startColumn"]) == (3, 8)
+
+
+@pytest.mark.parametrize("args, rule, message, uri", REFUSED[:2])
+def test_a_refused_command_line_is_one_json_record(tmp_path, monkeypatch, args, rule, message,
+                                                   uri):
+    result = _run_in_process(tmp_path, monkeypatch, [*args, "--diagnostics", "json"])
+    assert result.exit_code == 1 and result.stdout == ""
+    (line,) = result.stderr.splitlines()  # nothing but the record
+    record = json.loads(line)
+    assert (record["severity"], record["rule"], record["exit_code"]) == ("error", rule, 1)
+    assert message in record["message"] and record["file"] is None
+
+
+def test_a_refused_command_line_in_text_keeps_clicks_usage(tmp_path, monkeypatch):
+    result = _run_in_process(tmp_path, monkeypatch, ["build", "k.hk", "--bogus"])
+    assert result.exit_code == 1 and "Usage:" in result.stderr and result.stdout == ""

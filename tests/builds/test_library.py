@@ -62,26 +62,29 @@ def test_command_line_defines_override_the_library(hopperc_cli, tmp_path):
     assert meta["defines"] == {"BN": 32, "BM": 64}
 
 
-@pytest.mark.parametrize("body, message", [
-    ("[[kernel]]\nsource = 'copy.hk'\nsourse = 'x'\n", "kernel 1 (copy.hk): unknown key 'sourse'"),
-    ("[[kernel]]\nname = 'x'\n", "kernel 1: 'source' (the .hk file, relative to the library) "
-                                 "is missing"),
-    ("[[kernel]]\nsource = 'copy.hk'\ndefines = { BM = '64' }\n",
+@pytest.mark.parametrize("body, where, message", [
+    ("[[kernel]]\nsource = 'copy.hk'\nsourse = 'x'\n", ":1:1",
+     "kernel 1 (copy.hk): unknown key 'sourse'"),
+    ("[[kernel]]\nsource = 'copy.hk'\n[[kernel]]\nname = 'x'\n", ":3:1",
+     "kernel 2: 'source' (the .hk file, relative to the library) is missing"),
+    ("[[kernel]]\nsource = 'copy.hk'\ndefines = { BM = '64' }\n", ":1:1",
      "define BM must be an integer, not '64'"),
-    ("[[kernel]]\nsource = 'copy.hk'\ndefines = { BM = true }\n", "must be an integer"),
-    ("[[kernel]]\nsource = 'copy.hk'\nname = '../x'\n", "'name' must be a file base name"),
-    ("[[kernel]]\nsource = 'copy.hk'\n[[kernel.variant]]\ndefines = {}\n",
+    ("[[kernel]]\nsource = 'copy.hk'\ndefines = { BM = true }\n", ":1:1", "must be an integer"),
+    ("[[kernel]]\nsource = 'copy.hk'\nname = '../x'\n", ":1:1", "'name' must be a file base name"),
+    ("[[kernel]]\nsource = 'copy.hk'\n[[kernel.variant]]\ndefines = {}\n", ":1:1",
      "variant 1: each variant needs a 'name'"),
-    ("[kernel\n", "not valid TOML"),
-    ("", "no kernels"),
-    ("[[kernels]]\nsource = 'copy.hk'\n", "unknown top-level key 'kernels'"),
+    ("kernel = [{ source = 1 }]\n", "", "kernel 1: 'source' (the .hk file"),
+    ("[[kernel]]\nsource = 'copy.hk'\n\n[kernel\n", ":4:8", "not valid TOML"),
+    ("", "", "no kernels"),
+    ("[[kernels]]\nsource = 'copy.hk'\n", "", "unknown top-level key 'kernels'"),
 ])
 def test_library_mistakes_are_named_and_nothing_is_written(hopperc_cli, tmp_path, body,
-                                                           message):
+                                                           where, message):
+    """Located at the kernel's `[[kernel]]` line (a syntax error at its place)."""
     write_library(tmp_path, body)
     proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", cwd=tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.startswith("kernels.toml: error: ") and message in proc.stderr, \
+    assert proc.stderr.startswith(f"kernels.toml{where}: error: ") and message in proc.stderr, \
         proc.stderr
     assert not (tmp_path / "out").exists()
 
@@ -128,6 +131,9 @@ def test_the_manifest_lists_every_kernel_with_hashes_and_status(hopperc_cli, tmp
     assert manifest["schema"] == "hopperc.build.manifest/1"
     gone, bm64, bm128 = manifest["kernels"]
     assert gone["status"] == "failed" and gone["outputs"] == [] and gone["errors"]
+    # a source that cannot be read declares no kernel: its file name stands in
+    assert (gone["name"], gone["kernel"]) == ("gone", "gone")
+    assert (bm64["name"], bm128["name"]) == ("scale_bm64", "scale_bm128")
     assert bm64["status"] == "built" and bm64["defines"] == {"BN": 64, "BM": 64}
     meta = json.loads((tmp_path / "out" / "scale_bm64.json").read_text())
     assert bm64["symbol"] == meta["symbol"] and bm64["kernel"] == "scale_rows"
@@ -172,3 +178,37 @@ def test_a_manifest_that_cannot_be_written_is_a_clear_error(hopperc_cli, tmp_pat
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "cannot write notes/lib.json: notes is a file, not a directory" in proc.stderr
     assert (tmp_path / "out" / "copy.cubin").exists()
+
+
+def test_a_failing_variant_is_named_in_its_errors_and_the_manifest(hopperc_cli, tmp_path):
+    """Both variants of a source fail at one line: each error names its variant,
+    and the manifest records its name and the kernel the source declares. Not on a
+    terminal, no progress line: nothing is rewritten with a carriage return."""
+    write_library(tmp_path, """[[kernel]]
+source = "copy.hk"
+defines = { BN = 64 }
+[[kernel.variant]]
+name = "copy_bm32"
+defines = { BM = 32 }
+[[kernel.variant]]
+name = "copy_bm256"
+defines = { BM = 256 }
+""", {"copy.hk": TMA_COPY.replace("tma buf <- X", "tma buf <- Z")})
+    proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", "--manifest", "lib.json",
+                       "--no-cache", cwd=tmp_path)
+    assert proc.returncode == 1 and "\r" not in proc.stderr + proc.stdout
+    assert "kernels.toml: variant copy_bm32 (BN=64, BM=32):\ncopy.hk:9:16: error: " in \
+        proc.stderr, proc.stderr
+    assert "kernels.toml: variant copy_bm256 (BN=64, BM=256):\ncopy.hk:9:16: error: " in \
+        proc.stderr
+    records = json.loads((tmp_path / "lib.json").read_text())["kernels"]
+    assert [(r["name"], r["kernel"], r["status"]) for r in records] == [
+        ("copy_bm32", "tma_copy", "failed"), ("copy_bm256", "tma_copy", "failed")]
+    assert records[0]["errors"][0].startswith("kernels.toml: variant copy_bm32 (BN=64, BM=32): ")
+
+
+def test_the_kernel_is_read_from_its_declaration_without_the_parser():
+    from hopperc.build.manifest import declared_kernel
+    assert declared_kernel("# kernel old(\n// kernel older(\nkernel  new_one (X: f32[M])") == \
+        "new_one"
+    assert declared_kernel("kernel(") is None

@@ -14,8 +14,8 @@ from tests.conftest import ROOT
 
 def _checkout(root, kernel_text=SCALE_ROWS):
     """A copy of hopperc and of a kernel under `root`, as a second clone would be."""
-    shutil.copytree(ROOT / "hopperc", root / "hopperc",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for part in ("hopperc", "grammar", "templates"):
+        shutil.copytree(ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "kernels").mkdir()
     (root / "kernels" / "k.hk").write_text(kernel_text)
     return root

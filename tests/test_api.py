@@ -21,7 +21,8 @@ import pytest
 import hopperc
 from hopperc import driver
 from hopperc.backend.nvrtc import NvrtcError
-from hopperc.build.cache import BuildCache, CacheError, build_key
+from hopperc.build import artifact as artifact_module
+from hopperc.build.cache import BuildCache, CacheError, CachedBuild, build_key
 from tests.conftest import ROOT
 
 SCALE_ROWS = "samples/scale_rows.hk"
@@ -121,11 +122,29 @@ def test_warnings_are_replayed_on_a_hit_at_their_line(cli_built):
                                 "sm_90a"))
     record = {"severity": "warning", "rule": "ptxas-warning", "message": "stack size",
               "file": "w.hk", "line": 3, "column": 1}
-    assert cache.put(key, entry._replace(warnings=(record,)))
+    assert cache.put(key, CachedBuild(cubin=entry.cubin, metadata=entry.metadata,
+                                      summary=entry.summary, warnings=(record,)))
     (shown,) = hopperc.build(text, name="w.hk").warnings
     assert (shown.severity, shown.rule, shown.file, shown.line) == ("warning", "ptxas-warning",
                                                                      "w.hk", 3)
     assert str(shown) == "w.hk:3:1: warning: stack size\n    tma b <- X[0]\n^"
+
+
+def test_a_cache_that_cannot_be_written_is_a_warning(cli_built, monkeypatch, tmp_path):
+    """As on the command line: the build is returned, with a `cache` warning. (The
+    compile is the entry already built: this is about the cache, not the compiler.)"""
+    entry = BuildCache.from_environment().get(
+        build_key((ROOT / SCALE_ROWS).read_text(), SCALE_ROWS, {"BM": 128}, "sm_90a"))
+    monkeypatch.setattr(artifact_module, "build_entry", lambda *args: (entry, (), None))
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("")
+    monkeypatch.setenv("HOPPERC_CACHE_DIR", str(not_a_directory))
+    artifact = hopperc.build(SCALE_ROWS, defines={"BM": 128})
+    assert not artifact.cached and artifact.cubin == entry.cubin
+    (shown,) = artifact.warnings
+    assert (shown.rule, shown.file) == ("cache", "HOPPERC_CACHE_DIR")
+    assert str(shown) == (f"HOPPERC_CACHE_DIR: warning: cannot write the build cache in "
+                          f"{not_a_directory}; building without it")
 
 
 def test_an_error_prints_as_the_command_line_prints_it(cache_dir, tmp_path):

@@ -21,7 +21,7 @@ from typing import Any
 from hopperc import diagnostics
 from hopperc.build.cache import BuildCache, CachedBuild, build_key
 from hopperc.build.jobs import build_entry, replayed_warnings
-from hopperc.diagnostics import SourceFile, check_text, read_source
+from hopperc.diagnostics import SourceFile, check_text, read_input
 from hopperc.diagnostics.located import CompileError, Diagnostic
 from hopperc.diagnostics.problems import Problem, warning
 from hopperc.target import DEFAULT_ARCH, check_arch
@@ -71,8 +71,8 @@ def as_source(source: str | os.PathLike[str], name: str | None = None) -> Source
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"hopperc.build takes a path or a kernel's text, not "
                         f"{type(source).__name__}")
-    text = read_source(source).text
-    return SourceFile(name or os.fspath(source), text)
+    path = os.fspath(source)
+    return SourceFile(name or path, read_input(path))
 
 
 def build(source: str | os.PathLike[str], defines: Mapping[str, int] | None = None, *,

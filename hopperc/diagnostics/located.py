@@ -35,14 +35,13 @@ class Diagnostic(NamedTuple):
     @classmethod
     def of(cls, problem: Problem, source: SourceFile | None) -> Diagnostic:
         span = problem.span
-        quoted = None
-        if span is not None and source is not None and source.name == span.file:
-            quoted = source.line_text(span.line)
-        return cls(problem.severity, problem.rule, problem.message,
-                   span.file if span else problem.file,
-                   *((span.line, span.col, span.end_line, span.end_col) if span
-                     else (None,) * 4),
-                   quoted, tuple(problem.notes), problem.text)
+        if span is None:
+            return cls(problem.severity, problem.rule, problem.message, problem.file, None,
+                       None, None, None, None, tuple(problem.notes), problem.text)
+        quoted = source.line_text(span.line) if source and source.name == span.file else None
+        return cls(problem.severity, problem.rule, problem.message, span.file, span.line,
+                   span.col, span.end_line, span.end_col, quoted, tuple(problem.notes),
+                   problem.text)
 
 
 class CompileError(diagnostics.CompileError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hopperc import diagnostics
@@ -51,14 +51,14 @@ class Artifact:
     key to store with it: equal keys, equal builds), its summary and warnings.
     `ptx` and `cuda` are the generated PTX and CUDA when asked for, else None."""
 
-    cubin: bytes
-    metadata: dict[str, Any]
+    cubin: bytes = field(repr=False)
+    metadata: dict[str, Any] = field(repr=False)
     key: str
     summary: BuildSummary
     warnings: tuple[Diagnostic, ...]
     cached: bool  # taken from the build cache, not compiled in this call
-    ptx: str | None = None
-    cuda: str | None = None
+    ptx: str | None = field(default=None, repr=False)
+    cuda: str | None = field(default=None, repr=False)
 
 
 def as_source(source: str | os.PathLike[str], name: str | None = None) -> SourceFile:

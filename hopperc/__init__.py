@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from hopperc.build.artifact import Artifact, BuildSummary
     from hopperc.diagnostics import ToolchainError
     from hopperc.diagnostics.located import CompileError, Diagnostic
-    from hopperc.runtime import Kernel
+    from hopperc.runtime.kernel import Kernel
 
 __version__ = "0.1.0"
 __all__ = ["Artifact", "BuildSummary", "CompileError", "Diagnostic", "ToolchainError",

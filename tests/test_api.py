@@ -8,6 +8,7 @@ NVRTC. The cache is this module's own directory."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import json
 import pickle
@@ -22,6 +23,7 @@ from hopperc import driver
 from hopperc.backend.nvrtc import NvrtcError
 from hopperc.build import artifact as artifact_module
 from hopperc.build.cache import BuildCache, CacheError, CachedBuild, build_key
+from hopperc.target import DEFAULT_ARCH
 from tests.conftest import ROOT
 
 SCALE_ROWS = "samples/scale_rows.hk"
@@ -223,6 +225,8 @@ def test_the_public_names():
             if name != "__version__"} == {name: name for name in hopperc.__all__
                                           if name != "__version__"}
     assert issubclass(hopperc.CompileError, hopperc.diagnostics.CompileError)
+    for function in (hopperc.build, hopperc.compile):  # spelt out: importing hopperc is light
+        assert inspect.signature(function).parameters["arch"].default == DEFAULT_ARCH
     # py.typed ships in the wheel: tests/test_install.py
 
 

@@ -76,7 +76,7 @@ def as_source(source: str | os.PathLike[str], name: str | None = None) -> Source
 
 
 def build(source: str | os.PathLike[str], defines: Mapping[str, int] | None = None, *,
-          arch: str, ptx: bool = False, cuda: bool = False, name: str | None = None,
+          arch: str = DEFAULT_ARCH, ptx: bool = False, cuda: bool = False, name: str | None = None,
           cache: bool = True) -> Artifact:
     """See `hopperc.build`. The compiler's user errors come out as
     `hopperc.CompileError`; a toolchain failure as `hopperc.ToolchainError`."""

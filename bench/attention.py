@@ -20,9 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hopperc import api  # noqa: E402
+import hopperc  # noqa: E402
 from hopperc.diagnostics import ToolchainError  # noqa: E402
-from hopperc.driver import read_source  # noqa: E402
 from hopperc.harness.torch_bridge import require_torch  # noqa: E402
 from hopperc.runtime import Kernel, device, driver_version  # noqa: E402
 from hopperc.runtime.kernel import stream_handle  # noqa: E402
@@ -55,8 +54,8 @@ def run(length: int, causal: bool, runs: int, head_dim: int = 128,
         batch: int | None = None, heads: int | None = None) -> tuple[float, dict, float]:
     """(hopperc ms, {baseline: ms}, largest |hopperc - SDPA|) at length L."""
     torch = require_torch()
-    compiled = api.build(read_source(ROOT / "samples" / "attention_fwd.hk"),
-                         {"CAUSAL": int(causal), "HEAD_DIM": head_dim})
+    compiled = hopperc.build(ROOT / "samples" / "attention_fwd.hk",
+                           {"CAUSAL": int(causal), "HEAD_DIM": head_dim})
     kernel = Kernel(compiled.cubin, compiled.metadata, 0)
     batch = batch or max(1, TOKENS // length)
     heads = heads or WIDTH // head_dim

@@ -26,9 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hopperc import api  # noqa: E402
+import hopperc  # noqa: E402
 from hopperc.diagnostics import ToolchainError  # noqa: E402
-from hopperc.driver import read_source  # noqa: E402
 from hopperc.harness.torch_bridge import require_torch  # noqa: E402
 from hopperc.runtime import Kernel, device, driver_version  # noqa: E402
 from hopperc.runtime.kernel import stream_handle  # noqa: E402
@@ -87,8 +86,8 @@ def run(mean: int, causal: bool, runs: int) -> tuple[str, float, float, float, f
     """(baseline's name, hopperc ms, baseline ms, flops, largest |O difference|,
     largest |LSE difference| on the first sequence)."""
     torch = require_torch()
-    compiled = api.build(read_source(ROOT / "samples" / "attention_varlen.hk"),
-                         {"CAUSAL": int(causal)})
+    compiled = hopperc.build(ROOT / "samples" / "attention_varlen.hk",
+                           {"CAUSAL": int(causal)})
     kernel = Kernel(compiled.cubin, compiled.metadata, 0)
     seqlens = lengths(mean, mean)
     cu = [0]

@@ -21,9 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hopperc import api  # noqa: E402
+import hopperc  # noqa: E402
 from hopperc.diagnostics import ToolchainError  # noqa: E402
-from hopperc.driver import read_source  # noqa: E402
 from hopperc.harness.torch_bridge import require_torch  # noqa: E402
 from hopperc.runtime import Kernel, device, driver_version  # noqa: E402
 from hopperc.runtime.kernel import stream_handle  # noqa: E402
@@ -51,7 +50,7 @@ def quantize(torch, x, rows: int):
 def run(m: int, n: int, k: int, runs: int) -> tuple[float, float, float]:
     """(hopperc ms, _scaled_mm ms, largest relative |difference|) at M x N x K."""
     torch = require_torch()
-    compiled = api.build(read_source(ROOT / "samples" / "gemm_fp8_blockscaled.hk"))
+    compiled = hopperc.build(ROOT / "samples" / "gemm_fp8_blockscaled.hk")
     kernel = Kernel(compiled.cubin, compiled.metadata, 0)
     gen = torch.Generator(device="cuda:0").manual_seed(0)
     a, sa = quantize(torch, torch.randn((m, k), generator=gen, device="cuda:0"), 1)

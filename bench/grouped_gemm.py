@@ -24,9 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hopperc import api  # noqa: E402
+import hopperc  # noqa: E402
 from hopperc.diagnostics import ToolchainError  # noqa: E402
-from hopperc.driver import read_source  # noqa: E402
 from hopperc.harness.torch_bridge import require_torch  # noqa: E402
 from hopperc.runtime import Kernel, device, driver_version  # noqa: E402
 from hopperc.runtime.kernel import stream_handle  # noqa: E402
@@ -70,7 +69,7 @@ def run(experts: int, tokens: int, masked: bool, runs: int) -> tuple[float, floa
     b = torch.randn((experts, N, K), generator=gen, device="cuda:0", dtype=torch.bfloat16)
     stream = torch.cuda.current_stream(0)
     if masked:
-        compiled = api.build(read_source(ROOT / "samples" / "grouped_gemm_masked.hk"))
+        compiled = hopperc.build(ROOT / "samples" / "grouped_gemm_masked.hk")
         max_m = -(-max(counts) // 8) * 8
         a = torch.randn((experts, max_m, K), generator=gen, device="cuda:0",
                         dtype=torch.bfloat16)
@@ -86,7 +85,7 @@ def run(experts: int, tokens: int, masked: bool, runs: int) -> tuple[float, floa
         what = "a matmul per expert"
         valid = torch.arange(max_m, device="cuda:0")[None, :] < cnt[:, None]
     else:
-        compiled = api.build(read_source(ROOT / "samples" / "grouped_gemm.hk"))
+        compiled = hopperc.build(ROOT / "samples" / "grouped_gemm.hk")
         offsets = torch.tensor([0, *counts], device="cuda:0").cumsum(0).to(torch.int32)
         a = torch.randn((tokens, K), generator=gen, device="cuda:0", dtype=torch.bfloat16)
         c = torch.zeros((tokens, N), device="cuda:0", dtype=torch.bfloat16)

@@ -1,30 +1,66 @@
-"""hopperc: a compiler for NVIDIA Hopper kernels that writes all the synchronization."""
+"""hopperc: a compiler for NVIDIA Hopper kernels that writes all the synchronization.
+
+The Python API (docs/api.md): `build` a kernel to a cubin and its launch metadata
+(no GPU needed), `compile` it and launch it on PyTorch tensors. Importing hopperc
+loads nothing else: each name loads what it needs on first use.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import types
+from collections.abc import Mapping
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy
+
+    from hopperc.build.artifact import Artifact, BuildSummary
+    from hopperc.diagnostics import SourceFile, ToolchainError
+    from hopperc.diagnostics.located import CompileError, Diagnostic
+    from hopperc.runtime.kernel import Kernel
+
 __version__ = "0.1.0"
+__all__ = ["Artifact", "BuildSummary", "CompileError", "Diagnostic", "ToolchainError",
+           "__version__", "build", "compile", "simulate"]
 
-from typing import TYPE_CHECKING
+_HOME = {"Artifact": "hopperc.build.artifact", "BuildSummary": "hopperc.build.artifact",
+         "CompileError": "hopperc.diagnostics.located",
+         "Diagnostic": "hopperc.diagnostics.located", "ToolchainError": "hopperc.diagnostics"}
 
 
-def compile(source, defines=None, *, arch="sm_90a", device=0):
-    """Build a kernel (a .hk path or its text) and load it on a GPU: returns a
-    `hopperc.runtime.Kernel`. See `hopperc.api.compile`."""
+def build(source: str | os.PathLike[str], defines: Mapping[str, int] | None = None, *,
+          arch: str = "sm_90a", ptx: bool = False, cuda: bool = False,
+          name: str | None = None, cache: bool = True) -> Artifact:
+    """Build a kernel (a .hk path, or its text: a str holding a newline or a `{`)
+    to a cubin and its launch metadata, through the build cache `hopperc build`
+    uses; no GPU is needed. `defines` are the `-D` values; `ptx` and `cuda` also
+    return the generated PTX and CUDA (the cache keeps neither: `ptx` compiles
+    again with NVRTC, `cuda` generates the code again);
+    `name` is the file name diagnostics and the cubin record (default: the path
+    as given, or `<string>`); `cache=False` neither reads nor writes the cache.
+    Raises `hopperc.CompileError` for the user's input (located, printing as the
+    command line does) and `hopperc.ToolchainError` when NVRTC fails."""
+    from hopperc.build.artifact import build as build_artifact
+
+    return build_artifact(source, defines, arch=arch, ptx=ptx, cuda=cuda, name=name,
+                          cache=cache)
+
+
+def compile(source: str | os.PathLike[str], defines: Mapping[str, int] | None = None, *,
+            arch: str = "sm_90a", device: int = 0) -> Kernel:
+    """Build a kernel as `build` does and load it on GPU `device`: returns a
+    `hopperc.runtime.Kernel`, called with PyTorch tensors (docs/runtime.md)."""
     from hopperc.api import compile as compile_and_load
 
     return compile_and_load(source, defines, arch=arch, device=device)
 
 
-if TYPE_CHECKING:  # hopperc.simulate's types, without loading numpy on import
-    from collections.abc import Mapping
-    from pathlib import Path
-
-    import numpy
-
-    from hopperc.diagnostics import SourceFile
-
-
-def simulate(source: "str | Path | SourceFile", inputs: "Mapping[str, object]",
-             defines: "Mapping[str, int] | None" = None, *,
-             shapes: "Mapping[str, int] | None" = None, schedules: int = 1, search: int = 0,
-             steps: int | None = None, jobs: int = 1) -> "dict[str, numpy.ndarray]":
+def simulate(source: str | os.PathLike[str] | SourceFile, inputs: Mapping[str, object],
+             defines: Mapping[str, int] | None = None, *,
+             shapes: Mapping[str, int] | None = None, schedules: int = 1, search: int = 0,
+             steps: int | None = None, jobs: int = 1) -> dict[str, numpy.ndarray]:
     """Run a kernel (a .hk path, its text or a SourceFile) on the CPU model over
     `inputs` (its tensors' arrays and scalar arguments, by name) and return every
     tensor it stores, by name, in its dtype: docs/sim.md, "Running your own inputs".
@@ -34,3 +70,23 @@ def simulate(source: "str | Path | SourceFile", inputs: "Mapping[str, object]",
 
     return run_on_inputs(source, inputs, defines, shapes=shapes, schedules=schedules,
                          search=search, steps=steps, jobs=jobs)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'hopperc' has no attribute {name!r}")
+    return getattr(import_module(_HOME[name]), name)
+
+
+class _Package(types.ModuleType):
+    """`hopperc.build` stays the function: importing the package of the same name
+    (the build machinery, `hopperc.build.cache` and the rest) would otherwise bind
+    the package over it. Its modules are imported by their full names."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "build" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

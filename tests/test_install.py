@@ -72,6 +72,7 @@ def _check_metadata(wheel) -> None:
         licenses = [n for n in archive.namelist() if n.endswith(("licenses/LICENSE",
                                                                    "licenses/NOTICE"))]
         text = archive.read(next(n for n in licenses if n.endswith("LICENSE"))).decode()
+        assert "hopperc/py.typed" in archive.namelist()  # type checkers read the signatures
     assert meta["Version"] == hopperc.__version__
     assert meta["License-Expression"] == "Apache-2.0" and len(licenses) == 2
     # the license's whole text, terms and appendix, not a notice that points at it

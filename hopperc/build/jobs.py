@@ -8,26 +8,38 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
 from hopperc.build.cache import CachedBuild
 from hopperc.diagnostics import SourceFile, Span
 from hopperc.diagnostics.problems import Problem, describe, warning
 
+if TYPE_CHECKING:
+    from hopperc.driver import Built
+
 
 def compile_source(source: SourceFile, defines: dict[str, int], arch: str,
                    recorded_name: str) -> tuple[CachedBuild | None, tuple[Problem, ...]]:
+    try:
+        entry, warnings, _ = build_entry(source, defines, arch, recorded_name)
+    except Exception as exc:  # noqa: BLE001 - every failure is reported, in order, by the parent
+        return None, (describe(exc, source),)
+    return entry, warnings
+
+
+def build_entry(source: SourceFile, defines: dict[str, int], arch: str,
+                recorded_name: str) -> tuple[CachedBuild, tuple[Problem, ...], Built]:
+    """The build and its cache entry; the compiler's exceptions propagate (the
+    Python API raises them, `compile_source` reports them)."""
     from hopperc import driver
     from hopperc.metadata import launch_metadata
 
-    try:
-        built = driver.build(source, defines, arch, recorded_name, reproducible=True)
-        warnings = _warnings(built, source, recorded_name) + _spills(built, source)
-        res = built.result.resources
-        meta = launch_metadata(built.generated.kernel, built.generated.launch, recorded_name,
-                               arch, defines, res)
-        meta["cubin_sha256"] = hashlib.sha256(built.result.cubin).hexdigest()
-    except Exception as exc:  # noqa: BLE001 - every failure is reported, in order, by the parent
-        return None, (describe(exc, source),)
+    built = driver.build(source, defines, arch, recorded_name, reproducible=True)
+    warnings = _warnings(built, source, recorded_name) + _spills(built, source)
+    res = built.result.resources
+    meta = launch_metadata(built.generated.kernel, built.generated.launch, recorded_name,
+                           arch, defines, res)
+    meta["cubin_sha256"] = hashlib.sha256(built.result.cubin).hexdigest()
     summary = {"kernel": built.generated.kernel.name, "symbol": meta["symbol"],
                "registers": res.registers if res else None,
                "spills": [res.spill_stores, res.spill_loads] if res else None,
@@ -35,7 +47,7 @@ def compile_source(source: SourceFile, defines: dict[str, int], arch: str,
                "nvrtc_ms": round(built.result.seconds * 1000)}
     entry = CachedBuild(built.result.cubin, (json.dumps(meta, indent=2) + "\n").encode(),
                         summary, tuple(w.record() for w in warnings))
-    return entry, warnings
+    return entry, warnings, built
 
 
 def _warnings(built, source: SourceFile, recorded_name: str) -> tuple[Problem, ...]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hopperc import api, driver
+from hopperc import driver
+from hopperc.build.artifact import build_source
 from hopperc.diagnostics import SourceFile
 from hopperc.harness.matmuls import Matmul, matmuls
 from hopperc.harness.torch_bridge import require_torch, torch_dtype
@@ -55,8 +56,8 @@ def random_inputs(torch, kernel, dims: dict[str, int], seed: int, device: int) -
 def bench(source: SourceFile, defines: dict[str, int] | None = None,
           shapes: dict[str, int] | None = None, warmup: int = 10, runs: int = 50,
           device: int = 0, seed: int = 0) -> BenchResult:
-    compiled = api.build(source, defines)
-    lowered = compiled.built.generated.kernel
+    compiled = build_source(source, dict(defines or {}))
+    lowered = driver.lower(driver.check(source, defines))
     dims = driver.problem_dims(lowered, shapes, source.name)
     kernel = Kernel(compiled.cubin, compiled.metadata, device)
     torch = require_torch()

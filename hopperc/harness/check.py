@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hopperc import api, driver
+from hopperc import driver
+from hopperc.build.artifact import build_source
 from hopperc.diagnostics import SourceFile
 from hopperc.harness.torch_bridge import require_torch, to_device, to_host
 from hopperc.runtime import Kernel
@@ -50,8 +51,8 @@ class RunResult:
 def run_check(source: SourceFile, defines: dict[str, int] | None = None,
               shapes: dict[str, int] | None = None, seed: int = 0,
               device: int = 0) -> RunResult:
-    compiled = api.build(source, defines)
-    lowered = compiled.built.generated.kernel
+    compiled = build_source(source, dict(defines or {}))
+    lowered = driver.lower(driver.check(source, defines))
     dims = driver.problem_dims(lowered, shapes, source.name)
     problem = make_problem(lowered, dims, seed)
     kernel = Kernel(compiled.cubin, compiled.metadata, device)

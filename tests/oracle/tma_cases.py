@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hopperc import api
+import hopperc
 from hopperc.dtypes import DType
 from hopperc.runtime.arrays import DeviceTensor
 from hopperc.runtime.spec import parse_spec
 from hopperc.runtime.tensor_maps import TensorMapArgs, tensor_map_args
-from tests.conftest import source
 from tests.oracle.hopperc_side import CUTE_TYPES, SWIZZLE_BITS
 
 CUTE_TMA_TYPES = {**CUTE_TYPES, "f32": "float", "i32": "int32_t"}
@@ -56,7 +55,7 @@ class TmaCase:
                 f"    tma s <- X[{origin}]\n}}\n")
 
     def hopperc_args(self) -> TensorMapArgs:
-        spec = parse_spec(api.build(source(self.kernel())).metadata).tensor_map("tmap_X")
+        spec = parse_spec(hopperc.build(self.kernel(), name="t.hk").metadata).tensor_map("tmap_X")
         dtype = DType.parse(self.dtype)
         tensor = DeviceTensor(ADDRESS, self.shape, self.strides, dtype.nbytes, dtype, 0,
                               self.name)
@@ -117,7 +116,7 @@ class VectorCase:
     def hopperc_args(self) -> TensorMapArgs:
         text = (f"kernel {self.name}(V: {self.dtype}[L]) grid(m: 1) threads 128 {{\n"
                 f"    shared s: {self.dtype}[{self.box}]\n    tma s <- V[0]\n}}\n")
-        spec = parse_spec(api.build(source(text)).metadata).tensor_map("tmap_V")
+        spec = parse_spec(hopperc.build(text, name="t.hk").metadata).tensor_map("tmap_V")
         dtype = DType.parse(self.dtype)
         tensor = DeviceTensor(ADDRESS, (self.length,), (1,), dtype.nbytes, dtype, 0, self.name)
         return tensor_map_args(spec, tensor)

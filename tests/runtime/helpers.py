@@ -2,9 +2,9 @@
 the interchange protocols (a dict for __cuda_array_interface__ needs no GPU)."""
 from __future__ import annotations
 
-from hopperc import api
+import hopperc
 from hopperc.runtime.spec import LaunchSpec, parse_spec
-from tests.conftest import ROOT, source
+from tests.conftest import ROOT
 
 SCALED_COPY = """
 kernel scaled_copy(X: bf16[M, N], Y: bf16[M, N], alpha: f32, shift: i32)
@@ -20,11 +20,11 @@ kernel scaled_copy(X: bf16[M, N], Y: bf16[M, N], alpha: f32, shift: i32)
 
 
 def sample_spec(name: str) -> LaunchSpec:
-    return parse_spec(api.build(api.as_source(ROOT / "samples" / f"{name}.hk")).metadata)
+    return parse_spec(hopperc.build(ROOT / "samples" / f"{name}.hk").metadata)
 
 
 def text_spec(text: str) -> LaunchSpec:
-    return parse_spec(api.build(source(text)).metadata)
+    return parse_spec(hopperc.build(text, name="t.hk").metadata)
 
 
 class CudaArray:

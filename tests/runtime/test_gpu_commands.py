@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import hopperc
-from hopperc import api
+from hopperc.build.artifact import as_source
 from hopperc.runtime import GpuUnavailable, gpu_available
 from tests.runtime.helpers import SCALED_COPY
 
@@ -40,17 +40,17 @@ def test_source_errors_are_located(hopperc_cli, tmp_path):
 def test_compile_builds_then_needs_the_gpu():
     with pytest.raises(GpuUnavailable, match="no CUDA driver"):
         hopperc.compile(SCALED_COPY)
-    # The build itself succeeded and is kept for the next call.
-    source = api.as_source(SCALED_COPY)
-    assert api.build(source) is api.build(source)
-    assert api.build(source).cubin[:4] == b"\x7fELF"
+    # The build itself succeeded and is in the cache for the next call.
+    artifact = hopperc.build(SCALED_COPY)
+    assert artifact.cached and artifact.cubin[:4] == b"\x7fELF"
 
 
 def test_compile_takes_a_path_or_text(tmp_path):
     path = tmp_path / "k.hk"
     path.write_text(SCALED_COPY)
-    assert api.as_source(path).text == api.as_source(str(path)).text == SCALED_COPY
-    assert api.as_source(SCALED_COPY).name == "<string>"
+    assert as_source(path).text == as_source(str(path)).text == SCALED_COPY
+    assert as_source(path).name == str(path)
+    assert as_source(SCALED_COPY).name == "<string>"
 
 
 def test_runtime_imports_without_torch_or_the_compiler():

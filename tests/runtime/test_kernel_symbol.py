@@ -3,7 +3,7 @@ not by the kernel's source name (they differ: `main` is `u_main`)."""
 import pytest
 from cuda.bindings import driver
 
-from hopperc import api
+import hopperc
 from hopperc.runtime import MetadataError, driver_api, kernel
 from hopperc.runtime.spec import parse_spec
 from tests.conftest import ROOT
@@ -16,7 +16,7 @@ MAIN = """kernel main(X: f32[M, N]) threads 128 {
 
 
 def test_the_function_is_looked_up_by_the_recorded_symbol(monkeypatch):
-    compiled = api.build(api.as_source(MAIN))
+    compiled = hopperc.build(MAIN)
     looked_up = []
 
     def call(function, *args):
@@ -34,7 +34,7 @@ def test_the_function_is_looked_up_by_the_recorded_symbol(monkeypatch):
 
 
 def test_metadata_without_a_symbol_is_refused():
-    record = dict(api.build(api.as_source(ROOT / "samples" / "tma_copy.hk")).metadata)
+    record = dict(hopperc.build(ROOT / "samples" / "tma_copy.hk").metadata)
     assert parse_spec(record).symbol == "u_tma_copy"
     del record["symbol"]
     with pytest.raises(MetadataError, match="KeyError: 'symbol'"):

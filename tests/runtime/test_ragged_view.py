@@ -19,13 +19,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hopperc import api
+import hopperc
 from hopperc.runtime import ArgumentError, MetadataError
 from hopperc.runtime.arrays import DeviceTensor
 from hopperc.runtime.ragged_view import ROWS, clipped_end, view_coordinates
 from hopperc.runtime.spec import TensorMapSpec, parse_spec
 from hopperc.runtime.tensor_maps import TensorMapArgs, tensor_map_args
-from tests.conftest import source
 from tests.runtime.helpers import text_spec
 
 MOD = 1 << 64
@@ -197,18 +196,19 @@ RAGGED_METADATA = TEMPLATE.replace("HEADER", "X: f32[M, N]").replace(
 
 
 def test_metadata_describes_the_view_and_the_runtime_reads_it_back():
-    (entry,) = api.build(source(RAGGED_METADATA)).metadata["tensor_maps"]
+    (entry,) = hopperc.build(RAGGED_METADATA, name="t.hk").metadata["tensor_maps"]
     assert (entry["rank"], entry["box"], entry["box_shape"], entry["ragged"]) == (
         4, [32, 8, 1, 1], [1, 1, 8, 32],
         {"dim": 0, "rows": 1 << 30, "lead": 0x7FFF0000, "wrap": 1 << 34})
-    assert parse_spec(api.build(source(RAGGED_METADATA)).metadata).tensor_maps[0].ragged == 0
+    spec = parse_spec(hopperc.build(RAGGED_METADATA, name="t.hk").metadata)
+    assert spec.tensor_maps[0].ragged == 0
 
 
 @pytest.mark.parametrize("field, value, words", [
     ("wrap", 1 << 33, "ragged view constants"), ("dim", 1, "bad ragged dimension")])
 def test_metadata_with_other_view_constants_is_refused(field, value, words):
     """A map built for another view would clip elsewhere: refused at load."""
-    record = copy.deepcopy(api.build(source(RAGGED_METADATA)).metadata)
+    record = copy.deepcopy(hopperc.build(RAGGED_METADATA, name="t.hk").metadata)
     record["tensor_maps"][0]["ragged"][field] = value
     with pytest.raises(MetadataError, match=words):
         parse_spec(record)

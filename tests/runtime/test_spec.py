@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from hopperc import api
+import hopperc
 from hopperc.runtime import MetadataError, read_spec
 from hopperc.runtime.spec import parse_spec
 from tests.conftest import ROOT
@@ -58,7 +58,7 @@ def test_read_spec_from_a_built_file(tmp_path, hopperc_cli):
 
 def _record():
     """A fresh copy of tma_copy's metadata, to break."""
-    return json.loads(json.dumps(api.build(api.as_source(ROOT / "samples" / "tma_copy.hk"))
+    return json.loads(json.dumps(hopperc.build(ROOT / "samples" / "tma_copy.hk")
                                  .metadata))
 
 

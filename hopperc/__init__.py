@@ -64,7 +64,7 @@ def simulate(source: str | os.PathLike[str] | SourceFile, inputs: Mapping[str, o
     """Run a kernel (a .hk path, its text or a SourceFile) on the CPU model over
     `inputs` (its tensors' arrays and scalar arguments, by name) and return every
     tensor it stores, by name, in its dtype: docs/sim.md, "Running your own inputs".
-    Raises `hopperc.diagnostics.CompileError` for a bad kernel or input, and
+    Raises `hopperc.CompileError` for a bad kernel or input, and
     `hopperc.sim.interpreter.SimulationFailed` with the findings of an unclean run."""
     from hopperc.sim.interpreter import simulate as run_on_inputs
 

@@ -21,12 +21,10 @@ from typing import Any
 from hopperc import diagnostics
 from hopperc.build.cache import BuildCache, CachedBuild, build_key
 from hopperc.build.jobs import build_entry, replayed_warnings
-from hopperc.diagnostics import SourceFile, check_text, read_input
+from hopperc.diagnostics import SourceFile, as_source
 from hopperc.diagnostics.located import CompileError, Diagnostic
 from hopperc.diagnostics.problems import Problem, warning
 from hopperc.target import DEFAULT_ARCH, check_arch
-
-TEXT_NAME = "<string>"
 
 
 @dataclass(frozen=True)
@@ -59,20 +57,6 @@ class Artifact:
     cached: bool  # taken from the build cache, not compiled in this call
     ptx: str | None = field(default=None, repr=False)
     cuda: str | None = field(default=None, repr=False)
-
-
-def as_source(source: str | os.PathLike[str], name: str | None = None) -> SourceFile:
-    """A path (str or PathLike) to a `.hk` file, or a kernel's text: a str holding
-    a newline or a `{`. `name` is the file name diagnostics and the cubin give it
-    (default: the path as given, or `<string>`)."""
-    if isinstance(source, str) and ("\n" in source or "{" in source):
-        check_text(name or TEXT_NAME, source)
-        return SourceFile(name or TEXT_NAME, source)
-    if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(f"hopperc.build takes a path or a kernel's text, not "
-                        f"{type(source).__name__}")
-    path = os.fspath(source)
-    return SourceFile(name or path, read_input(path))
 
 
 def build(source: str | os.PathLike[str], defines: Mapping[str, int] | None = None, *,

@@ -151,6 +151,26 @@ def _universal_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+TEXT_NAME = "<string>"
+
+
+def as_source(source: str | os.PathLike[str] | SourceFile,
+              name: str | None = None) -> SourceFile:
+    """A path (str or PathLike) to a `.hk` file, or a kernel's text: a str holding
+    a newline or a `{`. `name` is the file name diagnostics and the cubin give it
+    (default: the path as given, or `<string>`). A SourceFile is taken as it is."""
+    if isinstance(source, SourceFile):
+        return source
+    if isinstance(source, str) and ("\n" in source or "{" in source):
+        check_text(name or TEXT_NAME, source)
+        return SourceFile(name or TEXT_NAME, source)
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"hopperc takes a path or a kernel's text, not "
+                        f"{type(source).__name__}")
+    path = os.fspath(source)
+    return SourceFile(name or path, read_input(path))
+
+
 def check_text(name: str, text: str) -> None:
     """What every source text obeys, a file's and a string given to the API: a bound
     on its size, and no NUL byte."""

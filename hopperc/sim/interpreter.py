@@ -16,7 +16,9 @@ from typing import Mapping
 
 import numpy as np
 
-from hopperc.diagnostics import SourceFile
+from hopperc import diagnostics
+from hopperc.diagnostics import SourceFile, as_source
+from hopperc.diagnostics.located import CompileError
 from hopperc.sim.findings import Finding
 from hopperc.target import DEFAULT_STEPS
 
@@ -50,10 +52,13 @@ def simulate(source: str | Path | SourceFile, inputs: Mapping[str, object],
     # Set before the simulator's products run: see `hopperc sim` (cli/sim.py).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from hopperc import driver
-    from hopperc.api import as_source
-    kernel = as_source(source)
-    report = driver.simulate(kernel, dict(defines or {}), dict(shapes or {}), schedules, search,
-                             steps, jobs, inputs=inputs)
+    kernel = None
+    try:
+        kernel = as_source(source)
+        report = driver.simulate(kernel, dict(defines or {}), dict(shapes or {}), schedules,
+                                 search, steps, jobs, inputs=inputs)
+    except diagnostics.CompileError as exc:
+        raise CompileError(exc, kernel) from None
     if report.findings:
         raise SimulationFailed(kernel.name, report.findings)
     if report.incomplete:

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import hopperc
-from hopperc.build.artifact import as_source
+from hopperc.diagnostics import as_source
 from hopperc.runtime import GpuUnavailable, gpu_available
 from tests.runtime.helpers import SCALED_COPY
 

@@ -19,7 +19,8 @@ EXIT_INCOMPLETE = 3
 
 
 def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, search: int,
-              verbose: bool, jobs: int, steps: int = target.DEFAULT_STEPS) -> None:
+              verbose: bool, jobs: int, steps: int = target.DEFAULT_STEPS,
+              trace: str | None = None) -> None:
     # The simulator's products are small (at most 64 x 256 per warpgroup) and
     # run in `jobs` processes: BLAS threads would only contend with them, and on
     # a busy machine their spin-waits made a product up to 100 times slower.
@@ -28,29 +29,37 @@ def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, 
     from hopperc import driver
     defs = parse_defines(defines)
     try:
+        traces = guarded(lambda _: _trace_target(trace), None, diagnostics) if trace else None
         report = guarded(lambda src: driver.simulate(src, defs, shapes, seeds, search, steps,
                                                      jobs), file, diagnostics)
+        written = guarded(lambda _: traces.write(report), None, diagnostics) if traces else []
     except Failure as failure:
         sys.exit(failure.code)
     if diagnostics.form == "sarif":
         for finding in report.findings:
             diagnostics.emit(_problem(finding))
-        click.echo("\n".join(_summary(report, verbose)), err=True)
+        click.echo("\n".join(written + _summary(report, verbose)), err=True)
     elif diagnostics.form == "json":
         for finding in report.findings:
             click.echo(json.dumps(finding.record()))
         click.echo(json.dumps({"kind": "summary", "ok": report.ok and not report.incomplete,
                                "complete": not report.incomplete,
                                "findings": len(report.findings),
-                               "lines": _summary(report, verbose)}))
+                               "lines": written + _summary(report, verbose)}))
     else:
         for finding in report.findings:
             lines = finding.lines()
             click.echo("\n".join(lines if verbose else lines[:1] + [
                 line for line in lines[1:] if not line.startswith("    ")
                 and line != "  last events:"]))
-        click.echo("\n".join(_summary(report, verbose)))
+        click.echo("\n".join(written + _summary(report, verbose)))
     sys.exit(EXIT_USER if report.findings else EXIT_INCOMPLETE if report.incomplete else 0)
+
+
+def _trace_target(path: str):
+    """`--trace PATH`, refused before the simulation if it cannot be written."""
+    from hopperc.sim.trace import TraceTarget
+    return TraceTarget(path)
 
 
 def _problem(finding) -> Problem:
@@ -99,6 +108,11 @@ jobs_option = click.option("-j", "--jobs", type=click.IntRange(1), default=defau
                            show_default="the cores",
                            help="Worker processes: the search and the seeded schedules run "
                                 "at once (the report is the same for any number).")
+trace_option = click.option(
+    "--trace", metavar="PATH", help="Write the simulated run as a Chrome/Perfetto trace: PATH "
+                                    "ending in .json gets the run of the first finding (else "
+                                    "of seeded schedule 0); another PATH is a directory that "
+                                    "gets one trace per finding.")
 shape_option = click.option("--shape", callback=parse_shape, metavar="M=..,N=..",
                              help="Dimension sizes (default: whole clusters of two tiles per "
                                   "grid axis, 2 x ring depth + 1 loop iterations, each with a "
@@ -119,21 +133,23 @@ shape_option = click.option("--shape", callback=parse_shape, metavar="M=..,N=.."
                                       "it stops and says what it ran (exit 3 if no finding).")
 @click.option("-q", "--quiet", is_flag=True, help="No event trace under findings.")
 @jobs_option
+@trace_option
 @findings_option
-def sim(file, defines, shape, seeds, search, budget, quiet, jobs, diagnostics):
+def sim(file, defines, shape, seeds, search, budget, quiet, jobs, trace, diagnostics):
     """Run FILE on a CPU model under many schedules: deadlocks, races, missing
     fences, barrier misuse and wrong results, with a trace of each."""
     _simulate(file, defines, diagnostics, shape, seeds, search, verbose=not quiet, jobs=jobs,
-              steps=budget)
+              steps=budget, trace=trace)
 
 
 @click.command(name="check", cls=Command)
 @click.argument("file", type=click.Path(dir_okay=False))
 @define_option
 @jobs_option
+@trace_option
 @findings_option
-def check_command(file, defines, jobs, diagnostics):
+def check_command(file, defines, jobs, trace, diagnostics):
     """Simulate FILE with the default small shapes; exit 1 on any finding, 3 if
     the work budget stopped it first."""
     _simulate(file, defines, diagnostics, {}, target.DEFAULT_SEEDS, target.DEFAULT_SEARCH,
-              verbose=False, jobs=jobs)
+              verbose=False, jobs=jobs, trace=trace)

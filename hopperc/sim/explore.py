@@ -43,6 +43,8 @@ class Report:
     seconds: float = 0.0
     budget: int = 0  # steps allowed (`block.WorkBudget`)
     stopped: str = ""  # "seeds" or "search": where the step budget ran out
+    # The lowered kernel simulated: a finding's run is replayed from it (`recorder.py`)
+    lowered: ir.Kernel | None = field(default=None, repr=False, compare=False)
 
     @property
     def incomplete(self) -> bool:
@@ -76,7 +78,7 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
     search run in that many worker processes; the report is the same, merged in
     the order one process makes it."""
     start = time.perf_counter()
-    report = Report(problem, budget=steps)
+    report = Report(problem, budget=steps, lowered=lowered)
     prog = program(lowered)
     reference_budget = WorkBudget(steps)
     try:  # the reference's loops count too: it runs every block's iterations
@@ -138,7 +140,7 @@ def _seeded(prog: Program, problem: Problem, seed: int, wants: list, steps: int
     one = Report(problem)
     try:
         _one(replace(prog, budget=budget), problem, budget.guard(chooser),
-             f"seed {seed} ({chooser.describe()})", want, one)
+             f"seed {seed} ({chooser.describe()})", want, one, ("seed", seed))
     except BudgetReached:
         return None, steps
     return one, steps - budget.left
@@ -224,7 +226,7 @@ def _search(prog: Program, problem: Problem, budget: int, report: Report,
             pass
         except SimFailure as failure:
             report.add(replace(failure.finding, trace=getattr(failure, "trace", ()),
-                               schedule=replay.describe()))
+                               schedule=replay.describe(), run=("search", tuple(prefix))))
         report.exhaustive += 1
         if first_finding and report.findings:
             return
@@ -254,7 +256,8 @@ def _choices(node: _Pending | None) -> list[int]:
     return prefix
 
 
-def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Report) -> None:
+def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Report,
+         run: tuple = ()) -> None:
     tensors = problem.fresh_tensors()
     writers = {name: np.full(tensors[name].shape, None, dtype=object) for name in want or ()}
     try:
@@ -262,14 +265,15 @@ def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Repo
             run_cluster(prog, [problem.env(block) for block in cluster], tensors, chooser, index,
                         writers)
     except SimFailure as failure:
-        report.add(replace(failure.finding, trace=getattr(failure, "trace", ()), schedule=name))
+        report.add(replace(failure.finding, trace=getattr(failure, "trace", ()), schedule=name,
+                           run=run))
         return
     if want is not None:
-        _compare(prog.kernel, tensors, want, writers, name, report)
+        _compare(prog.kernel, tensors, want, writers, name, report, run)
 
 
 def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.ndarray],
-             writers: dict[str, np.ndarray], name: str, report: Report) -> None:
+             writers: dict[str, np.ndarray], name: str, report: Report, run: tuple = ()) -> None:
     """A wrong element is blamed on the TMA store that wrote it, else (never
     written) on the kernel's first store to that tensor."""
     for tensor, expect in want.items():
@@ -294,4 +298,4 @@ def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.n
                 Category.WRONG_RESULT,
                 f"{tensor} differs from the numpy reference at {int(bad.sum())} of {bad.size} "
                 f"elements (first at {list(where)}: {got[tensor][where]:g}, expected "
-                f"{expect[where]:g})", store, schedule=name))
+                f"{expect[where]:g})", store, schedule=name, run=run))

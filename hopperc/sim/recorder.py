@@ -15,7 +15,7 @@ arrow from each of them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hopperc.diagnostics import Span
 from hopperc.ir import nodes as ir
@@ -92,8 +92,8 @@ class Recorder:
         block.number = len(self.recording.blocks) + 1  # its process id: they start at 1
         self.recording.blocks.append((block.number, self.names[block.number - 1]))
         block.keys = {id(b): key for key, b in block.mbarriers.items()}
-        if block.rank == 0:
-            self.cluster = []
+        if block.rank == 0:  # a new cluster: new barriers, whose ids may be the old ones'
+            self.cluster, self.arrivals = [], {}
         self.cluster.append(block)
         return block
 
@@ -305,8 +305,8 @@ def replay(report: Report, finding: Finding | None = None) -> Recording:
         for index, cluster in enumerate(clusters):
             run_cluster(prog, [problem.env(block) for block in cluster], tensors, chooser, index,
                         recorder=recorder)
-    except SimFailure as failure:
-        return recorder.finish(failure.finding, raised=True)
+    except SimFailure as failure:  # with its last events, as the finding shows them
+        return recorder.finish(replace(failure.finding, trace=failure.trace), raised=True)
     return recorder.finish(finding)
 
 

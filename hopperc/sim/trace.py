@@ -7,7 +7,8 @@ and each warp's wgmma products, spread over as many tracks as they overlap
 (a track's spans must nest). Spans are complete ("X") events; an arrival that
 releases a wait is a flow ("s" on the arriving span, "f" bound to the wait's
 enclosing span); a finding is an instant ("i") event. Timestamps are the
-simulator's steps, written as microseconds: the viewer's "1 us" is one step.
+simulator's steps, written as microseconds (the unit of `ts`): Perfetto's "1 us"
+is one step.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from hopperc.sim.explore import Report
 from hopperc.sim.findings import Finding
 from hopperc.sim.recorder import Recording, Slice, replay, where
 
-TIME_UNIT = "simulator steps (a viewer's 1 us is one scheduler step, not a time)"
+TIME_UNIT = "simulator steps (1 us in the viewer is one scheduler step, not a time)"
 _ASYNC_TRACKS = {"tma": "TMA loads", "stores": "bulk stores", "wgmma": "wgmma of warp {}"}
 _ORDER = {"tma": 1000, "stores": 2000, "wgmma": 3000}
 
@@ -62,7 +63,7 @@ def chrome_trace(recording: Recording) -> dict:
                        "args": {"source": where(finding.span),
                                 "related": where(finding.related),
                                 "state": list(finding.state)}})
-    return {"traceEvents": events, "displayTimeUnit": "ns",
+    return {"traceEvents": events, "displayTimeUnit": "ms",  # the format's default
             "otherData": {"kernel": recording.kernel.name, "schedule": recording.schedule,
                           "steps": recording.steps, "time unit": TIME_UNIT}}
 
@@ -177,7 +178,7 @@ class TraceTarget:
             return [f"traces: {len(findings)} in {self.path} (one per finding)" if findings
                     else f"traces: none written to {self.path}: no finding"]
         if not findings and not report.schedules:
-            raise OutputError(None, f"--trace: no seeded schedule ran to its end within the "
+            raise OutputError(None, "--trace: no seeded schedule ran to its end within the "
                                     "work budget, so there is no run to write",
                               file=str(self.path))
         first = findings[0] if findings else None

@@ -27,7 +27,7 @@ class Finding:
     trace: tuple[str, ...] = field(default=(), compare=False)
     schedule: str = field(default="", compare=False)  # the schedule that found it
     # How to run that schedule again (`sim/recorder.py`): ("seed", n) or
-    # ("search", choices); "trace" is the trace file written of that run.
+    # ("search", choices); `trace_file`: where `--trace` wrote that run.
     run: tuple = field(default=(), compare=False)
     trace_file: str = field(default="", compare=False)
 

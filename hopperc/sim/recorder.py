@@ -207,47 +207,53 @@ class _RecordedWarp(Warp):
             rec.arrived(named, self.joining, piece)
 
     def sync(self, stmt: ir.Stmt, lanes):
+        """A statement that does not block: what it arrived on, issued and
+        completed, found by comparing the state before and after it."""
         if isinstance(stmt, _BLOCKING):
             yield from super().sync(stmt, lanes)
             return
-        rec, cluster = self.block.recorder, self.block.cluster
-        phases = {id(b): (b, b.phase, b.pending, b.tx) for block in cluster
-                  for b in block.mbarriers.values()} if isinstance(stmt, _ARRIVALS) else {}
+        cluster = self.block.cluster
+        phases = [(b, b.phase, b.pending, b.tx) for block in cluster
+                  for b in block.mbarriers.values()] if isinstance(stmt, _ARRIVALS) else []
         loads = {id(load) for block in cluster for load in block.loads}
         products = self.wgmma.issued
         stores = {lane: q.issued for lane, q in self.stores.items()}
         retired = self._retiring(stmt)
         yield from super().sync(stmt, lanes)
+        rec = self.block.recorder
         piece = rec.step(self.track, _label(stmt), {"source": where(stmt.span)})
-        for ident, (barrier, phase, pending, tx) in phases.items():
+        for barrier, phase, pending, tx in phases:
             if (barrier.phase, barrier.pending, barrier.tx) != (phase, pending, tx):
                 piece.name += f" {barrier.name}"
                 piece.args.update(barrier=barrier.name, phase=phase)
                 rec.arrived(barrier, phase, piece)
-        for block in cluster:
-            for load in block.loads:
-                if id(load) not in loads:
-                    rec.running[id(load)] = rec.open(
-                        ("tma", block.number), f"{load.site.what}", {
-                            "source": where(load.site.span), "tensor": load.tensor,
-                            "origin": list(load.origin), "bytes": load.nbytes,
-                            "barrier": load.barrier.name, "stage": load.place.stage,
-                            "issued by": self.name})
-        if self.wgmma.issued > products:
-            op = self.wgmma.open[-1]
-            rec.running[id(op)] = rec.open(("wgmma", self.block.number, self.index),
-                                           f"wgmma {op.acc}", {"source": where(op.site.span),
-                                                               "reads": op.site.what})
-        for lane, queue in self.stores.items():
-            for store in queue.open[len(queue.open) - (queue.issued - stores.get(lane, 0)):]:
-                rec.running[id(store)] = rec.open(
-                    ("stores", self.block.number), store.site.what,
-                    {"source": where(store.site.span), "tensor": store.tensor,
-                     "origin": list(store.origin), "issued by": f"{self.name} lane {lane}"})
+        self._issued(loads, products, stores)
         for op in retired:  # products this wait_group completed: they end here
             product = rec.running.pop(id(op))
             product.end = rec.now + 1
             rec.recording.flows.append(Flow(product, rec.now, piece, "wgmma complete"))
+
+    def _issued(self, loads: set[int], products: int, stores: dict[int, int]) -> None:
+        """Open a span for each load, product and store issued since the counts given."""
+        rec, number = self.block.recorder, self.block.number
+        for block in self.block.cluster:  # a multicast load lands in every block
+            for load in block.loads:
+                if id(load) not in loads:
+                    rec.running[id(load)] = rec.open(("tma", block.number), load.site.what, {
+                        "source": where(load.site.span), "tensor": load.tensor,
+                        "origin": list(load.origin), "bytes": load.nbytes,
+                        "barrier": load.barrier.name, "stage": load.place.stage,
+                        "issued by": self.name})
+        if self.wgmma.issued > products:
+            op = self.wgmma.open[-1]
+            rec.running[id(op)] = rec.open(("wgmma", number, self.index), f"wgmma {op.acc}",
+                                           {"source": where(op.site.span),
+                                            "reads": op.site.what})
+        for lane, queue in self.stores.items():
+            for store in queue.open[len(queue.open) - (queue.issued - stores.get(lane, 0)):]:
+                rec.running[id(store)] = rec.open(("stores", number), store.site.what, {
+                    "source": where(store.site.span), "tensor": store.tensor,
+                    "origin": list(store.origin), "issued by": f"{self.name} lane {lane}"})
 
     def _retiring(self, stmt: ir.Stmt) -> list:
         if not isinstance(stmt, ir.WgmmaWait):

@@ -39,6 +39,9 @@ def chrome_trace(recording: Recording) -> dict:
         events += [_meta("thread_name", number, tid, name=name),
                    _meta("thread_sort_index", number, tid, sort_index=order)]
     spans = sorted(recording.slices, key=lambda s: (s.start, -(s.end - s.start)))
+    finding = recording.finding
+    if finding is not None and finding.related is not None:
+        _mark_other_side(spans, finding)
     for piece in spans:
         pid, tid = tids.of(piece)
         events.append({"name": piece.name, "cat": piece.track[0], "ph": "X", "ts": piece.start,
@@ -51,9 +54,6 @@ def chrome_trace(recording: Recording) -> dict:
         pid, tid = tids.of(flow.target)
         events.append({"name": flow.name, "cat": "release", "ph": "f", "bp": "e", "id": ident,
                        "ts": flow.target.end - 1, "pid": pid, "tid": tid})
-    finding = recording.finding
-    if finding is not None and finding.related is not None:
-        _mark_other_side(spans, finding)
     if finding is not None:
         pid, tid = (tids.first(recording.finding_track) if recording.finding_track
                     else (recording.blocks[0][0], 0))
@@ -70,13 +70,13 @@ def chrome_trace(recording: Recording) -> dict:
 
 def _mark_other_side(spans: list[Slice], finding: Finding) -> None:
     """Mark the spans of the finding's other statement (a race's earlier access,
-    a hang's other wait): the copies or products the message names (those still
-    open, else the latest), else the latest span of that line."""
+    a hang's other wait): the copies or products the message names, else any
+    span of that line; of those, the ones still open, else the latest."""
     source = where(finding.related)
-    named = [s for s in spans if s.args.get("source") == source
-             and f"{s.args.get('reads', s.name)} ({source})" in finding.message]
-    marked = [s for s in named if s.args.get("open")] or named[-1:] or [
-        s for s in spans if s.args.get("source") == source][-1:]
+    at_line = [s for s in spans if s.args.get("source") == source]
+    named = [s for s in at_line if f"{s.args.get('reads', s.name)} ({source})" in finding.message]
+    candidates = named or at_line
+    marked = [s for s in candidates if s.args.get("open")] or candidates[-1:]
     for piece in marked:
         piece.args["finding"] = f"the other statement of the finding ({source})"
 

@@ -140,6 +140,8 @@ def test_hang_shows_the_waits_still_open(tiny):
     producer = next(e for e in open_waits if "empty" in e["args"]["barrier"])
     assert producer["args"]["source"] == LOAD_A and "0 of 4 arrivals" in \
         producer["args"]["state"]
+    # the other side of the hang, the finding's related line
+    assert [e for e in spans(out) if "finding" in e["args"]] == [producer]
     [instant] = [e for e in out if e["ph"] == "i"]
     assert instant["s"] == "g" and instant["name"].startswith("deadlock: every live warp")
 

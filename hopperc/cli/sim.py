@@ -67,7 +67,8 @@ def _problem(finding) -> Problem:
     return Problem("error", finding.rule, finding.message,
                    "\n".join(finding.lines()), EXIT_USER, finding.span,
                    related=(finding.related,) if finding.related else (),
-                   notes=finding.state)
+                   notes=finding.state + ((f"trace: {finding.trace_file}",)
+                                          if finding.trace_file else ()))
 
 
 def _summary(report, verbose: bool) -> list[str]:

@@ -163,7 +163,7 @@ class TraceTarget:
 
     def __init__(self, path: str):
         self.path = Path(path)
-        self.one_file = self.path.suffix == ".json"
+        self.one_file = self.path.suffix.lower() == ".json"
         self._check()
 
     def write(self, report: Report) -> list[str]:

@@ -209,3 +209,13 @@ def test_trace_path_that_cannot_be_written(hopperc_cli, tmp_path):
     assert "shapes:" not in proc.stdout and list(tmp_path.iterdir()) == [blocker]
     proc = hopperc_cli("check", "samples/tma_copy.hk", "--trace", str(tmp_path))
     assert proc.returncode == 0 and "traces: none written" in proc.stdout
+
+
+def test_a_finding_names_its_trace_in_every_form():
+    from hopperc.cli.sim import _problem
+    from hopperc.sim.findings import Finding
+    finding = Finding(Category.DEADLOCK, "stuck", None, trace_file="traces/k-finding-1.json")
+    assert "  trace: traces/k-finding-1.json" in finding.lines()
+    assert finding.record()["trace_file"] == "traces/k-finding-1.json"
+    assert "trace: traces/k-finding-1.json" in _problem(finding).notes
+    assert "trace_file" not in Finding(Category.DEADLOCK, "stuck", None).record()

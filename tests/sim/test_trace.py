@@ -7,11 +7,12 @@ import json
 import pytest
 
 from hopperc import driver
+from hopperc.cli.sim import _problem
 from hopperc.diagnostics import SourceFile
 from hopperc.ir import nodes as ir
 from hopperc.sim import recorder as recorder_module
 from hopperc.sim.explore import simulate
-from hopperc.sim.findings import Category
+from hopperc.sim.findings import Category, Finding
 from hopperc.sim.problem import default_dims, make_problem
 from hopperc.sim.recorder import replay
 from hopperc.sim.trace import trace_bytes
@@ -212,8 +213,6 @@ def test_trace_path_that_cannot_be_written(hopperc_cli, tmp_path):
 
 
 def test_a_finding_names_its_trace_in_every_form():
-    from hopperc.cli.sim import _problem
-    from hopperc.sim.findings import Finding
     finding = Finding(Category.DEADLOCK, "stuck", None, trace_file="traces/k-finding-1.json")
     assert "  trace: traces/k-finding-1.json" in finding.lines()
     assert finding.record()["trace_file"] == "traces/k-finding-1.json"

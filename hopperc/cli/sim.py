@@ -22,7 +22,7 @@ EXIT_INCOMPLETE = 3
 def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, search: int,
               verbose: bool, jobs: int, steps: int = target.DEFAULT_STEPS,
               inputs: dict | None = None, save: str | None = None,
-              quiet: bool = False) -> None:
+              quiet: bool = False, trace: str | None = None) -> None:
     # The simulator's products are small (at most 64 x 256 per warpgroup) and
     # run in `jobs` processes: BLAS threads would only contend with them, and on
     # a busy machine their spin-waits made a product up to 100 times slower.
@@ -37,28 +37,30 @@ def _simulate(file: str, defines, diagnostics: Diagnostics, shapes, seeds: int, 
                                    inputs=inputs, progress=progress)
 
     try:
+        traces = guarded(lambda _: _trace_target(trace), None, diagnostics) if trace else None
         report = guarded(simulated, file, diagnostics)
+        written = guarded(lambda _: traces.write(report), None, diagnostics) if traces else []
     except Failure as failure:
         sys.exit(failure.code)
     summary = _summary(report, verbose) + _saved(report, save, diagnostics)
     if diagnostics.form == "sarif":
         for finding in report.findings:
             diagnostics.emit(_problem(finding))
-        click.echo("\n".join(summary), err=True)
+        click.echo("\n".join(written + summary), err=True)
     elif diagnostics.form == "json":
         for finding in report.findings:
             click.echo(json.dumps(finding.record()))
         click.echo(json.dumps({"kind": "summary", "ok": report.ok and not report.incomplete,
                                "complete": not report.incomplete,
                                "findings": len(report.findings),
-                               "lines": summary}))
+                               "lines": written + summary}))
     else:
         for finding in report.findings:
             lines = finding.lines()
             click.echo("\n".join(lines if verbose else lines[:1] + [
                 line for line in lines[1:] if not line.startswith("    ")
                 and line != "  last events:"]))
-        click.echo("\n".join(summary))
+        click.echo("\n".join(written + summary))
     sys.exit(EXIT_USER if report.findings else EXIT_INCOMPLETE if report.incomplete else 0)
 
 
@@ -75,12 +77,19 @@ def _progress_line(file: str, total: int, diagnostics: Diagnostics, quiet: bool)
         line.clear()
 
 
+def _trace_target(path: str):
+    """`--trace PATH`, refused before the simulation if it cannot be written."""
+    from hopperc.sim.trace import TraceTarget
+    return TraceTarget(path)
+
+
 def _problem(finding) -> Problem:
     """A finding as a reported problem; its rule is its category."""
     return Problem("error", finding.rule, finding.message,
                    "\n".join(finding.lines()), EXIT_USER, finding.span,
                    related=(finding.related,) if finding.related else (),
-                   notes=finding.state)
+                   notes=finding.state + ((f"trace: {finding.trace_file}",)
+                                          if finding.trace_file else ()))
 
 
 def _inputs(file: str, inputs: str | None, save: str | None, seeds: int, search: int,
@@ -160,6 +169,11 @@ jobs_option = click.option("-j", "--jobs", type=click.IntRange(1), default=defau
                            show_default="the cores",
                            help="Worker processes: the search and the seeded schedules run "
                                 "at once (the report is the same for any number).")
+trace_option = click.option(
+    "--trace", metavar="PATH", help="Write the simulated run as a Chrome/Perfetto trace: PATH "
+                                    "ending in .json gets the run of the first finding (else "
+                                    "of seeded schedule 0); another PATH is a directory that "
+                                    "gets one trace per finding.")
 shape_option = click.option("--shape", callback=parse_shape, metavar="M=..,N=..",
                              help="Dimension sizes (default: whole clusters of two tiles per "
                                   "grid axis, 2 x ring depth + 1 loop iterations, each with a "
@@ -187,22 +201,25 @@ shape_option = click.option("--shape", callback=parse_shape, metavar="M=..,N=.."
               help="With --inputs: write every tensor the kernel stores, after a clean run "
                    "only (bf16 and fp8 as float32).")
 @jobs_option
+@trace_option
 @findings_option
-def sim(file, defines, shape, seeds, search, budget, quiet, inputs, save, jobs, diagnostics):
+def sim(file, defines, shape, seeds, search, budget, quiet, inputs, save, jobs, trace,
+        diagnostics):
     """Run FILE on a CPU model under many schedules: deadlocks, races, missing
     fences, barrier misuse and wrong results, with a trace of each."""
     arrays, seeds, search = _inputs(file, inputs, save, seeds, search, diagnostics)
     _simulate(file, defines, diagnostics, shape, seeds, search, verbose=not quiet, jobs=jobs,
-              steps=budget, inputs=arrays, save=save, quiet=quiet)
+              steps=budget, inputs=arrays, save=save, quiet=quiet, trace=trace)
 
 
 @click.command(name="check", cls=Command)
 @click.argument("file", type=click.Path(dir_okay=False))
 @define_option
 @jobs_option
+@trace_option
 @findings_option
-def check_command(file, defines, jobs, diagnostics):
+def check_command(file, defines, jobs, trace, diagnostics):
     """Simulate FILE with the default small shapes; exit 1 on any finding, 3 if
     the work budget stopped it first."""
     _simulate(file, defines, diagnostics, {}, target.DEFAULT_SEEDS, target.DEFAULT_SEARCH,
-              verbose=False, jobs=jobs)
+              verbose=False, jobs=jobs, trace=trace)

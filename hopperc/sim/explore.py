@@ -47,6 +47,8 @@ class Report:
     # What seeded schedule 0 stored, when it ran to the end, each tensor in its
     # dtype (`hopperc.simulate`)
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    # The lowered kernel simulated: a finding's run is replayed from it (`recorder.py`)
+    lowered: ir.Kernel | None = field(default=None, repr=False, compare=False)
 
     @property
     def incomplete(self) -> bool:
@@ -81,7 +83,7 @@ def simulate(lowered: ir.Kernel, front_end: ir.Kernel, problem: Problem, seeds: 
     the order one process makes it. `progress(done, seeds + 1)` is called as
     each seeded schedule and the search end (the command line's progress line)."""
     start = time.perf_counter()
-    report = Report(problem, budget=steps)
+    report = Report(problem, budget=steps, lowered=lowered)
     prog = program(lowered)
     reference_budget = WorkBudget(steps)
     try:  # the reference's loops count too: it runs every block's iterations
@@ -147,7 +149,7 @@ def _seeded(prog: Program, problem: Problem, seed: int, wants: list, steps: int
     one = Report(problem)
     try:
         stored = _one(replace(prog, budget=budget), problem, budget.guard(chooser),
-                      f"seed {seed} ({chooser.describe()})", want, one)
+                      f"seed {seed} ({chooser.describe()})", want, one, ("seed", seed))
     except BudgetReached:
         return None, steps
     if seed == 0 and stored is not None:
@@ -239,7 +241,7 @@ def _search(prog: Program, problem: Problem, budget: int, report: Report,
             pass
         except SimFailure as failure:
             report.add(replace(failure.finding, trace=getattr(failure, "trace", ()),
-                               schedule=replay.describe()))
+                               schedule=replay.describe(), run=("search", tuple(prefix))))
         report.exhaustive += 1
         if first_finding and report.findings:
             return
@@ -269,8 +271,8 @@ def _choices(node: _Pending | None) -> list[int]:
     return prefix
 
 
-def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Report
-         ) -> dict[str, np.ndarray] | None:
+def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Report,
+         run: tuple = ()) -> dict[str, np.ndarray] | None:
     """One schedule of every block: what it stored, or None where it stopped at a finding."""
     tensors = problem.fresh_tensors()
     writers = {name: np.full(tensors[name].shape, None, dtype=object) for name in want or ()}
@@ -279,15 +281,16 @@ def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Repo
             run_cluster(prog, [problem.env(block) for block in cluster], tensors, chooser, index,
                         writers)
     except SimFailure as failure:
-        report.add(replace(failure.finding, trace=getattr(failure, "trace", ()), schedule=name))
+        report.add(replace(failure.finding, trace=getattr(failure, "trace", ()), schedule=name,
+                           run=run))
         return None
     if want is not None:
-        _compare(prog.kernel, tensors, want, writers, name, report)
+        _compare(prog.kernel, tensors, want, writers, name, report, run)
     return tensors
 
 
 def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.ndarray],
-             writers: dict[str, np.ndarray], name: str, report: Report) -> None:
+             writers: dict[str, np.ndarray], name: str, report: Report, run: tuple = ()) -> None:
     """A wrong element is blamed on the TMA store that wrote it, else (never
     written) on the kernel's first store to that tensor."""
     for tensor, expect in want.items():
@@ -312,4 +315,4 @@ def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.n
                 Category.WRONG_RESULT,
                 f"{tensor} differs from the numpy reference at {int(bad.sum())} of {bad.size} "
                 f"elements (first at {list(where)}: {got[tensor][where]:g}, expected "
-                f"{expect[where]:g})", store, schedule=name))
+                f"{expect[where]:g})", store, schedule=name, run=run))

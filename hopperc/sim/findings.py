@@ -26,6 +26,10 @@ class Finding:
     state: tuple[str, ...] = ()  # e.g. which warp waits on which barrier
     trace: tuple[str, ...] = field(default=(), compare=False)
     schedule: str = field(default="", compare=False)  # the schedule that found it
+    # How to run that schedule again (`sim/recorder.py`): ("seed", n) or
+    # ("search", choices); `trace_file`: where `--trace` wrote that run.
+    run: tuple = field(default=(), compare=False)
+    trace_file: str = field(default="", compare=False)
 
     @property
     def key(self) -> tuple:
@@ -47,13 +51,16 @@ class Finding:
                 "message": self.message,
                 **_location(self.span),
                 "related": _location(self.related) if self.related else None,
-                "state": list(self.state), "schedule": self.schedule, "trace": list(self.trace)}
+                "state": list(self.state), "schedule": self.schedule, "trace": list(self.trace),
+                **({"trace_file": self.trace_file} if self.trace_file else {})}
 
     def lines(self) -> list[str]:
         out = [self.headline()]
         out += [f"  {line}" for line in self.state]
         if self.schedule:
             out.append(f"  found by: {self.schedule}")
+        if self.trace_file:
+            out.append(f"  trace: {self.trace_file}")
         if self.trace:
             out.append("  last events:")
             out += [f"    {line}" for line in self.trace]

@@ -112,17 +112,22 @@ def run_block(program: Program, env: dict[str, int], tensors, chooser, block_ind
 
 
 def run_cluster(program: Program, envs: list[dict[str, int]], tensors, chooser,
-                block_index: int, writers=None) -> None:
+                block_index: int, writers=None, recorder=None) -> None:
     """Run the blocks of one cluster together to their end; raises SimFailure at
     the first finding. A block's exit is checked when its last warp is done.
-    `tensors` None: without data (see `Block`); `writers`: see `Block`."""
+    `tensors` None: without data (see `Block`); `writers`: see `Block`.
+    `recorder` (`recorder.Recorder`, for a trace): makes the blocks and warps,
+    which record what they do, and counts the steps; None runs the plain ones."""
     agents, trace = Agents(), deque(maxlen=TRACE_LENGTH)
-    blocks = [Block(program, env, tensors, writers, agents, trace) for env in envs]
+    make_block, make_warp = (Block, Warp) if recorder is None else recorder.types
+    if recorder is not None:
+        chooser = recorder.counted(chooser)
+    blocks = [make_block(program, env, tensors, writers, agents, trace) for env in envs]
     for block in blocks:
         block.cluster = blocks
         block.cluster_barrier = blocks[0].cluster_barrier
         block.global_writes = blocks[0].global_writes
-        block.warps = [Warp(block, i) for i in range(program.kernel.threads // 32)]
+        block.warps = [make_warp(block, i) for i in range(program.kernel.threads // 32)]
     warps = [w for block in blocks for w in block.warps]
     runs = {w: w.run() for w in warps}
     try:
@@ -155,6 +160,11 @@ def run_cluster(program: Program, envs: list[dict[str, int]], tensors, chooser,
     finally:
         for run in runs.values():
             run.close()
+
+
+def stuck(blocks: list[Block]) -> bool:
+    """Nothing can run: every live warp waits and nothing is in flight (a hang)."""
+    return not _candidates(blocks, [w for block in blocks for w in block.warps])
 
 
 def _candidates(blocks: list[Block], warps: list[Warp]) -> list[tuple[str, object]]:

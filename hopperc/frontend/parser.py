@@ -13,6 +13,7 @@ from lark import Token, Transformer, v_args
 
 from hopperc.diagnostics import CompileError, SourceFile, Span
 from hopperc.frontend import ast
+from hopperc.frontend.keyword_typos import Typo, find_typo
 from hopperc.frontend.literals import float_literal, int_literal
 from hopperc.frontend.nesting import check_nesting
 from hopperc.toolchain import cache_root, store_quietly
@@ -75,17 +76,20 @@ def parse(source: SourceFile) -> ast.Kernel:
 
 
 def _parse(source: SourceFile) -> ast.Kernel:
-    previous: Token | None = None  # on a syntax error: the token before the unexpected one
+    seen: list[Token] = []  # the tokens lexed so far, for a syntax error's diagnosis
     try:
         parser = _parser().parse_interactive(source.text)
         for token in parser.iter_parse():
-            _check_separated(previous, token, source)
-            previous = token
+            _check_separated(seen[-1] if seen else None, token, source)
+            seen.append(token)
         tree = parser.feed_eof()
     except lark.UnexpectedInput as exc:
+        typo = find_typo(_parser(), source.text, seen, exc)
+        if typo is not None:
+            raise _typo_error(source, typo, exc) from None
         error = _syntax_error(source, exc)
         if isinstance(exc, lark.UnexpectedToken):
-            error.notes += _glued_keyword_note(previous)
+            error.notes += _glued_keyword_note(seen[-1] if seen else None)
         raise error from None
     check_nesting(tree, source.name)
     try:
@@ -130,6 +134,19 @@ def _glued_keyword_note(token: Token | None) -> tuple[str, ...]:
             return (f"'{token}' is read as one name; if you meant the keyword, write "
                     f"'{word} {rest}'",)
     return ()
+
+
+def _typo_error(source: SourceFile, typo: Typo, exc: lark.UnexpectedInput) -> CompileError:
+    """`unexpected 'rol'; did you mean 'role'?` with the caret on the misspelt word."""
+    line = source.text.count("\n", 0, typo.start) + 1
+    col = typo.start - source.text.rfind("\n", 0, typo.start)
+    span = Span(source.name, line, col, line, col + typo.end - typo.start)
+    notes = ()
+    if typo.read_as_name:
+        after = (f"'{exc.token}'" if isinstance(exc, lark.UnexpectedToken)
+                 else f"{source.text[exc.pos_in_stream]!r}")
+        notes = (f"'{typo.word}' reads as a name here, which {after} cannot follow",)
+    return CompileError(span, f"unexpected '{typo.word}'; did you mean '{typo.meant}'?", notes)
 
 
 def _syntax_error(source: SourceFile, exc: lark.UnexpectedInput) -> CompileError:

@@ -1,4 +1,5 @@
-"""Misspelt keywords in a syntax error: which word was meant, and where it is.
+"""Keywords in a syntax error: a misspelt one (which word was meant, and where it
+is), and one glued to a name (`forj`).
 
 A misspelt keyword is often not where the parser stops: `rol math: warpgroup`
 reads `rol` as a name (a statement may start with one) and fails at `math`;
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import lark
 from lark import Token
 
+from hopperc.diagnostics import CompileError, SourceFile, Span
 from hopperc.frontend.scope import closest
 
 # The candidates are only the literals the grammar accepts at the word and each
@@ -60,6 +62,42 @@ def find_typo(parser: lark.Lark, text: str, seen: list[Token],
         return None
     return _try(parser, text, previous.start_pos, end, _accepts(parser, text, before[:-1]),
                 end == previous.end_pos)
+
+
+def typo_error(source: SourceFile, typo: Typo, exc: lark.UnexpectedInput) -> CompileError:
+    """`unexpected 'rol'; did you mean 'role'?` with the caret on the misspelt word."""
+    line = source.text.count("\n", 0, typo.start) + 1
+    col = typo.start - source.text.rfind("\n", 0, typo.start)
+    span = Span(source.name, line, col, line, col + typo.end - typo.start)
+    notes = ()
+    if typo.read_as_name:
+        if isinstance(exc, lark.UnexpectedCharacters):
+            after = repr(source.text[exc.pos_in_stream])
+        elif isinstance(exc, lark.UnexpectedToken) and exc.token.type != "$END":
+            after = f"'{exc.token}'"
+        else:
+            after = "the end of the file"
+        notes = (f"'{typo.word}' reads as a name here, which {after} cannot follow",)
+    return CompileError(span, f"unexpected '{typo.word}'; did you mean '{typo.meant}'?", notes)
+
+
+def glued_keyword_note(parser: lark.Lark, token: Token | None) -> tuple[str, ...]:
+    """Where a name is allowed, `forj` is one name: say so when a syntax error follows it."""
+    if token is None or token.type != "NAME":
+        return ()
+    for word in _keywords(parser):
+        rest = str(token)[len(word):]
+        if str(token).startswith(word) and rest and not rest[0].isdigit():
+            return (f"'{token}' is read as one name; if you meant the keyword, write "
+                    f"'{word} {rest}'",)
+    return ()
+
+
+def _keywords(parser: lark.Lark) -> tuple[str, ...]:
+    """The grammar's word literals, longest first."""
+    words = {t.pattern.value for t in parser.terminals
+             if isinstance(t.pattern, lark.lexer.PatternStr) and t.pattern.value.isalpha()}
+    return tuple(sorted(words, key=len, reverse=True))
 
 
 def _try(parser: lark.Lark, text: str, start: int, end: int, terminals,

@@ -272,8 +272,8 @@ def test_overflow_points_at_the_culprit(text, marker, keywords, note) -> None:
 
 
 def test_shared_overflow_by_the_compilers_additions_points_at_the_largest_buffer() -> None:
-    """The buffers fit but the mbarriers the kernel declares do not: the largest
-    buffer is the one to shrink."""
+    """The buffers fit but not with the mbarriers: the largest buffer is the one to
+    shrink."""
     fits = 227 * 1024 - 64 * 64 * 2
     text = mutate(COPY, ("BN = 64)", f"BN = 64, R = {fits})"),
                   ("    shared buf", "    shared pad: e4m3[R]\n    shared buf"),

@@ -196,7 +196,7 @@ def check_shared_memory(total: int, span: Span,
                         buffers: tuple[ir.SharedBuffer, ...] = ()) -> None:
     """The block's shared memory fits. Buffers are laid out in declaration order, so
     the error points at the buffer whose end crosses the limit (everything before
-    it fits); where only what the compiler adds (mbarriers, alignment) crosses it,
+    it fits); where only the mbarriers and alignment padding cross it,
     at the largest buffer, the one to shrink. A note names the largest buffers (one
     that reuses another's memory takes none of its own)."""
     if total <= SHARED_MEMORY_LIMIT:
@@ -219,7 +219,7 @@ def check_shared_memory(total: int, span: Span,
     if culprit is not None:
         end = offsets[culprit.name] + size(culprit)
         where = (f"; '{culprit.name}' ends at byte {end}" if end > SHARED_MEMORY_LIMIT else
-                 f"; the buffers fit, the compiler's mbarriers and alignment do not: "
+                 f"; the buffers fit, but not with the mbarriers and alignment padding: "
                  f"'{culprit.name}' is the largest")
     raise ResourceLimitError(culprit.span if culprit is not None else span,
                              f"shared memory needs {total} bytes, more than the "

@@ -16,6 +16,7 @@ SHARED_MEMORY_LIMIT = 227 * 1024  # bytes of dynamic shared memory per block on 
 TMA_MAX_BOX = 256
 WGMMA_MAX_N = 256
 MAX_THREADS = 1024
+MOST_NOTED = 3  # contributors a resource note lists
 
 
 class ResourceLimitError(CompileError):
@@ -132,13 +133,15 @@ def check_wgmma_shared_operand(buf: ir.SharedBuffer, operand: str, k_major: bool
 def check_tile_registers(body: ir.Block, roles: tuple[ir.RoleInfo, ...], threads: int) -> None:
     """A register tile lives in its threads' registers, so one that alone needs more
     per thread than its role may hold (its setmaxnreg budget, else the launch share)
-    cannot be compiled (ptxas: insufficient registers)."""
+    cannot be compiled (ptxas: insufficient registers). The error is at that tile; a
+    note lists the largest tiles of its role with their total (tiles that fit one by
+    one are no error: ptxas keeps those it can live at once, and spills the rest)."""
     at_launch = launch_registers(threads)
 
-    def check(block: ir.Block, role: ir.RoleInfo | None) -> None:
+    def check(block: ir.Block, role: ir.RoleInfo | None, owner: ir.Block) -> None:
         for stmt in block.stmts:
             if isinstance(stmt, ir.RoleBlock):
-                check(stmt.body, stmt.role)
+                check(stmt.body, stmt.role, stmt.body)
                 continue
             if isinstance(stmt, ir.TileDef):
                 need = tile_registers(stmt)
@@ -150,11 +153,31 @@ def check_tile_registers(body: ir.Block, roles: tuple[ir.RoleInfo, ...], threads
                 if need > have:
                     raise ResourceLimitError(stmt.span, f"'{stmt.name}' needs {need} registers per "
                                                   f"thread, more than the {have} {why}; give the "
-                                                  "role more registers or use a smaller tile")
+                                                  "role more registers or use a smaller tile",
+                                             _largest_tiles(owner, role))
             for inner in bodies(stmt):
-                check(inner, role)
+                check(inner, role, owner)
 
-    check(body, None)
+    check(body, None, body)
+
+
+def _largest_tiles(owner: ir.Block, role: ir.RoleInfo | None) -> tuple[str, ...]:
+    """A note: the largest register tiles `owner` declares (its roles' aside)."""
+    tiles: dict[str, ir.TileDef] = {}
+
+    def walk(block: ir.Block) -> None:
+        for stmt in block.stmts:
+            if isinstance(stmt, ir.TileDef):
+                tiles.setdefault(stmt.name, stmt)
+            if not isinstance(stmt, ir.RoleBlock):
+                for inner in bodies(stmt):
+                    walk(inner)
+    walk(owner)
+    largest = sorted(tiles.values(), key=lambda t: -tile_registers(t))[:MOST_NOTED]
+    listed = ", ".join(f"'{t.name}' {tile_registers(t)} (line {t.span.line})" for t in largest)
+    whose = f"role '{role.name}'" if role is not None else "the kernel"
+    return (f"the largest register tiles of {whose}, in registers per thread: {listed}; "
+            f"all {len(tiles)} together: {sum(tile_registers(t) for t in tiles.values())}",)
 
 
 def check_role_registers(role: ir.RoleInfo) -> None:
@@ -187,9 +210,6 @@ def check_register_file(roles: tuple[ir.RoleInfo, ...], span: Span) -> None:
                              f"the {REGISTER_FILE} of the register file; role '{culprit.name}' "
                              f"takes them past it",
                              (f"the largest budgets, in registers: {noted}",))
-
-
-MOST_NOTED = 3  # contributors a resource note lists
 
 
 def check_shared_memory(total: int, span: Span,

@@ -91,12 +91,12 @@ CLASSIFIED = [
 ]
 
 # The files the commands name (placeholders included), made in the directory they run
-# in: `kernel.hk` is the README's scale_rows; `samples` is the repository's.
+# in: `kernel.hk` is the README's scale_rows; `samples` is the repository's. A value is
+# a file to copy, a text, or a function that writes the path it is given (data files).
 FIXTURES = {
     "kernel.hk": ROOT / "samples" / "scale_rows.hk",
     "k.hk": ROOT / "samples" / "scale_rows.hk",
     "lib/scale_rows.hk": ROOT / "samples" / "scale_rows.hk",
-    "kernels/scale_rows.hk": ROOT / "samples" / "scale_rows.hk",
     "kernels.toml": '[[kernel]]\nsource = "kernel.hk"\n',
 }
 LINKS = {"samples": ROOT / "samples"}
@@ -131,7 +131,7 @@ def _block_commands(page: str, first_line: int, lang: str, body: str):
     exports: list[tuple[str, str]] = []
     i = 0
     while i < len(lines):
-        start, raw = i, lines[i]
+        start, raw = i, lines[i].strip()  # a block in a list item is indented
         i += 1
         prompt = raw.startswith("$ ")
         text = raw[2:] if prompt else raw
@@ -148,8 +148,8 @@ def _block_commands(page: str, first_line: int, lang: str, body: str):
         output = None
         if prompt:
             shown = []
-            while i < len(lines) and lines[i].strip() and not lines[i].startswith("$ "):
-                shown.append(lines[i])
+            while i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith("$ "):
+                shown.append(lines[i].strip())
                 i += 1
             output = "\n".join(shown)
         if text.startswith("export "):
@@ -187,7 +187,12 @@ def workdir(tmp_path_factory):
     for name, content in FIXTURES.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content.read_text() if isinstance(content, Path) else content)
+        if isinstance(content, Path):
+            shutil.copy(content, path)
+        elif isinstance(content, str):
+            path.write_text(content)
+        else:
+            content(path)
     for name, target in LINKS.items():
         (root / name).symlink_to(target)
     with pytest.MonkeyPatch.context() as patch:
@@ -205,6 +210,8 @@ def _expand(text: str, variables: dict[str, str]) -> list[str]:
         assert match.group(1) in variables, f"${match.group(1)}: add it to VARIABLES"
         return variables[match.group(1)]
     words = shlex.split(re.sub(r"\$\{?(\w+)\}?", variable, text))
+    unsupported = {"|", "||", "&&", ";", "<", ">>", "&"} & set(words)
+    assert not unsupported, f"unsupported shell syntax {unsupported} in {text!r}"
     expanded = []
     for word in words:
         matches = sorted(glob.glob(word)) if "*" in word else []

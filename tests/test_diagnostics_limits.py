@@ -104,8 +104,8 @@ LIMITS = [
     case("regs_above_256", ROLES, [("regs 232", "regs 264")], "role consumer",
          "role 'consumer' asks for 264 registers", "between 24 and 256"),
     case("register_file_exceeded", ROLES, [("warpgroup regs 232", "warpgroup x2 regs 256")],
-         "kernel ws", f"register budgets need {40 * 128 + 256 * 256} registers",
-         "40 x 128 (producer) + 256 x 256 (consumer)", "65536"),
+         "role consumer", f"register budgets need {40 * 128 + 256 * 256} registers",
+         "40 x 128 (producer) + 256 x 256 (consumer)", "65536", "role 'consumer' takes them past it"),
     case("register_budget_on_some_roles", ROLES, [("warp regs 40", "warp")], "role producer",
          "role 'producer' has no register budget", "every role must"),
     case("threads_with_roles", ROLES, [("N / BN)\n", "N / BN) threads 160\n")], "threads 160",
@@ -128,7 +128,7 @@ LIMITS = [
          "v\n", "'v' already reuses the memory of 'buf'; reuse 'buf'", nth=-1),
     # shared memory, block, grid and cluster
     case("shared_memory_exceeded", COPY, [("128B\n", "128B\n    shared big: f32[256, 256]\n")],
-         "kernel copy", f"shared memory needs {64 * 64 * 2 + 256 * 256 * 4} bytes",
+         "shared big", f"shared memory needs {64 * 64 * 2 + 256 * 256 * 4} bytes",
          f"more than the {227 * 1024} bytes (227 KB)"),
     case("block_size_not_multiple_of_32", COPY, [("threads 128", "threads 100")], "threads 100",
          "a block of 100 threads is not possible", "multiple of 32 up to 1024"),
@@ -224,3 +224,62 @@ def test_a_tile_larger_than_the_launch_share_is_refused():
     assert ("'t' needs 128 registers per thread, more than the 64 each of the block's 1024 "
             "threads has (65536 / 1024, rounded down to 8)") in info.value.message
     driver.check(SourceFile("k.hk", text.replace("256", "128")))  # 64 each: fits
+
+
+# A resource overflow points at what overflows (frontend/limits.py): the shared buffer
+# whose end crosses 227 KB in the declaration-order layout, the role whose budget
+# takes the register file past 64K, the tile too large for its role; the message
+# gives the total and the limit, a note the largest contributors with their lines.
+STAGES = mutate(GEMM, ("bf16[BM, BK] swizzle", "bf16[BM, BK] stages 16 swizzle"),
+                ("bf16[BN, BK] swizzle", "bf16[BN, BK] stages 16 swizzle"))
+OVERFLOWS = [
+    pytest.param(STAGES, "shared sb", (f"shared memory needs {2 * 16 * 8192} bytes, more than "
+                                       f"the {227 * 1024} bytes", f"'sb' ends at byte {2 * 16 * 8192}"),
+                 "the largest buffers, in bytes: 'sa' 131072 (line 4, 16 stages of 8192), "
+                 "'sb' 131072 (line 5, 16 stages of 8192)", id="shared_too_many_stages"),
+    # The largest buffer comes first, so the small one after it crosses the limit.
+    pytest.param(mutate(COPY, ("    shared buf", "    shared big: f32[224, 256]\n    shared buf")),
+                 "shared buf", (f"shared memory needs {224 * 1024 + 8192} bytes",
+                                f"'buf' ends at byte {224 * 1024 + 8192}"),
+                 "the largest buffers, in bytes: 'big' 229376 (line 4), 'buf' 8192 (line 5)",
+                 id="shared_crossed_by_a_small_buffer"),
+    # A buffer that reuses another's memory takes none of its own.
+    pytest.param(mutate(COPY, ("    shared buf", "    shared big: f32[224, 256]\n"
+                                                 "    shared alias: f32[224, 256] reuses big\n"
+                                                 "    shared buf")),
+                 "shared buf", ("'buf' ends at byte",),
+                 "the largest buffers, in bytes: 'big' 229376 (line 4), 'buf' 8192 (line 6)",
+                 id="shared_reused_memory_not_counted"),
+    pytest.param(mutate(ROLES, ("warp regs 40", "warpgroup x2 regs 160")),
+                 "role consumer", (f"register budgets need {160 * 256 + 232 * 128} registers",
+                                   "more than the 65536", "role 'consumer' takes them past it"),
+                 "the largest budgets, in registers: 'producer' 40960 (line 7, regs 160 x 256 "
+                 "threads), 'consumer' 29696 (line 10, regs 232 x 128 threads)",
+                 id="register_file_crossed_by_the_second_role"),
+    pytest.param(mutate(ROLES, ("regs 232", "regs 168"),
+                        ("= sa @ sb^T\n", "= sa @ sb^T\n        wide: f32[64, 512] = 0.0\n")),
+                 "wide:", ("'wide' needs 256 registers per thread, more than the 168 role "
+                           "'consumer' has (regs 168)",),
+                 "the largest register tiles of role 'consumer', in registers per thread: "
+                 "'wide' 256 (line 14), 'acc' 32 (line 13); all 2 together: 288",
+                 id="tile_over_its_roles_regs"),
+]
+
+
+@pytest.mark.parametrize("text, marker, keywords, note", OVERFLOWS)
+def test_overflow_points_at_the_culprit(text, marker, keywords, note) -> None:
+    err = expect_error(text, marker, keywords)
+    assert err.rule == "resource-limit" and err.notes == (note,)
+
+
+def test_shared_overflow_by_the_compilers_additions_points_at_the_largest_buffer() -> None:
+    """The buffers fit but not with the mbarriers: the largest buffer is the one to
+    shrink."""
+    fits = 227 * 1024 - 64 * 64 * 2
+    text = mutate(COPY, ("BN = 64)", f"BN = 64, R = {fits})"),
+                  ("    shared buf", "    shared pad: e4m3[R]\n    shared buf"),
+                  ("    tma buf <-", "    mbarrier extra[4]\n    tma buf <-"))
+    err = expect_error(text, "shared pad", [f"shared memory needs {227 * 1024 + 32} bytes",
+                                            "the buffers fit", "'pad' is the largest"])
+    assert err.notes == (f"the largest buffers, in bytes: 'pad' {fits} (line 4), "
+                         "'buf' 8192 (line 5)",)

@@ -273,10 +273,13 @@ def test_nvrtc_warnings_in_source_words(message, line, expected) -> None:
 
 
 def test_shared_memory_over_the_limit_names_the_largest_buffers() -> None:
+    """At the buffer whose end crosses the limit ('ss', after 'sa' and 'sb')."""
     text = mutate(RINGS, ("BN = 64", "BN = 256"), ("f32[BM, BK] stages 4", "f32[BM, BK] stages 2"))
-    err = expect_error(text, "kernel rings", ["shared memory needs 262144 bytes"])
-    assert err.notes == ("the largest buffers: 'sb' (line 5) 131072 B in 4 stages, 'sa' "
-                         "(line 4) 65536 B in 4 stages, 'ss' (line 6) 65536 B in 2 stages",)
+    err = expect_error(text, "shared ss", ["shared memory needs 262144 bytes",
+                                           "'ss' ends at byte 262144"])
+    assert err.notes == ("the largest buffers, in bytes: 'sb' 131072 (line 5, 4 stages of "
+                         "32768), 'sa' 65536 (line 4, 4 stages of 16384), 'ss' 65536 (line 6, "
+                         "2 stages of 32768)",)
 
 
 # ---------------------------------------------------------------- header clauses

@@ -10,12 +10,13 @@ from hopperc.dtypes import DType, Swizzle
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies
 from hopperc.ir.layout import (REGISTER_FILE, WGMMA_M, launch_registers, part_bytes,
-                               tile_registers, wgmma_k)
+                               shared_layout, tile_registers, wgmma_k)
 
 SHARED_MEMORY_LIMIT = 227 * 1024  # bytes of dynamic shared memory per block on sm_90
 TMA_MAX_BOX = 256
 WGMMA_MAX_N = 256
 MAX_THREADS = 1024
+MOST_NOTED = 3  # contributors a resource note lists
 
 
 class ResourceLimitError(CompileError):
@@ -132,13 +133,15 @@ def check_wgmma_shared_operand(buf: ir.SharedBuffer, operand: str, k_major: bool
 def check_tile_registers(body: ir.Block, roles: tuple[ir.RoleInfo, ...], threads: int) -> None:
     """A register tile lives in its threads' registers, so one that alone needs more
     per thread than its role may hold (its setmaxnreg budget, else the launch share)
-    cannot be compiled (ptxas: insufficient registers)."""
+    cannot be compiled (ptxas: insufficient registers). The error is at that tile; a
+    note lists the largest tiles of its role with their total (tiles that fit one by
+    one are no error: ptxas keeps those it can live at once, and spills the rest)."""
     at_launch = launch_registers(threads)
 
-    def check(block: ir.Block, role: ir.RoleInfo | None) -> None:
+    def check(block: ir.Block, role: ir.RoleInfo | None, owner: ir.Block) -> None:
         for stmt in block.stmts:
             if isinstance(stmt, ir.RoleBlock):
-                check(stmt.body, stmt.role)
+                check(stmt.body, stmt.role, stmt.body)
                 continue
             if isinstance(stmt, ir.TileDef):
                 need = tile_registers(stmt)
@@ -150,11 +153,31 @@ def check_tile_registers(body: ir.Block, roles: tuple[ir.RoleInfo, ...], threads
                 if need > have:
                     raise ResourceLimitError(stmt.span, f"'{stmt.name}' needs {need} registers per "
                                                   f"thread, more than the {have} {why}; give the "
-                                                  "role more registers or use a smaller tile")
+                                                  "role more registers or use a smaller tile",
+                                             _largest_tiles(owner, role))
             for inner in bodies(stmt):
-                check(inner, role)
+                check(inner, role, owner)
 
-    check(body, None)
+    check(body, None, body)
+
+
+def _largest_tiles(owner: ir.Block, role: ir.RoleInfo | None) -> tuple[str, ...]:
+    """A note: the largest register tiles `owner` declares (its roles' aside)."""
+    tiles: dict[str, ir.TileDef] = {}
+
+    def walk(block: ir.Block) -> None:
+        for stmt in block.stmts:
+            if isinstance(stmt, ir.TileDef):
+                tiles.setdefault(stmt.name, stmt)
+            if not isinstance(stmt, ir.RoleBlock):
+                for inner in bodies(stmt):
+                    walk(inner)
+    walk(owner)
+    largest = sorted(tiles.values(), key=lambda t: -tile_registers(t))[:MOST_NOTED]
+    listed = ", ".join(f"'{t.name}' {tile_registers(t)} (line {t.span.line})" for t in largest)
+    whose = f"role '{role.name}'" if role is not None else "the kernel"
+    return (f"the largest register tiles of {whose}, in registers per thread: {listed}; "
+            f"all {len(tiles)} together: {sum(tile_registers(t) for t in tiles.values())}",)
 
 
 def check_role_registers(role: ir.RoleInfo) -> None:
@@ -165,28 +188,63 @@ def check_role_registers(role: ir.RoleInfo) -> None:
 
 
 def check_register_file(roles: tuple[ir.RoleInfo, ...], span: Span) -> None:
-    """The per-warpgroup budgets (x 128 threads) must fit the 64K-register file."""
-    total = sum(r.regs * r.threads for r in roles if r.regs is not None)
-    if total > REGISTER_FILE:
-        parts = " + ".join(f"{r.regs} x {r.threads} ({r.name})" for r in roles if r.regs)
-        raise ResourceLimitError(span, f"register budgets need {total} registers ({parts}), more "
-                                 f"than the {REGISTER_FILE} of the register file")
+    """The per-warpgroup budgets (x 128 threads) must fit the 64K-register file. The
+    error points at the role whose budget, added to those of the roles before it,
+    crosses the limit (roles take their warps in declaration order)."""
+    budgeted = [r for r in roles if r.regs is not None]
+    total = sum(r.regs * r.threads for r in budgeted)
+    if total <= REGISTER_FILE:
+        return
+    running, culprit = 0, budgeted[-1]
+    for role in budgeted:
+        running += role.regs * role.threads
+        if running > REGISTER_FILE:
+            culprit = role
+            break
+    parts = " + ".join(f"{r.regs} x {r.threads} ({r.name})" for r in budgeted)
+    largest = sorted(budgeted, key=lambda r: -r.regs * r.threads)[:MOST_NOTED]
+    noted = ", ".join(f"'{r.name}' {r.regs * r.threads} (line {r.span.line}, regs {r.regs} x "
+                      f"{r.threads} threads)" for r in largest)
+    raise ResourceLimitError(culprit.span or span,
+                             f"register budgets need {total} registers ({parts}), more than "
+                             f"the {REGISTER_FILE} of the register file; role '{culprit.name}' "
+                             f"takes them past it",
+                             (f"the largest budgets, in registers: {noted}",))
 
 
 def check_shared_memory(total: int, span: Span,
                         buffers: tuple[ir.SharedBuffer, ...] = ()) -> None:
-    """The block's shared memory fits; where not, a note names the buffers that take
-    the most (a buffer that reuses another's memory takes none of its own)."""
-    if total > SHARED_MEMORY_LIMIT:
-        own = sorted((b for b in buffers if b.reuses is None),
-                     key=lambda b: -b.stage_bytes * b.stages)
-        largest = ", ".join(f"'{b.name}' (line {b.span.line}) {b.stage_bytes * b.stages} B"
-                            + (f" in {b.stages} stages" if b.stages > 1 else "")
-                            for b in own[:3])
-        notes = (f"the largest buffers: {largest}",) if own else ()
-        raise ResourceLimitError(span, f"shared memory needs {total} bytes, more than the "
-                                 f"{SHARED_MEMORY_LIMIT} bytes (227 KB) a block can have",
-                                 notes)
+    """The block's shared memory fits. Buffers are laid out in declaration order, so
+    the error points at the buffer whose end crosses the limit (everything before
+    it fits); where only the mbarriers and alignment padding cross it,
+    at the largest buffer, the one to shrink. A note names the largest buffers (one
+    that reuses another's memory takes none of its own)."""
+    if total <= SHARED_MEMORY_LIMIT:
+        return
+    own = [b for b in buffers if b.reuses is None]
+    offsets, _ = shared_layout(tuple(buffers), 0)
+
+    def size(buf: ir.SharedBuffer) -> int:
+        return buf.stage_bytes * buf.stages
+
+    culprit = next((b for b in own if offsets[b.name] + size(b) > SHARED_MEMORY_LIMIT),
+                   max(own, key=size, default=None))
+    notes = ()
+    if own:
+        largest = ", ".join(f"'{b.name}' {size(b)} (line {b.span.line}"
+                            + (f", {b.stages} stages of {b.stage_bytes})" if b.stages > 1 else ")")
+                            for b in sorted(own, key=lambda b: -size(b))[:MOST_NOTED])
+        notes = (f"the largest buffers, in bytes: {largest}",)
+    where = ""
+    if culprit is not None:
+        end = offsets[culprit.name] + size(culprit)
+        where = (f"; '{culprit.name}' ends at byte {end}" if end > SHARED_MEMORY_LIMIT else
+                 f"; the buffers fit, but not with the mbarriers and alignment padding: "
+                 f"'{culprit.name}' is the largest")
+    raise ResourceLimitError(culprit.span if culprit is not None else span,
+                             f"shared memory needs {total} bytes, more than the "
+                             f"{SHARED_MEMORY_LIMIT} bytes (227 KB) a block can have{where}",
+                             notes)
 
 
 def check_wgmma_role_start(role: ir.RoleInfo, span: Span) -> None:

@@ -12,6 +12,7 @@ from lark import Token, Transformer, v_args
 
 from hopperc.diagnostics import CompileError, SourceFile, Span
 from hopperc.frontend import ast
+from hopperc.frontend.keyword_typos import find_typo, glued_keyword_note, typo_error
 from hopperc.frontend.literals import float_literal, int_literal
 from hopperc.frontend.nesting import check_nesting
 from hopperc.toolchain import cache_root, data_directory, store_quietly
@@ -74,17 +75,20 @@ def parse(source: SourceFile) -> ast.Kernel:
 
 
 def _parse(source: SourceFile) -> ast.Kernel:
-    previous: Token | None = None  # on a syntax error: the token before the unexpected one
+    seen: list[Token] = []  # the tokens lexed so far, for a syntax error's diagnosis
     try:
         parser = _parser().parse_interactive(source.text)
         for token in parser.iter_parse():
-            _check_separated(previous, token, source)
-            previous = token
+            _check_separated(seen[-1] if seen else None, token, source)
+            seen.append(token)
         tree = parser.feed_eof()
     except lark.UnexpectedInput as exc:
+        typo = find_typo(_parser(), source.text, seen, exc)
+        if typo is not None:
+            raise typo_error(source, typo, exc) from None
         error = _syntax_error(source, exc)
         if isinstance(exc, lark.UnexpectedToken):
-            error.notes += _glued_keyword_note(previous)
+            error.notes += glued_keyword_note(_parser(), seen[-1] if seen else None)
         raise error from None
     check_nesting(tree, source.name)
     try:
@@ -109,26 +113,6 @@ def _check_separated(previous: Token | None, token: Token, source: SourceFile) -
         span = Span(source.name, previous.line, previous.column, token.end_line, token.end_column)
         raise CompileError(span, f"'{previous}{token}' reads as '{previous}' followed by "
                                  f"'{token}': separate them with a space")
-
-
-@lru_cache(maxsize=1)
-def _keywords() -> tuple[str, ...]:
-    """The grammar's word literals, longest first."""
-    words = {t.pattern.value for t in _parser().terminals
-             if isinstance(t.pattern, lark.lexer.PatternStr) and t.pattern.value.isalpha()}
-    return tuple(sorted(words, key=len, reverse=True))
-
-
-def _glued_keyword_note(token: Token | None) -> tuple[str, ...]:
-    """Where a name is allowed, `forj` is one name: say so when a syntax error follows it."""
-    if token is None or token.type != "NAME":
-        return ()
-    for word in _keywords():
-        rest = str(token)[len(word):]
-        if str(token).startswith(word) and rest and not rest[0].isdigit():
-            return (f"'{token}' is read as one name; if you meant the keyword, write "
-                    f"'{word} {rest}'",)
-    return ()
 
 
 def _syntax_error(source: SourceFile, exc: lark.UnexpectedInput) -> CompileError:

@@ -261,7 +261,14 @@ def source_names(node) -> set[str]:
     return names
 
 
-def did_you_mean(name: str, candidates) -> str:
+def closest(name: str, candidates, cutoff: float = 0.6) -> str | None:
+    """The candidate most like a misspelt `name` (difflib's similarity ratio, at least
+    `cutoff`), or None."""
+    close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+def did_you_mean(name: str, candidates, cutoff: float = 0.6) -> str:
     """`; did you mean 'x'?` for the candidate closest to a misspelt `name`, or ''."""
-    close = difflib.get_close_matches(name, sorted(candidates), n=1)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    close = closest(name, candidates, cutoff)
+    return f"; did you mean '{close}'?" if close else ""

@@ -71,7 +71,9 @@ def test_documented_example(text, error):
 # the `$ ` lines of a ```console block (the lines after one are its output), and the
 # lines of a plain ``` block that start with a command below (optionally after `$ `).
 SHELL_BLOCKS = {"sh", "bash", "shell", "console"}
-COMMAND_WORDS = ("hopperc", "make", "pip", "ninja")
+# a plain block's line is a command when it starts with one of these words (not, e.g.,
+# `hopperc.build(...)`, a signature)
+COMMAND_WORDS = ("hopperc ", "make ", "pip ", "ninja ", "python ")
 
 # Commands that cannot run here, by form (a regular expression the whole command
 # matches, comment removed): kind, and why. A documented command that neither runs
@@ -98,10 +100,19 @@ FIXTURES = {
     "k.hk": ROOT / "samples" / "scale_rows.hk",
     "lib/scale_rows.hk": ROOT / "samples" / "scale_rows.hk",
     "kernels.toml": '[[kernel]]\nsource = "kernel.hk"\n',
+    "in.npz": lambda path: _scale_rows_inputs(path),
 }
 LINKS = {"samples": ROOT / "samples"}
 # Variables the commands read, relative to the directory they run in.
 VARIABLES = {"CI_CACHE": "ci-cache"}
+
+
+def _scale_rows_inputs(path: Path) -> None:
+    """Arrays for `kernel.hk` (scale_rows) as `hopperc sim --inputs` reads them."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    np.savez(path, X=rng.standard_normal((64, 64)), S=rng.standard_normal(64))
 
 
 @dataclass(frozen=True)
@@ -266,6 +277,11 @@ def test_documented_command(command: Command, workdir: Path, monkeypatch) -> Non
         if kind == "gpu" and words[0] == "hopperc":
             _check_without_gpu(words[1:])
         pytest.skip(f"needs {kind}: {why}")
+    if words[0] == "python":  # a data file's preparation, as a user runs it
+        done = subprocess.run([sys.executable, *words[1:]], cwd=workdir, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, f"{command.text}\n{done.stderr}"
+        return
     assert words[0] == "hopperc", (f"{command.page}:{command.line}: no way to run "
                                    f"{command.text!r} here: classify it in CLASSIFIED")
     redirect = words.index(">") if ">" in words else None

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 
-def manifest_text(results: list, arch: str) -> str:
-    """One record per kernel: where it came from, what was built, and whether."""
+def manifest_text(results: list, arch: str, shard=None) -> str:
+    """One record per kernel: where it came from, what was built, and whether;
+    with `--shard I/N`, which shard this manifest is of."""
     from hopperc import __version__, toolchain
 
     nvrtc = toolchain.nvrtc().version
@@ -22,4 +23,6 @@ def manifest_text(results: list, arch: str) -> str:
             "errors": [p.message for p in result.problems if p.severity == "error"],
             "hopperc": __version__, "nvrtc": nvrtc,
         })
-    return json.dumps({"schema": "hopperc.build.manifest/1", "kernels": records}, indent=2) + "\n"
+    sharded = {"shard": {"index": shard.index, "total": shard.total}} if shard else {}
+    return json.dumps({"schema": "hopperc.build.manifest/1", **sharded, "kernels": records},
+                      indent=2) + "\n"

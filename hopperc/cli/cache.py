@@ -16,7 +16,7 @@ def _cache() -> BuildCache:
     try:
         return BuildCache.from_environment()
     except CacheError as exc:
-        raise click.BadParameter(str(exc), param_hint="HOPPERC_CACHE_MAX_SIZE") from None
+        raise click.BadParameter(str(exc), param_hint=str(exc).partition("=")[0]) from None
 
 
 @cache.command()

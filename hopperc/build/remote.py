@@ -2,8 +2,8 @@
 machines share (CI jobs), spoken as ccache's and Bazel's HTTP caches speak it:
 `GET base/ab/abcd...` fetches an entry (404: a miss), `PUT` stores one, and any
 WebDAV server serves it (a WebDAV server refuses a PUT whose parent collection
-is missing with 409 Conflict: the collection is made with MKCOL and the PUT
-sent again).
+is missing with 409 Conflict: the collection, and its missing parents, are made
+with MKCOL and the PUT sent again).
 
 Settings (the environment; hopperc/build/cache.py's BuildCache reads them):
 `HOPPERC_REMOTE_CACHE` the base URL (http or https; `user:password@` in it is
@@ -92,9 +92,17 @@ class RemoteCache:
             return
         status = self._request("PUT", self.url(key), data, conflict_ok=True)
         if status == 409:  # WebDAV: the parent collection does not exist yet
-            for collection in (self.base, f"{self.base}/{key[:2]}"):
-                self._request("MKCOL", collection + "/", exists_ok=True)
+            self._make_collection(f"{self.base}/{key[:2]}")
             self._request("PUT", self.url(key), data)
+
+    def _make_collection(self, url: str) -> None:
+        """MKCOL `url`, and first its missing parents (a 409 says the parent is
+        missing; 405 that the collection exists)."""
+        status = self._request("MKCOL", url + "/", conflict_ok=True, exists_ok=True)
+        parent = url.rpartition("/")[0]
+        if status == 409 and urllib.parse.urlsplit(parent).path not in ("", "/"):
+            self._make_collection(parent)
+            self._request("MKCOL", url + "/", exists_ok=True)
 
     def reachable(self) -> bool:
         """Whether the base URL answers (a HEAD; any answer below 500 will do)."""

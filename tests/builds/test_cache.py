@@ -184,12 +184,20 @@ def test_concurrent_builds_share_one_cache_safely(tmp_path):
             open(entry.path, "rb").read(), entry.name) is not None
 
 
-def test_an_unwritable_cache_is_a_warning_and_the_build_goes_on(tmp_path):
+def test_unusable_cache_tiers_are_a_warning_each_and_the_build_goes_on(tmp_path):
+    """The local cache directory is a file; the remote's port is closed."""
+    import socket
     (tmp_path / "k.hk").write_text(TMA_COPY)
     (tmp_path / "c").write_text("a file where the cache directory should be")
-    proc = hopperc("build", "k.hk", "-q", cwd=tmp_path, cache=tmp_path / "c")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/hk"
+    proc = hopperc("build", "k.hk", "-q", cwd=tmp_path, cache=tmp_path / "c",
+                   HOPPERC_REMOTE_CACHE=closed, HOPPERC_REMOTE_CACHE_TIMEOUT="2")
     assert proc.returncode == 0 and (tmp_path / "k.cubin").exists()
+    assert proc.stderr.count("warning:") == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.count("warning: cannot write the build cache in") == 1
+    assert proc.stderr.count(f"warning: the remote build cache failed (GET {closed}/") == 1
     info = hopperc("cache", "info", cwd=tmp_path, cache=tmp_path / "c")
     cleared = hopperc("cache", "clear", cwd=tmp_path, cache=tmp_path / "c")
     assert info.returncode == 0 and "entries:   0" in info.stdout

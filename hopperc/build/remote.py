@@ -19,11 +19,8 @@ the cache like a local entry: a damaged or foreign one is a miss.
 from __future__ import annotations
 
 import base64
-import http.client
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
 
 DEFAULT_TIMEOUT = 5.0
 _LARGEST_ENTRY = 1 << 30
@@ -116,6 +113,10 @@ class RemoteCache:
         first failure is kept in `failure`, and no request is sent after it)."""
         if self.failure is not None:
             return None
+        import http.client  # with ssl: loaded by the first request, not by a local hit
+        import urllib.error
+        import urllib.request
+
         request = urllib.request.Request(url, data=data, method=method, headers=self.headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -312,13 +313,18 @@ def test_an_entry_that_does_not_check_is_a_miss_and_is_replaced(tmp_path, kind):
     assert store.put(KEY, good_entry) and store.get(KEY) == good_entry
 
 
-def _odd(kind: str, root):
-    """Make the cache directory `root` hold one thing that is not a cache."""
+def _odd(kind: str, root: Path) -> Path:
+    """A cache directory (`root`, or one that cannot be made) holding one thing that
+    is not a cache."""
     import os
     builds, shard = root / "builds", root / "builds" / "ab"
     if kind == "root is a file":
         root.parent.mkdir(parents=True, exist_ok=True)
         root.write_text("not a directory")
+    elif kind == "root is a link loop":
+        os.symlink(root.name, root)
+    elif kind == "root cannot be made":  # read-only, even for root
+        return Path("/proc/hopperc-test-cache")
     elif kind == "builds is a file":
         root.mkdir()
         builds.write_text("not a directory")
@@ -345,9 +351,10 @@ def _odd(kind: str, root):
         BuildCache(root).put(OTHER_KEY, _entry())
     else:
         raise AssertionError(kind)
+    return root
 
 
-ODD = ["root is a file", "builds is a file", "shard is a file", "shard is a link loop",
+ODD = ["root is a file", "root is a link loop", "root cannot be made", "builds is a file", "shard is a file", "shard is a link loop",
        "entry is a directory", "entry is a link loop", "entry is a link to an entry",
        "entry is a FIFO", "lock is a directory"]
 
@@ -355,12 +362,12 @@ ODD = ["root is a file", "builds is a file", "shard is a file", "shard is a link
 @pytest.mark.parametrize("kind", ODD)
 def test_nothing_in_the_cache_directory_raises(tmp_path, kind):
     """Each is a miss; a put that cannot be stored says so (the command warns once)."""
-    root = tmp_path / "c"
-    _odd(kind, root)
+    root = _odd(kind, tmp_path / "c")
     store = BuildCache(root, max_size=1)
     assert store.get(KEY) is None
     stored = store.put(KEY, _entry())
-    assert stored == (kind not in ("root is a file", "builds is a file", "shard is a file",
+    assert stored == (kind not in ("root is a file", "root is a link loop", "root cannot be made",
+                                   "builds is a file", "shard is a file",
                                    "shard is a link loop", "entry is a directory"))
     assert (store.get(KEY) == _entry()) == stored
     store.size()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -316,7 +317,6 @@ def test_an_entry_that_does_not_check_is_a_miss_and_is_replaced(tmp_path, kind):
 def _odd(kind: str, root: Path) -> Path:
     """A cache directory (`root`, or one that cannot be made) holding one thing that
     is not a cache."""
-    import os
     builds, shard = root / "builds", root / "builds" / "ab"
     if kind == "root is a file":
         root.parent.mkdir(parents=True, exist_ok=True)
@@ -354,8 +354,8 @@ def _odd(kind: str, root: Path) -> Path:
     return root
 
 
-ODD = ["root is a file", "root is a link loop", "root cannot be made", "builds is a file", "shard is a file", "shard is a link loop",
-       "entry is a directory", "entry is a link loop", "entry is a link to an entry",
+ODD = ["root is a file", "root is a link loop", "root cannot be made", "builds is a file",
+       "shard is a file", "shard is a link loop", "entry is a directory", "entry is a link loop", "entry is a link to an entry",
        "entry is a FIFO", "lock is a directory"]
 
 
@@ -380,8 +380,7 @@ def test_nothing_in_the_cache_directory_raises(tmp_path, kind):
         assert store.get(KEY) is None
 
 
-@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
-                    reason="permissions do not bind root")
+@pytest.mark.skipif(os.geteuid() == 0, reason="permissions do not bind root")
 def test_an_unreadable_cache_directory_is_a_miss(tmp_path):
     store = BuildCache(tmp_path / "c")
     store.put(KEY, _entry())
@@ -397,7 +396,6 @@ def test_odd_things_in_the_cache_directory_leave_the_commands_working(shared_bui
     """A hit among a directory entry, link loops, a FIFO, a lock that cannot be made
     and a compiler memo that is not text: the build, `cache info` and `cache clear`
     end with their result or a message, never a traceback."""
-    import os
     cache = shared_build.cache_copy(tmp_path / "c")
     (cache / "builds" / "zz" / ("zz" * 32)).mkdir(parents=True)
     os.symlink("loop", cache / "builds" / "loop")

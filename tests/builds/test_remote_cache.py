@@ -6,7 +6,6 @@ unusable-tiers test) and the build goes on."""
 from __future__ import annotations
 
 import http.server
-import shutil
 import socket
 import subprocess
 import sys
@@ -189,4 +188,3 @@ def test_cache_info_names_the_remote(dav, tmp_path):
                   HOPPERC_REMOTE_CACHE="cache.example/hk")
     assert bad.returncode == 1 and "expected an http:// or https:// URL" in bad.stderr
     assert "Traceback" not in bad.stderr
-    shutil.rmtree(tmp_path / "c", ignore_errors=True)

@@ -37,10 +37,9 @@ class RemoteCache:
                            f"{urllib.parse.unquote(parts.password or '')}")
             self.headers["Authorization"] = "Basic " + base64.b64encode(
                 credentials.encode()).decode()
-            parts = parts._replace(netloc=parts.netloc.rpartition("@")[2])
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
-        self.base = urllib.parse.urlunsplit(parts).rstrip("/")  # without the credentials
+        self.base = _without_credentials(base_url).rstrip("/")  # what messages show
         self.read_only = read_only
         self.timeout = timeout
         self.failure: str | None = None
@@ -54,14 +53,15 @@ class RemoteCache:
         url = os.environ.get("HOPPERC_REMOTE_CACHE", "").strip()
         if not url:
             return None
+        shown = _without_credentials(url)
         try:
             parts = urllib.parse.urlsplit(url)
             parts.port  # noqa: B018 - raises ValueError for a port that is not a number
         except ValueError as exc:
-            raise CacheError(f"HOPPERC_REMOTE_CACHE={url!r}: {exc}") from None
+            raise CacheError(f"HOPPERC_REMOTE_CACHE={shown!r}: {exc}") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise CacheError(f"HOPPERC_REMOTE_CACHE={url!r}: expected an http:// or https:// "
-                             "URL such as https://cache.example.com/hopperc")
+            raise CacheError(f"HOPPERC_REMOTE_CACHE={shown!r}: expected an http:// or "
+                             "https:// URL such as https://cache.example.com/hopperc")
         read_only = os.environ.get("HOPPERC_REMOTE_CACHE_READ_ONLY", "").strip().lower()
         if read_only not in _TRUE + _FALSE:
             raise CacheError(f"HOPPERC_REMOTE_CACHE_READ_ONLY={read_only!r}: expected 1 or 0")
@@ -102,7 +102,7 @@ class RemoteCache:
             self._request("MKCOL", url + "/", exists_ok=True)
 
     def reachable(self) -> bool:
-        """Whether the base URL answers (a HEAD; any answer below 500 will do)."""
+        """Whether the base URL answers a HEAD (404: not made yet, which will do)."""
         self._request("HEAD", self.base + "/", missing_ok=True, exists_ok=True)
         return self.failure is None
 
@@ -127,8 +127,7 @@ class RemoteCache:
         except urllib.error.HTTPError as exc:
             exc.close()
             if (exc.code == 404 and missing_ok) or (exc.code == 409 and conflict_ok) \
-                    or (exc.code in (301, 405) and exists_ok) \
-                    or (exc.code < 500 and method == "HEAD"):
+                    or (exc.code in (301, 405) and exists_ok):
                 return exc.code
             self.failure = f"{method} {url}: HTTP {exc.code} {exc.reason}"
         except urllib.error.URLError as exc:
@@ -136,3 +135,9 @@ class RemoteCache:
         except (OSError, http.client.HTTPException, ValueError) as exc:
             self.failure = f"{method} {url}: {exc or type(exc).__name__}"
         return None
+
+
+def _without_credentials(url: str) -> str:
+    """`url` without a `user:password@` (messages and logs never show them)."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))

@@ -431,7 +431,7 @@ def test_the_build_cache_settings_are_checked(monkeypatch):
     for name, value, message in [
             ("HOPPERC_REMOTE_CACHE", "ftp://cache.example/", "expected an http:// or https://"),
             ("HOPPERC_REMOTE_CACHE", "http://", "expected an http:// or https://"),
-            ("HOPPERC_REMOTE_CACHE", "http://h:port/", "Port could not be cast"),
+            ("HOPPERC_REMOTE_CACHE", "http://u:secret@h:port/", "'http://h:port/': Port could"),
             ("HOPPERC_REMOTE_CACHE_READ_ONLY", "maybe", "expected 1 or 0"),
             ("HOPPERC_REMOTE_CACHE_TIMEOUT", "0", "a positive number of seconds"),
             ("HOPPERC_REMOTE_CACHE_TIMEOUT", "nan", "a positive number of seconds"),

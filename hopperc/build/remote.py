@@ -62,6 +62,12 @@ class RemoteCache:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise CacheError(f"HOPPERC_REMOTE_CACHE={shown!r}: expected an http:// or "
                              "https:// URL such as https://cache.example.com/hopperc")
+        if parts.query or parts.fragment:
+            raise CacheError(f"HOPPERC_REMOTE_CACHE={shown!r}: the base URL takes no query "
+                             "or fragment (entries go below its path)")
+        token = os.environ.get("HOPPERC_REMOTE_CACHE_TOKEN", "").strip()
+        if not token.isprintable():
+            raise CacheError("HOPPERC_REMOTE_CACHE_TOKEN holds a control character")
         read_only = os.environ.get("HOPPERC_REMOTE_CACHE_READ_ONLY", "").strip().lower()
         if read_only not in _TRUE + _FALSE:
             raise CacheError(f"HOPPERC_REMOTE_CACHE_READ_ONLY={read_only!r}: expected 1 or 0")
@@ -73,8 +79,7 @@ class RemoteCache:
         if not 0 < timeout < float("inf"):
             raise CacheError(f"HOPPERC_REMOTE_CACHE_TIMEOUT={timeout_text!r}: expected a "
                              "positive number of seconds")
-        return cls(url, token=os.environ.get("HOPPERC_REMOTE_CACHE_TOKEN") or None,
-                   read_only=read_only in _TRUE, timeout=timeout)
+        return cls(url, token=token or None, read_only=read_only in _TRUE, timeout=timeout)
 
     def url(self, key: str) -> str:
         return f"{self.base}/{key[:2]}/{key}"
@@ -139,5 +144,8 @@ class RemoteCache:
 
 def _without_credentials(url: str) -> str:
     """`url` without a `user:password@` (messages and logs never show them)."""
-    parts = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    scheme, separator, rest = url.partition("//")
+    if not separator:
+        return url
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}//{authority.rpartition('@')[2]}{slash}{path}"

@@ -432,11 +432,15 @@ def test_the_build_cache_settings_are_checked(monkeypatch):
             ("HOPPERC_REMOTE_CACHE", "ftp://cache.example/", "expected an http:// or https://"),
             ("HOPPERC_REMOTE_CACHE", "http://", "expected an http:// or https://"),
             ("HOPPERC_REMOTE_CACHE", "http://u:secret@h:port/", "'http://h:port/': Port could"),
+            ("HOPPERC_REMOTE_CACHE", "http://u:secret@[::1/", r"'http://\[::1/': Invalid IPv6"),
+            ("HOPPERC_REMOTE_CACHE", "http://h/cache?x=1", "takes no query or fragment"),
+            ("HOPPERC_REMOTE_CACHE_TOKEN", "t0\nken", "TOKEN holds a control character"),
             ("HOPPERC_REMOTE_CACHE_READ_ONLY", "maybe", "expected 1 or 0"),
             ("HOPPERC_REMOTE_CACHE_TIMEOUT", "0", "a positive number of seconds"),
             ("HOPPERC_REMOTE_CACHE_TIMEOUT", "nan", "a positive number of seconds"),
             ("HOPPERC_REMOTE_CACHE_TIMEOUT", "5s", "a positive number of seconds")]:
         with monkeypatch.context() as env:
             env.setenv(name, value)
-            with pytest.raises(CacheError, match=message):
+            with pytest.raises(CacheError, match=message) as refused:
                 BuildCache.from_environment()
+            assert "secret" not in str(refused.value) and "t0" not in str(refused.value)

@@ -80,7 +80,7 @@ def compiler_fingerprint() -> str:
         known = memo.read_text()
         if len(known) == 64:
             return known
-    except OSError:
+    except (OSError, ValueError):  # missing, not a file, or not text: hashed again
         pass
     fingerprint = _hash_contents()
     store_quietly(memo, fingerprint.encode())

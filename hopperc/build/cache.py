@@ -4,13 +4,21 @@ warnings) stored under the hash of everything it depends on.
 The key covers the source text, the name recorded in the cubin, the defines,
 the target and the toolchain's identity (hopperc's version and the contents
 of its files, NVRTC's version), so a hit is the build hopperc would make.
-Entries live in `HOPPERC_CACHE_DIR` (default: the user cache directory).
+Entries live in `HOPPERC_CACHE_DIR` (default: the user cache directory), and
+optionally also on an HTTP server shared by several machines
+(`HOPPERC_REMOTE_CACHE`, hopperc/build/remote.py): the local tier is asked
+first, a remote hit is kept locally, and a build made here is sent to both.
+
+An entry is one file: a header naming its key and the size and SHA-256 of
+each of its parts (the cubin, the metadata, the summary with the warnings),
+then the parts. Reading checks all of it, so an entry that is cut
+short, edited, or copied over another key's path is a miss, never served.
 Concurrent processes are safe: an entry is written to a temporary file and
-renamed into place, so a reader sees a whole entry or none, and each entry
-carries the hash of its cubin (in its header and in its metadata), so a
-damaged one is a miss. Pruning (least
+renamed into place, so a reader sees a whole entry or none. Pruning (least
 recently used first, down to 90% of `HOPPERC_CACHE_MAX_SIZE`) runs under a
-file lock so that two processes do not prune at once.
+file lock so that two processes do not prune at once. Nothing found in the
+cache directory stops a build: what cannot be read is a miss, what cannot be
+written is skipped (the caller warns once).
 """
 from __future__ import annotations
 
@@ -18,21 +26,28 @@ import hashlib
 import json
 import os
 import re
+import stat
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from hopperc import toolchain
 from hopperc.build import temporaries
 
-FORMAT = 1
+if TYPE_CHECKING:
+    from hopperc.build.remote import RemoteCache
+
+FORMAT = 2
 DEFAULT_MAX_SIZE = 1 << 30
-_MAGIC = b"hopperc-cache 1\n"
+_MAGIC = b"hopperc-cache 2\n"
+_PARTS = ("cubin", "metadata", "record")  # in the order they follow the header
+_LARGEST_ENTRY = 1 << 30  # a cubin is a few MB; anything larger is not an entry
 _STALE_TEMPORARY_SECONDS = 3600
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 # a decimal number, a unit, and an optional `B` or `iB`: `500M`, `500MiB`, `1.5k`
 _SIZE = re.compile(r"(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>[kmgtKMGT]?)(?:[iI]?[bB])?")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class CachedBuild(NamedTuple):
@@ -55,27 +70,51 @@ def build_key(source_text: str, recorded_name: str, defines: dict[str, int],
 
 
 class BuildCache:
-    def __init__(self, root: Path, max_size: int = DEFAULT_MAX_SIZE):
+    """The local tier, and the remote one when there is one. `origin` says where
+    the last `get` found its entry: "local", "remote" or None (a miss)."""
+
+    def __init__(self, root: Path, max_size: int = DEFAULT_MAX_SIZE,
+                 remote: RemoteCache | None = None):
         self.root = root
         self.max_size = max_size
+        self.remote = remote
+        self.origin: str | None = None
 
     @classmethod
     def from_environment(cls) -> BuildCache:
-        return cls(toolchain.cache_root(),
-                   parse_size(os.environ.get("HOPPERC_CACHE_MAX_SIZE", "")))
+        """HOPPERC_CACHE_DIR, HOPPERC_CACHE_MAX_SIZE and the HOPPERC_REMOTE_CACHE
+        settings; a setting that cannot be used is a CacheError."""
+        max_size = parse_size(os.environ.get("HOPPERC_CACHE_MAX_SIZE", ""))
+        remote = None
+        if os.environ.get("HOPPERC_REMOTE_CACHE", "").strip():
+            from hopperc.build.remote import RemoteCache  # urllib: only when asked for
+            remote = RemoteCache.from_environment()
+        return cls(toolchain.cache_root(), max_size, remote)
 
     def _path(self, key: str) -> Path:
         return self.root / "builds" / key[:2] / key
 
     def get(self, key: str) -> CachedBuild | None:
+        self.origin = None
+        entry = self._get_local(key)
+        if entry is not None:
+            self.origin = "local"
+            return entry
+        data = self.remote.get(key) if self.remote is not None else None
+        entry = decode(data, key) if data is not None else None
+        if entry is not None:
+            self.origin = "remote"
+            toolchain.store_quietly(self._path(key), data)  # kept here for next time
+        return entry
+
+    def _get_local(self, key: str) -> CachedBuild | None:
         path = self._path(key)
-        try:
-            data = path.read_bytes()
-        except OSError:
+        data = _read_regular_file(path)
+        if data is None:
             return None
-        entry = _decode(data)
+        entry = decode(data, key)
         if entry is None:
-            path.unlink(missing_ok=True)  # damaged: rebuilt and stored again
+            _unlink(str(path))  # damaged or another key's: rebuilt and stored again
             return None
         try:
             os.utime(path)  # recently used: pruned last
@@ -84,12 +123,13 @@ class BuildCache:
         return entry
 
     def put(self, key: str, entry: CachedBuild) -> bool:
-        """Store an entry; a cache that cannot be written is skipped (returns False)."""
-        path = self._path(key)
-        header = json.dumps({"metadata": entry.metadata.decode(), "summary": entry.summary,
-                             "warnings": list(entry.warnings),
-                             "cubin_sha256": hashlib.sha256(entry.cubin).hexdigest()})
-        return toolchain.store_quietly(path, _MAGIC + header.encode() + b"\n" + entry.cubin)
+        """Store an entry here and on the remote (unless it is read-only); returns
+        whether the local tier took it (the remote's failure is its own)."""
+        data = encode(key, entry)
+        stored = toolchain.store_quietly(self._path(key), data)
+        if self.remote is not None:
+            self.remote.put(key, data)
+        return stored
 
     def entries(self) -> list[os.DirEntry]:
         found = []
@@ -98,9 +138,9 @@ class BuildCache:
         except OSError:
             return []
         for shard in shards:
-            if shard.is_dir():
+            if _is_directory(shard):
                 try:
-                    found += [e for e in os.scandir(shard.path) if e.is_file()]
+                    found += [e for e in os.scandir(shard.path) if _is_file(e)]
                 except OSError:
                     continue
         return found
@@ -114,18 +154,18 @@ class BuildCache:
         """Remove least recently used entries until the cache fits; returns how many."""
         with self._exclusive(blocking=False) as held:
             if not held:
-                return 0  # another process is pruning
+                return 0  # another process is pruning, or the lock cannot be made
             now = time.time()
             live, removed = [], 0
             for entry in self.entries():
-                stat = _stat(entry)
+                stat_result = _stat(entry)
                 if entry.name.startswith("."):
                     # a killed writer's (older hopperc named no writer: those go by age)
-                    if (temporaries.abandoned(entry.name, stat.st_mtime)
-                            or now - stat.st_mtime > _STALE_TEMPORARY_SECONDS):
+                    if (temporaries.abandoned(entry.name, stat_result.st_mtime)
+                            or now - stat_result.st_mtime > _STALE_TEMPORARY_SECONDS):
                         removed += _unlink(entry.path)
                 else:
-                    live.append((stat.st_mtime, stat.st_size, entry.path))
+                    live.append((stat_result.st_mtime, stat_result.st_size, entry.path))
             total = sum(size for _, size, _ in live)
             if total <= self.max_size:
                 return removed
@@ -137,21 +177,25 @@ class BuildCache:
             return removed
 
     def clear(self) -> int:
-        if not (self.root / "builds").is_dir():
+        """Remove every local entry; OSError when the cache's lock cannot be taken."""
+        if not self.entries():
             return 0
-        with self._exclusive(blocking=True):
+        with self._exclusive(blocking=True) as held:
+            if not held:
+                raise OSError(f"cannot create its lock file {self.root / 'prune.lock'}")
             return sum(_unlink(entry.path) for entry in self.entries())
 
     @contextmanager
     def _exclusive(self, blocking: bool):
-        """Yields whether this process holds the cache's pruning lock."""
+        """Yields whether this process holds the cache's pruning lock (False when
+        another holds it, or when the lock file cannot be created)."""
         from filelock import FileLock, Timeout
 
-        self.root.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self.root / "prune.lock"))
         try:
+            self.root.mkdir(parents=True, exist_ok=True)
             lock.acquire(timeout=-1 if blocking else 0)
-        except Timeout:
+        except (Timeout, OSError):
             yield False
             return
         try:
@@ -177,7 +221,20 @@ def parse_size(text: str) -> int:
     return size
 
 
-def _decode(data: bytes) -> CachedBuild | None:
+def encode(key: str, entry: CachedBuild) -> bytes:
+    """An entry's bytes: the magic line, a header line (the key, and each part's
+    name, size and SHA-256), then the parts."""
+    record = json.dumps({"summary": entry.summary, "warnings": list(entry.warnings)},
+                        sort_keys=True).encode()
+    parts = {"cubin": entry.cubin, "metadata": entry.metadata, "record": record}
+    header = {"key": key, "parts": [{"name": name, "size": len(parts[name]),
+                                     "sha256": hashlib.sha256(parts[name]).hexdigest()}
+                                    for name in _PARTS]}
+    return _MAGIC + json.dumps(header).encode() + b"\n" + b"".join(parts[n] for n in _PARTS)
+
+
+def decode(data: bytes, key: str) -> CachedBuild | None:
+    """The entry `data` holds if it is whole and is `key`'s, else None."""
     if not data.startswith(_MAGIC):
         return None
     header_end = data.find(b"\n", len(_MAGIC))
@@ -185,21 +242,78 @@ def _decode(data: bytes) -> CachedBuild | None:
         return None
     try:
         header = json.loads(data[len(_MAGIC):header_end])
-        cubin = data[header_end + 1:]
-        digest = hashlib.sha256(cubin).hexdigest()
-        # metadata that names a cubin (as `hopperc build` writes it) names this one
-        if digest != header["cubin_sha256"] or \
-                json.loads(header["metadata"]).get("cubin_sha256", digest) != digest:
+        listed = header["parts"]
+        if header["key"] != key or [p["name"] for p in listed] != list(_PARTS):
             return None
-        return CachedBuild(cubin, header["metadata"].encode(), header["summary"],
-                           tuple(header["warnings"]))
+        parts, offset = {}, header_end + 1
+        for part in listed:
+            size, digest = part["size"], part["sha256"]
+            if type(size) is not int or size < 0 or not _SHA256.fullmatch(digest):
+                return None
+            parts[part["name"]] = data[offset:offset + size]
+            offset += size
+            if hashlib.sha256(parts[part["name"]]).hexdigest() != digest:
+                return None
+        if offset != len(data):
+            return None
+        return _entry(parts)
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
+def _entry(parts: dict[str, bytes]) -> CachedBuild | None:
+    """The parts as a CachedBuild, if each has the form the build writes."""
+    record = json.loads(parts["record"])
+    summary, warnings = record["summary"], record["warnings"]
+    metadata = json.loads(parts["metadata"])
+    if not (isinstance(summary, dict) and isinstance(warnings, list)
+            and isinstance(metadata, dict)
+            and all(isinstance(w, dict) and isinstance(w.get("rule"), str)
+                    and isinstance(w.get("message"), str) for w in warnings)):
+        return None
+    # metadata that names a cubin (as `hopperc build` writes it) names this one
+    digest = hashlib.sha256(parts["cubin"]).hexdigest()
+    if metadata.get("cubin_sha256", digest) != digest:
+        return None
+    return CachedBuild(parts["cubin"], parts["metadata"], summary, tuple(warnings))
+
+
+def _read_regular_file(path: Path) -> bytes | None:
+    """The contents of `path` if it is a regular file of a plausible size (not a
+    link, a directory, a FIFO or a device: an entry is never one)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _LARGEST_ENTRY:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _is_directory(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:  # a link loop, or a name that vanished
+        return False
+
+
+def _is_file(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_file(follow_symlinks=False)
+    except OSError:
+        return False
+
+
 def _stat(entry: os.DirEntry) -> os.stat_result:
     try:
-        return entry.stat()
+        return entry.stat(follow_symlinks=False)
     except OSError:
         return os.stat_result((0,) * 10)
 

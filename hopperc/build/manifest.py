@@ -18,8 +18,9 @@ def declared_kernel(text: str) -> str | None:
     return match[1] if match else None
 
 
-def manifest_text(results: list, arch: str) -> str:
-    """One record per kernel: where it came from, what was built, and whether."""
+def manifest_text(results: list, arch: str, shard=None) -> str:
+    """One record per kernel: where it came from, what was built, and whether;
+    with `--shard I/N`, which shard this manifest is of."""
     from hopperc import __version__, toolchain
 
     nvrtc = toolchain.nvrtc().version
@@ -38,4 +39,6 @@ def manifest_text(results: list, arch: str) -> str:
             "errors": [p.message for p in result.problems if p.severity == "error"],
             "hopperc": __version__, "nvrtc": nvrtc,
         })
-    return json.dumps({"schema": "hopperc.build.manifest/1", "kernels": records}, indent=2) + "\n"
+    sharded = {"shard": {"index": shard.index, "total": shard.total}} if shard else {}
+    return json.dumps({"schema": "hopperc.build.manifest/1", **sharded, "kernels": records},
+                      indent=2) + "\n"

@@ -37,6 +37,7 @@ class JobResult:
         self.recorded_name = recorded_name
         self.entry: CachedBuild | None = None
         self.cached = False
+        self.remote = False  # the cache's hit came from the remote tier
         self.problems: tuple[Problem, ...] = ()
         self.exit_code = 0
         self.hashes: dict[str, str] = {}
@@ -76,8 +77,11 @@ class Interrupted(BaseException):
               help="Also write NAME.d beside each cubin: a make/ninja dependency file.")
 @click.option("-MF", "depfile_path", type=click.Path(dir_okay=False),
               help="Write the dependency file here (one kernel; implies -MD).")
+@click.option("--shard", callback=lambda _c, _p, value: _parse_shard(value), metavar="I/N",
+              help="Build only the kernels of shard I of N (1 <= I <= N), for CI job I of "
+                   "N: every machine splits the same kernels the same way (docs/ci.md).")
 def build(files, output, out_dir, defines, arch, diagnostics, jobs, no_cache, manifest,
-          prefix_maps, quiet, werror, depfile, depfile_path):
+          prefix_maps, quiet, werror, depfile, depfile_path, shard):
     """Compile FILES (.hk kernels, or .toml kernel libraries) to cubins with launch
     metadata JSON beside each."""
     maps = parse_prefix_maps(prefix_maps)
@@ -86,16 +90,20 @@ def build(files, output, out_dir, defines, arch, diagnostics, jobs, no_cache, ma
     if manifest:
         refuse_clobbering([str(job.source) for job in planned] + list(files),
                            {Path(manifest): "--manifest"}, planned)
+    if shard is not None:
+        from hopperc.build.shard import select
+        planned = select(planned, shard, lambda job: job.cubin.name)
     try:
         cache = None if no_cache else BuildCache.from_environment()
     except CacheError as exc:
-        raise click.BadParameter(str(exc), param_hint="HOPPERC_CACHE_MAX_SIZE") from None
+        raise click.BadParameter(str(exc), param_hint=str(exc).partition("=")[0]) from None
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     worst = 0
     try:
         results = run(planned, arch, maps, cache, jobs, diagnostics, quiet, werror)
+        _warn_remote_failure(cache, diagnostics)
         if manifest:
-            worst = _write_manifest(Path(manifest), results, arch, diagnostics)
+            worst = _write_manifest(Path(manifest), results, arch, diagnostics, shard)
     except Interrupted as stop:
         click.echo("hopperc: interrupted; no partial outputs left", err=True)
         sys.exit(128 + stop.signum)
@@ -103,26 +111,42 @@ def build(files, output, out_dir, defines, arch, diagnostics, jobs, no_cache, ma
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     failed = [r for r in results if r.exit_code]
-    if len(results) > 1 and not quiet:
-        _say(_count_line(results, failed), diagnostics)
+    if (len(results) > 1 or shard) and not quiet:
+        _say(_count_line(results, failed, shard), diagnostics)
     sys.exit(max([worst, *(r.exit_code for r in results)]))
 
 
-def _count_line(results: list[JobResult], failed: list[JobResult]) -> str:
+def _count_line(results: list[JobResult], failed: list[JobResult], shard) -> str:
     cached = sum(r.cached and not r.exit_code for r in results)
     by_warnings = sum(r.failed_by_warnings for r in failed)
-    return (f"{len(results)} kernels: {len(results) - len(failed)} built"
+    return (f"{f'shard {shard}: ' if shard else ''}{len(results)} kernels: {len(results) - len(failed)} built"
             f"{f' ({cached} from the cache)' if cached else ''}"
             f"{f', {len(failed)} failed' if failed else ''}"
             f"{f' ({by_warnings} for warnings: --Werror)' if by_warnings else ''}")
 
 
+def _parse_shard(value: str | None):
+    from hopperc.build.shard import parse_shard
+    try:
+        return None if value is None else parse_shard(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--shard") from None
+
+
+def _warn_remote_failure(cache: BuildCache | None, diagnostics: Diagnostics) -> None:
+    """The remote tier's first failure, once: the build went on without it."""
+    if cache is not None and cache.remote is not None and cache.remote.failure:
+        diagnostics.emit(warning("cache", f"the remote build cache failed ("
+                                          f"{cache.remote.failure}); building without it",
+                                 None, "HOPPERC_REMOTE_CACHE"))
+
+
 def _write_manifest(path: Path, results: list[JobResult], arch: str,
-                    diagnostics: Diagnostics) -> int:
+                    diagnostics: Diagnostics, shard=None) -> int:
     from hopperc.build.manifest import manifest_text
     from hopperc.build.outputs import write_atomically
     try:
-        write_atomically({path: manifest_text(results, arch).encode()})
+        write_atomically({path: manifest_text(results, arch, shard).encode()})
     except CompileError as exc:
         diagnostics.emit(describe(exc, None))
         return EXIT_USER
@@ -155,7 +179,7 @@ def run(jobs: list[BuildJob], arch: str, maps, cache: BuildCache | None, workers
         if cache is not None:
             keys[index] = build_key(sources[index].text, result.recorded_name, job.defines, arch)
             result.entry = cache.get(keys[index])
-            result.cached = result.entry is not None
+            result.cached, result.remote = result.entry is not None, cache.origin == "remote"
     misses = [i for i in sources if results[i].entry is None]
     compiled = _compile([(sources[i], jobs[i].defines, arch, results[i].recorded_name)
                          for i in misses], workers)
@@ -277,6 +301,7 @@ def _summary_line(result: JobResult) -> str:
     summary = result.entry.summary
     regs = summary["registers"] if summary["registers"] is not None else "-"
     spills = "/".join(map(str, summary["spills"])) if summary["spills"] else "-"
-    nvrtc = "  cached" if result.cached else f"{summary['nvrtc_ms']:5d} ms"
+    nvrtc = ("  remote" if result.remote else "  cached" if result.cached
+             else f"{summary['nvrtc_ms']:5d} ms")
     return (f"{summary['kernel']:<18} regs {regs:>3}  spills {spills:<5} "
             f"smem {summary['shared_bytes']:>6} B  nvrtc {nvrtc}  -> {result.job.cubin}")

@@ -9,14 +9,15 @@ from hopperc.cli.common import Group
 
 @click.group(cls=Group)
 def cache() -> None:
-    """The build cache (HOPPERC_CACHE_DIR; size bound HOPPERC_CACHE_MAX_SIZE)."""
+    """The build cache (HOPPERC_CACHE_DIR; size bound HOPPERC_CACHE_MAX_SIZE; a shared
+    remote tier HOPPERC_REMOTE_CACHE)."""
 
 
 def _cache() -> BuildCache:
     try:
         return BuildCache.from_environment()
     except CacheError as exc:
-        raise click.BadParameter(str(exc), param_hint="HOPPERC_CACHE_MAX_SIZE") from None
+        raise click.BadParameter(str(exc), param_hint=str(exc).partition("=")[0]) from None
 
 
 @cache.command()
@@ -27,11 +28,16 @@ def info() -> None:
     click.echo(f"directory: {store.root}")
     click.echo(f"entries:   {entries}")
     click.echo(f"size:      {_human(size)} of at most {_human(store.max_size)}")
+    if store.remote is not None:
+        remote = store.remote
+        state = "answers" if remote.reachable() else f"does not answer: {remote.failure}"
+        click.echo(f"remote:    {remote.base}{' (read-only)' if remote.read_only else ''}; "
+                   f"{state}")
 
 
 @cache.command()
 def clear() -> None:
-    """Remove every cached build."""
+    """Remove every cached build (of this machine: the remote tier is the server's)."""
     store = _cache()
     try:
         removed = store.clear()

@@ -1,0 +1,190 @@
+"""The build cache's remote tier against a real WebDAV server (wsgidav, started
+here): one machine's build fills it, another's is served from it without
+compiling, a damaged or foreign entry there is a miss, and a remote that fails
+in any way is one failure (the command's one warning: test_cache.py's
+unusable-tiers test) and the build goes on."""
+from __future__ import annotations
+
+import http.server
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hopperc.build import cache as cache_module
+from hopperc.build.cache import BuildCache, CachedBuild, build_key
+from hopperc.build.remote import RemoteCache
+from tests.builds.helpers import TMA_COPY, hopperc
+
+KEY, OTHER_KEY = "ab" * 32, "cd" * 32
+ENTRY = CachedBuild(b"\x7fELF cubin", b'{"kernel": "k"}\n', {"kernel": "k"}, ())
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Dav:
+    def __init__(self, root: Path, port: int):
+        self.root, self.url = root, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def dav(tmp_path_factory):
+    """`wsgidav` serving an empty directory, anonymous and writable, as a CI
+    cache server would (WebDAV: a PUT needs its parent collection)."""
+    root = tmp_path_factory.mktemp("dav-root")
+    port = _free_port()
+    log = open(root.parent / "wsgidav.log", "wb")
+    server = subprocess.Popen([sys.executable, "-m", "wsgidav.server.server_cli",
+                               "--host", "127.0.0.1", "--port", str(port), "--root", str(root),
+                               "--auth", "anonymous", "--no-config", "-q"],
+                              stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None, (root.parent / "wsgidav.log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "wsgidav did not start"
+                time.sleep(0.05)
+        yield Dav(root, port)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def machine_a(dav, tmp_path_factory):
+    """Machine A builds k.hk with an empty local cache, and the remote holds a
+    damaged entry at its key: a miss, so A compiles and its build replaces it."""
+    from hopperc.target import DEFAULT_ARCH
+    key = build_key(TMA_COPY, "k.hk", {}, DEFAULT_ARCH)
+    seeded = dav.root / "ci" / "hopperc" / key[:2] / key
+    seeded.parent.mkdir(parents=True)
+    seeded.write_bytes(cache_module.encode(key, ENTRY)[:-1] + b"\x00")
+    work = tmp_path_factory.mktemp("machine-a")
+    (work / "k.hk").write_text(TMA_COPY)
+    proc = hopperc("build", "k.hk", cwd=work, cache=work / "cache",
+                   HOPPERC_REMOTE_CACHE=f"{dav.url}/ci/hopperc")
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    return work, proc, seeded
+
+
+def test_a_damaged_remote_entry_is_a_miss_and_the_build_replaces_it(machine_a):
+    work, proc, seeded = machine_a
+    assert "remote" not in proc.stdout and "cached" not in proc.stdout
+    stored = cache_module.decode(seeded.read_bytes(), seeded.name)
+    assert stored.cubin == (work / "k.cubin").read_bytes()
+    assert stored.metadata == (work / "k.json").read_bytes()
+
+
+def test_a_build_on_one_machine_is_a_remote_hit_on_another(dav, machine_a, tmp_path):
+    work = machine_a[0]
+    (tmp_path / "k.hk").write_text(TMA_COPY)
+    remote = {"HOPPERC_REMOTE_CACHE": f"{dav.url}/ci/hopperc/"}
+    b = hopperc("build", "k.hk", cwd=tmp_path, cache=tmp_path / "b", **remote)
+    assert b.returncode == 0 and not b.stderr
+    assert "nvrtc   remote  -> k.cubin" in b.stdout
+    for name in ("k.cubin", "k.json"):
+        assert (tmp_path / name).read_bytes() == (work / name).read_bytes()
+    # the remote hit was kept locally: the remote is not needed again
+    again = hopperc("build", "k.hk", cwd=tmp_path, cache=tmp_path / "b")
+    assert again.returncode == 0 and "nvrtc   cached  -> k.cubin" in again.stdout
+
+
+def test_a_foreign_entry_on_the_remote_is_a_miss(dav, tmp_path):
+    """(Its PUTs make the collections /foreign/nested/ab/ and /cd/ first.)"""
+    remote = RemoteCache(f"{dav.url}/foreign/nested")
+    remote.put(KEY, cache_module.encode(OTHER_KEY, ENTRY))  # another key's, at KEY's path
+    remote.put(OTHER_KEY, cache_module.encode(OTHER_KEY, ENTRY))
+    store = BuildCache(tmp_path, remote=remote)
+    assert store.get(KEY) is None and store.origin is None
+    assert store.get(OTHER_KEY) == ENTRY and store.origin == "remote"
+    assert remote.failure is None and (dav.root / "foreign" / "nested" / "ab" / KEY).is_file()
+    assert BuildCache(tmp_path).get(OTHER_KEY) == ENTRY  # kept locally
+
+
+def test_a_read_only_remote_is_read_and_never_written(dav, tmp_path):
+    RemoteCache(f"{dav.url}/shared").put(KEY, cache_module.encode(KEY, ENTRY))
+    reader = RemoteCache(f"{dav.url}/shared", read_only=True)
+    store = BuildCache(tmp_path, remote=reader)
+    assert store.get(KEY) == ENTRY and store.origin == "remote"
+    store.put(OTHER_KEY, ENTRY)
+    assert not (dav.root / "shared" / "cd").exists() and reader.failure is None
+    assert BuildCache(tmp_path).get(OTHER_KEY) == ENTRY  # the local tier took it
+
+
+class _Answer(http.server.BaseHTTPRequestHandler):
+    """A server that answers every request with the status its path names
+    (`/500/...`) and records the requests' headers; `/hang` never answers."""
+    seen: list = []
+
+    def _answer(self):
+        self.seen.append((self.command, self.path, self.headers.get("Authorization")))
+        if self.path.startswith("/hang"):
+            time.sleep(1)
+            return
+        self.send_response(int(self.path.split("/")[1]))
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_PUT = do_HEAD = do_MKCOL = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def answering():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("path, method, failure", [
+    ("/500", "get", "GET {url}/500/ab/{key}: HTTP 500"),
+    ("/503", "put", "PUT {url}/503/ab/{key}: HTTP 503"),
+    ("/403", "put", "PUT {url}/403/ab/{key}: HTTP 403"),
+    ("/401", "get", "GET {url}/401/ab/{key}: HTTP 401"),
+    ("/hang", "get", "GET {url}/hang/ab/{key}: timed out")])
+def test_a_failing_remote_is_one_failure_and_then_left_alone(answering, path, method,
+                                                             failure):
+    remote = RemoteCache(answering + path, token="t0ken", timeout=0.2)
+    _Answer.seen.clear()
+    assert (remote.get(KEY) if method == "get" else remote.put(KEY, b"entry")) is None
+    assert remote.failure.startswith(failure.format(url=answering, key=KEY))
+    assert _Answer.seen[0][2] == "Bearer t0ken"
+    sent = len(_Answer.seen)
+    first = remote.failure
+    assert remote.get(OTHER_KEY) is None and remote.put(OTHER_KEY, b"entry") is None
+    assert remote.failure == first and len(_Answer.seen) == sent  # nothing sent after it
+
+
+def test_a_missing_entry_is_a_miss_not_a_failure(answering):
+    remote = RemoteCache(answering + "/404")
+    assert remote.get(KEY) is None and remote.failure is None
+    assert remote.reachable()
+
+
+def test_cache_info_names_the_remote(dav, tmp_path):
+    info = hopperc("cache", "info", cwd=tmp_path, cache=tmp_path / "c",
+                   HOPPERC_REMOTE_CACHE=f"{dav.url}/ci", HOPPERC_REMOTE_CACHE_READ_ONLY="yes")
+    assert info.returncode == 0
+    assert f"remote:    {dav.url}/ci (read-only); answers" in info.stdout
+    bad = hopperc("cache", "info", cwd=tmp_path, cache=tmp_path / "c",
+                  HOPPERC_REMOTE_CACHE="cache.example/hk")
+    assert bad.returncode == 1 and "expected an http:// or https:// URL" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -7,8 +7,6 @@ loads nothing else: each name loads what it needs on first use.
 from __future__ import annotations
 
 import os
-import sys
-import types
 from collections.abc import Mapping
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
@@ -16,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy
 
-    from hopperc.build.artifact import Artifact, BuildSummary
+    from hopperc.buildsys.artifact import Artifact, BuildSummary
     from hopperc.diagnostics import SourceFile, ToolchainError
     from hopperc.diagnostics.located import CompileError, Diagnostic
     from hopperc.runtime.kernel import Kernel
@@ -25,7 +23,7 @@ __version__ = "0.1.0"
 __all__ = ["Artifact", "BuildSummary", "CompileError", "Diagnostic", "ToolchainError",
            "__version__", "build", "compile", "simulate"]
 
-_HOME = {"Artifact": "hopperc.build.artifact", "BuildSummary": "hopperc.build.artifact",
+_HOME = {"Artifact": "hopperc.buildsys.artifact", "BuildSummary": "hopperc.buildsys.artifact",
          "CompileError": "hopperc.diagnostics.located",
          "Diagnostic": "hopperc.diagnostics.located", "ToolchainError": "hopperc.diagnostics"}
 
@@ -42,7 +40,7 @@ def build(source: str | os.PathLike[str], defines: Mapping[str, int] | None = No
     as given, or `<string>`); `cache=False` neither reads nor writes the cache.
     Raises `hopperc.CompileError` for the user's input (located, printing as the
     command line does) and `hopperc.ToolchainError` when NVRTC fails."""
-    from hopperc.build.artifact import build as build_artifact
+    from hopperc.buildsys.artifact import build as build_artifact
 
     return build_artifact(source, defines, arch=arch, ptx=ptx, cuda=cuda, name=name,
                           cache=cache)
@@ -77,16 +75,3 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'hopperc' has no attribute {name!r}")
     return getattr(import_module(_HOME[name]), name)
 
-
-class _Package(types.ModuleType):
-    """`hopperc.build` stays the function: importing the package of the same name
-    (the build machinery, `hopperc.build.cache` and the rest) would otherwise bind
-    the package over it. Its modules are imported by their full names."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "build" and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from hopperc.build.artifact import build
+from hopperc.buildsys.artifact import build
 from hopperc.runtime import Kernel
 from hopperc.target import DEFAULT_ARCH
 

@@ -7,7 +7,7 @@ import pytest
 from hopperc import driver
 from hopperc.codegen import render as render_module
 from hopperc.diagnostics import SourceFile
-from hopperc.explain import inserted_syncs
+from hopperc.ir.explain import inserted_syncs
 from hopperc.ir.printer import print_kernel
 from tests.conftest import ROOT
 

@@ -12,7 +12,7 @@ from hopperc.backend.cubin_tools import sass_instructions
 from hopperc.codegen import names
 from hopperc.codegen.launch import tensor_map_label
 from hopperc.diagnostics import SourceFile
-from hopperc.metadata import launch_metadata
+from hopperc.buildsys.metadata import launch_metadata
 from hopperc.runtime.spec import parse_spec
 from tests.conftest import ROOT, SAMPLES
 

@@ -12,7 +12,7 @@ from hopperc import driver
 from hopperc.codegen.launch import launch_info
 from hopperc.codegen.render import _Context
 from hopperc.diagnostics import CompileError, SourceFile
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.layout import element_grid, element_threads, view_shape

@@ -200,7 +200,7 @@ UNUSED_LOOP_VARIABLE = mutate(GEMM, ("        tma sa <- A[tile.m, k]\n        tm
 
 
 def _warnings(text: str):
-    from hopperc.build.jobs import compile_source
+    from hopperc.buildsys.jobs import compile_source
 
     entry, problems = compile_source(SourceFile("w.hk", text), {}, driver.DEFAULT_ARCH, "w.hk")
     assert entry is not None, [p.text for p in problems]

@@ -13,7 +13,7 @@ import pytest
 
 from hopperc import driver
 from hopperc.diagnostics import SourceFile, read_source
-from hopperc.dtypes import Swizzle
+from hopperc.ir.dtypes import Swizzle
 from hopperc.ir.banks import tile_store_wavefronts, wavefronts
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,7 +13,7 @@ import pytest
 
 from hopperc import driver
 from hopperc.diagnostics import CompileError, SourceFile
-from hopperc.explain import schedule
+from hopperc.ir.explain import schedule
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
 from hopperc.ir.verify import VerifyError, verify

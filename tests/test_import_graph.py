@@ -18,7 +18,14 @@ from tests.conftest import ROOT
 STAGES = ("frontend", "ir", "passes", "codegen", "backend")
 # What surrounds the compiler: the command line, the library build, the driver
 # that strings the stages together, the Python API, the simulator, the harness.
-SURROUNDINGS = ("cli", "build", "driver", "api", "sim", "harness")
+SURROUNDINGS = ("cli", "buildsys", "driver", "api", "sim", "harness")
+# The package root's modules: the entry points (the package, `python -m`, the API
+# and the driver) and the little that the stages and their surroundings share
+# (the target's defaults, where the package data and the cache lie, and the
+# temporaries cache files are written through). Another module goes in a room.
+ROOT_MODULES = ("__init__", "__main__", "api", "driver", "target", "local_files",
+                "temporaries")
+SHARED_ROOT_MODULES = ("target", "local_files", "temporaries")
 
 
 def _name(path: Path) -> str:
@@ -115,4 +122,28 @@ def test_the_stages_import_nothing_that_surrounds_the_compiler():
     crossings = [f"{module} imports {target}" for module, targets in sorted(_graph().items())
                  for target in sorted(targets)
                  if _room(module) in STAGES and _room(target) in SURROUNDINGS]
+    assert crossings == []
+
+
+def test_the_package_root_holds_only_its_listed_modules():
+    assert sorted(p.stem for p in (ROOT / "hopperc").glob("*.py")) == sorted(ROOT_MODULES)
+
+
+def test_what_the_stages_share_at_the_root_imports_no_stage_and_no_surrounding():
+    """The stages read the grammar and templates and write their caches through
+    these modules: through them a stage must not reach the build system."""
+    crossings = [f"{module} imports {target}" for module, targets in sorted(_graph().items())
+                 for target in sorted(targets)
+                 if _room(module) in SHARED_ROOT_MODULES
+                 and _room(target) in (*STAGES, *SURROUNDINGS)]
+    assert crossings == []
+
+
+def test_the_build_system_imports_nothing_of_the_command_line():
+    """The library build serves the command line and the Python API alike: it
+    raises, and the command line turns that into its messages and exit codes."""
+    crossings = [f"{module} imports {target}" for module, targets in sorted(_graph().items())
+                 for target in sorted(targets)
+                 if _room(module) == "buildsys" and _room(target) == "cli"]
+    assert "hopperc.buildsys.plan" in _graph()
     assert crossings == []

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import zipfile
 
-from hopperc import toolchain
+from hopperc.buildsys import toolchain
 from tests.conftest import ROOT
 
 
@@ -43,9 +43,10 @@ def test_installed_wheel_runs_from_a_temporary_directory(tmp_path):
 # Where the installed package finds its grammar and templates, and its fingerprint.
 WHERE = """\
 import os, hopperc
-from hopperc import toolchain
-print(os.path.realpath(os.path.dirname(hopperc.__file__)), toolchain.data_directory("grammar"),
-      toolchain.data_directory("templates"), toolchain.compiler_fingerprint())
+from hopperc import local_files
+from hopperc.buildsys import toolchain
+print(os.path.realpath(os.path.dirname(hopperc.__file__)), local_files.data_directory("grammar"),
+      local_files.data_directory("templates"), toolchain.compiler_fingerprint())
 """
 
 

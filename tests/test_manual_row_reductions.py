@@ -104,7 +104,7 @@ CHECK-NEXT: m: f32[16] every_row
 
 
 def test_explain_lists_the_compilers_barriers_in_manual_code():
-    from hopperc.explain import inserted_syncs
+    from hopperc.ir.explain import inserted_syncs
     listed = inserted_syncs(driver.lower(driver.check(SourceFile(KERNEL.name, TEXT))))
     assert [line.split("\n")[0] for line in listed] == [
         "row_softmax.hk:22: bar.sync 15, 128", "row_softmax.hk:24: bar.sync 15, 128"]

@@ -10,7 +10,7 @@ import pytest
 
 from hopperc import driver
 from hopperc.diagnostics import CompileError, SourceFile
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.sim.values import elementwise
 from tests.conftest import edit_error

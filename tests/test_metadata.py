@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from hopperc import driver
-from hopperc.metadata import launch_metadata
+from hopperc.buildsys.metadata import launch_metadata
 from tests.conftest import ROOT, source
 
 

@@ -9,7 +9,7 @@ import pytest
 from hopperc import driver
 from hopperc.backend import sass_metrics as sm
 from hopperc.diagnostics import SourceFile
-from hopperc.explain import schedule
+from hopperc.ir.explain import schedule
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.printer import statement

@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from hopperc import toolchain
+from hopperc import local_files
+from hopperc.buildsys import toolchain
 from tests.conftest import ROOT
 
 
@@ -14,7 +15,7 @@ from tests.conftest import ROOT
 def package_at(monkeypatch):
     """Make toolchain see the package at a given folder (its caches emptied)."""
     def move(package):
-        monkeypatch.setattr(toolchain, "_package", lambda: str(package))
+        monkeypatch.setattr(local_files, "package_directory", lambda: str(package))
         toolchain._compiler_files.cache_clear()
         toolchain.compiler_fingerprint.cache_clear()
     yield move
@@ -55,11 +56,11 @@ def test_a_checkout_and_its_wheel_layout_have_one_fingerprint(tmp_path, package_
     checkout = toolchain.compiler_fingerprint()
     wheel = _tree(tmp_path / "site", wheel=True)
     package_at(wheel)
-    assert toolchain.data_directory("templates") == wheel / "templates"
+    assert local_files.data_directory("templates") == wheel / "templates"
     assert toolchain.compiler_fingerprint() == checkout
 
 
 def test_a_checkout_reads_its_top_level_grammar_and_templates():
     """Never another checkout's: tests run with PYTHONPATH beside an editable install."""
-    assert toolchain.data_directory("grammar") == ROOT / "grammar"
-    assert toolchain.data_directory("templates") == ROOT / "templates"
+    assert local_files.data_directory("grammar") == ROOT / "grammar"
+    assert local_files.data_directory("templates") == ROOT / "templates"

@@ -39,7 +39,7 @@ def save_arrays(path: str, arrays: dict) -> None:
     float32 (.npz has no such dtype; the values are exact in float32)."""
     import numpy as np
 
-    from hopperc.build.outputs import write_atomically
+    from hopperc.buildsys.outputs import write_atomically
     portable = {name: array if array.dtype.kind in "fiu" else array.astype(np.float32)
                 for name, array in arrays.items()}
     buffer = io.BytesIO()

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import click
 
-from hopperc.build.cache import BuildCache, CacheError, CachedBuild, build_key
-from hopperc.cli.build_plan import (BuildJob, parse_prefix_maps, plan, recorded_name,
-                                    refuse_clobbering)
+from hopperc.buildsys.cache import BuildCache, CacheError, CachedBuild, build_key
+from hopperc.buildsys.plan import (BuildJob, PlanError, parse_prefix_maps, plan,
+                                   recorded_name, refuse_clobbering)
 from hopperc.cli.common import (Command, Diagnostics, arch_option, default_jobs, define_option,
                                 diag_option, parse_defines)
 from hopperc.diagnostics import CompileError, SourceFile, read_source
@@ -84,14 +84,19 @@ def build(files, output, out_dir, defines, arch, diagnostics, jobs, no_cache, ma
           prefix_maps, quiet, werror, depfile, depfile_path, shard):
     """Compile FILES (.hk kernels, or .toml kernel libraries) to cubins with launch
     metadata JSON beside each."""
-    maps = parse_prefix_maps(prefix_maps)
-    planned = plan(files, output, out_dir, parse_defines(defines), depfile, depfile_path,
-                   diagnostics)
-    if manifest:
-        refuse_clobbering([str(job.source) for job in planned] + list(files),
-                           {Path(manifest): "--manifest"}, planned)
+    try:
+        maps = parse_prefix_maps(prefix_maps)
+        planned = plan(files, output, out_dir, parse_defines(defines), depfile, depfile_path)
+        if manifest:
+            refuse_clobbering([str(job.source) for job in planned] + list(files),
+                              {Path(manifest): "--manifest"}, planned)
+    except PlanError as exc:
+        raise _usage_error(exc) from None
+    except CompileError as exc:  # a library file that cannot be read
+        diagnostics.emit(describe(exc, None))
+        sys.exit(EXIT_USER)
     if shard is not None:
-        from hopperc.build.shard import select
+        from hopperc.buildsys.shard import select
         planned = select(planned, shard, lambda job: job.cubin.name)
     try:
         cache = None if no_cache else BuildCache.from_environment()
@@ -116,6 +121,12 @@ def build(files, output, out_dir, defines, arch, diagnostics, jobs, no_cache, ma
     sys.exit(max([worst, *(r.exit_code for r in results)]))
 
 
+def _usage_error(exc: PlanError) -> click.UsageError:
+    if exc.param_hint:
+        return click.BadParameter(exc.message, param_hint=exc.param_hint)
+    return click.UsageError(exc.message)
+
+
 def _count_line(results: list[JobResult], failed: list[JobResult], shard) -> str:
     cached = sum(r.cached and not r.exit_code for r in results)
     by_warnings = sum(r.failed_by_warnings for r in failed)
@@ -126,7 +137,7 @@ def _count_line(results: list[JobResult], failed: list[JobResult], shard) -> str
 
 
 def _parse_shard(value: str | None):
-    from hopperc.build.shard import parse_shard
+    from hopperc.buildsys.shard import parse_shard
     try:
         return None if value is None else parse_shard(value)
     except ValueError as exc:
@@ -143,8 +154,8 @@ def _warn_remote_failure(cache: BuildCache | None, diagnostics: Diagnostics) -> 
 
 def _write_manifest(path: Path, results: list[JobResult], arch: str,
                     diagnostics: Diagnostics, shard=None) -> int:
-    from hopperc.build.manifest import manifest_text
-    from hopperc.build.outputs import write_atomically
+    from hopperc.buildsys.manifest import manifest_text
+    from hopperc.buildsys.outputs import write_atomically
     try:
         write_atomically({path: manifest_text(results, arch, shard).encode()})
     except CompileError as exc:
@@ -165,7 +176,7 @@ def run(jobs: list[BuildJob], arch: str, maps, cache: BuildCache | None, workers
         diagnostics: Diagnostics, quiet: bool, werror: bool = False) -> list[JobResult]:
     """Build every job (hits from the cache, misses compiled in up to `workers`
     processes), writing and reporting each in the order given."""
-    from hopperc.build.manifest import declared_kernel
+    from hopperc.buildsys.manifest import declared_kernel
     results, sources, keys = [], {}, {}
     for index, job in enumerate(jobs):
         result = JobResult(job, recorded_name=recorded_name(str(job.source), maps))
@@ -214,7 +225,7 @@ def _finish(results, compiled, misses, sources, keys, cache, diagnostics, quiet,
                                                       f"{cache.root}; building without it",
                                              None, "HOPPERC_CACHE_DIR"))
         elif result.cached:
-            from hopperc.build.jobs import replayed_warnings
+            from hopperc.buildsys.jobs import replayed_warnings
             result.problems = replayed_warnings(result.entry, sources[index])
         progress.clear()
         _as_reported(result, werror)
@@ -249,7 +260,7 @@ def _as_reported(result: JobResult, werror: bool) -> None:
 
 def _compile(arguments: list[tuple], workers: int):
     """Yield compile_source's result for each miss, in order."""
-    from hopperc.build import jobs as job_module
+    from hopperc.buildsys import jobs as job_module
 
     if workers <= 1 or len(arguments) <= 1:
         return (job_module.compile_source(*args) for args in arguments)
@@ -269,19 +280,19 @@ def _compile(arguments: list[tuple], workers: int):
 
 
 def _compile_one(arguments: tuple):
-    from hopperc.build.jobs import compile_source
+    from hopperc.buildsys.jobs import compile_source
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the pool
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     return compile_source(*arguments)
 
 
 def _write(result: JobResult, source: SourceFile) -> None:
-    from hopperc.build.outputs import write_atomically
+    from hopperc.buildsys.outputs import write_atomically
 
     job, entry = result.job, result.entry
     files = {job.cubin: entry.cubin, job.cubin.with_suffix(".json"): entry.metadata}
     if job.depfile is not None:
-        from hopperc.build.depfile import depfile_text
+        from hopperc.buildsys.depfile import depfile_text
         files[job.depfile] = depfile_text(list(files), job.source, job.library).encode()
     try:
         # The cubin last: a build killed between two renames leaves the old cubin,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from hopperc.build.cache import BuildCache, CacheError
+from hopperc.buildsys.cache import BuildCache, CacheError
 from hopperc.cli.common import Group
 
 

@@ -65,7 +65,7 @@ def emit(file, ptx, cu, ir, ast, sass, after, output, defines, arch, diagnostics
     try:
         text = guarded(produce, file, diagnostics)
         if output:
-            from hopperc.build.outputs import write_atomically
+            from hopperc.buildsys.outputs import write_atomically
             guarded(lambda _: write_atomically({Path(output): text.encode()}), None,
                     diagnostics)
     except Failure as failure:
@@ -84,7 +84,7 @@ def explain(file, defines, diagnostics):
 
     def syncs(source) -> list[str]:
         from hopperc import driver
-        from hopperc.explain import inserted_syncs, schedule
+        from hopperc.ir.explain import inserted_syncs, schedule
         kernel = driver.lower(driver.check(source, defs))
         return schedule(kernel) + inserted_syncs(kernel)
 

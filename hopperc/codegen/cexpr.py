@@ -12,7 +12,7 @@ from typing import Mapping
 
 from hopperc.codegen import names
 from hopperc.codegen.launch import LaunchInfo
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.layout import (block_bytes, column_blocks, packs_pairs, part_bytes, row_pitch,

@@ -29,7 +29,7 @@ from hopperc.ir.dataflow import overwrites_on_first_iteration, runs_at_most_once
 from hopperc.ir.elements import element_tensors
 from hopperc.ir.printer import explain, statement
 from hopperc.ir.layout import packs_pairs, tile_registers
-from hopperc.toolchain import cache_root, data_directory
+from hopperc.local_files import cache_root, data_directory
 
 GRID_REGISTERS = ("x", "y", "z")
 INDENT = "  "

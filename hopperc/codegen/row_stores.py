@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from hopperc.codegen import names
 from hopperc.codegen.cexpr import ExprRenderer, RoleContext, from_float, scalar
 from hopperc.codegen.elements import ROWS_ROW, thread_among
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import ROW_SLOTS
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hopperc.dtypes import DType, Swizzle
+from hopperc.ir.dtypes import DType, Swizzle
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import block_bytes, column_blocks, wgmma_k
 

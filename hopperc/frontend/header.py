@@ -3,7 +3,7 @@ checked and turned into IR in the order later declarations need them."""
 from __future__ import annotations
 
 from hopperc.diagnostics import CompileError, Span
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast, limits
 from hopperc.frontend.literals import check_int32
 from hopperc.frontend.scope import Scope, const_value, is_const, scalar_expr

@@ -6,7 +6,7 @@ number that broke it, so the user can fix the kernel without the PTX ISA.
 from __future__ import annotations
 
 from hopperc.diagnostics import CompileError, Span
-from hopperc.dtypes import DType, Swizzle
+from hopperc.ir.dtypes import DType, Swizzle
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies
 from hopperc.ir.layout import (REGISTER_FILE, WGMMA_M, launch_registers, part_bytes,

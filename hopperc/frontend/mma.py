@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from hopperc.diagnostics import CompileError, Span
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast, limits
 from hopperc.frontend.scope import Scope, TileSymbol
 from hopperc.frontend.tiles import buffer_view

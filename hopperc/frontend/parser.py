@@ -15,7 +15,7 @@ from hopperc.frontend import ast
 from hopperc.frontend.keyword_typos import find_typo, glued_keyword_note, typo_error
 from hopperc.frontend.literals import float_literal, int_literal
 from hopperc.frontend.nesting import check_nesting
-from hopperc.toolchain import cache_root, data_directory, store_quietly
+from hopperc.local_files import cache_root, data_directory, store_quietly
 
 MAX_EXPECTED = 12
 CLOSERS = ("'}'", "')'", "']'")

@@ -6,7 +6,7 @@ block's threads), the kernel's accumulators and the warpgroups that run."""
 from __future__ import annotations
 
 from hopperc.diagnostics import CompileError, Span
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast
 from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.rows import row_operands

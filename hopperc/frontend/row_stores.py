@@ -7,7 +7,7 @@ them, of T's dtype (converted explicitly: `bf16(lse)`)."""
 from __future__ import annotations
 
 from hopperc.diagnostics import CompileError
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast
 from hopperc.frontend.rows import row_operands
 from hopperc.frontend.scope import DIVERGENT_BUILTINS, Scope, TileSymbol, scalar_expr

@@ -6,7 +6,7 @@ expression (an element read is evaluated where it is used, see TensorElement).
 from __future__ import annotations
 
 from hopperc.diagnostics import CompileError
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast
 from hopperc.frontend.scope import Scope, ScalarSymbol, scalar_expr
 from hopperc.frontend.tiles import lower_tile_expr

@@ -9,7 +9,7 @@ import difflib
 from dataclasses import dataclass, fields, is_dataclass
 
 from hopperc.diagnostics import CompileError, Span
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast
 from hopperc.frontend.literals import check_int32
 from hopperc.ir import nodes as ir

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import fields, is_dataclass, replace
 
 from hopperc.diagnostics import CompileError, Span
-from hopperc.dtypes import DType, Swizzle
+from hopperc.ir.dtypes import DType, Swizzle
 from hopperc.frontend import ast, header, limits, persistent
 from hopperc.frontend.bounds import loop_range
 from hopperc.frontend.copies import lower_copy

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hopperc.diagnostics import CompileError, Span
-from hopperc.dtypes import DType, Swizzle
+from hopperc.ir.dtypes import DType, Swizzle
 from hopperc.frontend import ast
 from hopperc.frontend.bounds import check_index
 from hopperc.frontend.scope import (Scope, ScalarSymbol, TileSymbol, VectorSymbol, const_value,

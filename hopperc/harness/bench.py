@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hopperc import driver
-from hopperc.build.artifact import build_source
+from hopperc.buildsys.artifact import build_source
 from hopperc.diagnostics import SourceFile
 from hopperc.harness.matmuls import Matmul, matmuls
 from hopperc.harness.torch_bridge import require_torch, torch_dtype

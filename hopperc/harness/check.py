@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hopperc import driver
-from hopperc.build.artifact import build_source
+from hopperc.buildsys.artifact import build_source
 from hopperc.diagnostics import SourceFile
 from hopperc.harness.torch_bridge import require_torch, to_device, to_host
 from hopperc.runtime import Kernel

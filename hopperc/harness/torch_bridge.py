@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from hopperc.diagnostics import ToolchainError
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 
 _TORCH_NAMES = {DType.BF16: "bfloat16", DType.F16: "float16", DType.F32: "float32",
                 DType.I32: "int32", DType.E4M3: "float8_e4m3fn", DType.E5M2: "float8_e5m2"}

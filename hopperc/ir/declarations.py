@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hopperc.diagnostics import Span
-from hopperc.dtypes import DType, Swizzle
+from hopperc.ir.dtypes import DType, Swizzle
 from hopperc.ir.scalars import ScalarExpr
 
 

@@ -3,7 +3,7 @@ elements map to their registers. Shared by the front end (which assigns a
 layout) and code generation (which indexes by it)."""
 from __future__ import annotations
 
-from hopperc.dtypes import DType, Swizzle
+from hopperc.ir.dtypes import DType, Swizzle
 from hopperc.ir import nodes as ir
 
 WGMMA_M = 64  # rows of a wgmma product per warpgroup

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from hopperc.diagnostics import Span
-from hopperc.dtypes import DType, Swizzle  # noqa: F401 - re-exported with SharedBuffer
+from hopperc.ir.dtypes import DType, Swizzle  # noqa: F401 - re-exported with SharedBuffer
 from hopperc.ir.declarations import (  # noqa: F401 - re-exported: one namespace for the IR
     GridAxis, MBarrierArray, RoleInfo, ScalarParam, SharedBuffer, TensorParam)
 from hopperc.ir.scalars import (  # noqa: F401 - re-exported: one namespace for the IR

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.ir.scalars import ScalarExpr
 from hopperc.ir.views import BufferView
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.runtime.errors import ArgumentError
 
 _TORCH_DTYPES = {

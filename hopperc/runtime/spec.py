@@ -11,7 +11,7 @@ from typing import Any
 
 from cuda.bindings import driver
 
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.runtime import ragged_view
 from hopperc.runtime.errors import MetadataError
 from hopperc.runtime.launch_rules import Extent, evaluate_extent, extent_names

@@ -17,7 +17,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from hopperc.build.outputs import OutputError, write_atomically
+from hopperc.buildsys.outputs import OutputError, write_atomically
 from hopperc.ir import nodes as ir
 from hopperc.sim.explore import Report
 from hopperc.sim.findings import Finding

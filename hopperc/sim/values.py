@@ -12,7 +12,7 @@ from typing import Callable, Mapping
 import ml_dtypes
 import numpy as np
 
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import plane_rows
 

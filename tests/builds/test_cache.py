@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hopperc.build import cache as cache_module
-from hopperc.build.cache import BuildCache, CacheError, CachedBuild, build_key, parse_size
+from hopperc.buildsys import cache as cache_module
+from hopperc.buildsys.cache import BuildCache, CacheError, CachedBuild, build_key, parse_size
 from tests.builds.helpers import SCALE_ROWS, TMA_COPY, hopperc
 
 
@@ -208,7 +208,7 @@ def test_unusable_cache_tiers_are_a_warning_each_and_the_build_goes_on(tmp_path)
 
 def test_a_hit_shows_the_warnings_of_the_first_build():
     from hopperc.diagnostics import SourceFile
-    from hopperc.build.jobs import replayed_warnings
+    from hopperc.buildsys.jobs import replayed_warnings
     record = {"severity": "warning", "rule": "ptxas-warning", "message": "Unused register",
               "line": 2}
     entry = CachedBuild(b"", b"{}", {}, (record,))
@@ -418,7 +418,7 @@ def test_odd_things_in_the_cache_directory_leave_the_commands_working(shared_bui
 
 
 def test_the_build_cache_settings_are_checked(monkeypatch):
-    from hopperc.build.remote import RemoteCache
+    from hopperc.buildsys.remote import RemoteCache
     monkeypatch.setenv("HOPPERC_REMOTE_CACHE", "https://u:p%40ss@cache.example/hk/")
     monkeypatch.setenv("HOPPERC_REMOTE_CACHE_READ_ONLY", "1")
     monkeypatch.setenv("HOPPERC_REMOTE_CACHE_TIMEOUT", "0.5")

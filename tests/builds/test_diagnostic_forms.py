@@ -110,7 +110,7 @@ def test_ptx_lines_lead_back_to_the_hk_line():
 def test_ptxas_warnings_are_shown_at_the_hk_line():
     from types import SimpleNamespace
 
-    from hopperc.build.jobs import _warnings
+    from hopperc.buildsys.jobs import _warnings
     log = "ptxas /tmp/x.ptx, line 6; warning : Unused register %r9\n"
     built = SimpleNamespace(result=SimpleNamespace(log=log, ptx=PTX))
     source = SourceFile("src/k.hk", "\n".join(f"line {n}" for n in range(1, 12)))

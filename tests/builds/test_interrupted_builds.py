@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from hopperc.build import temporaries
-from hopperc.build.outputs import write_atomically
+from hopperc import temporaries
+from hopperc.buildsys.outputs import write_atomically
 from hopperc.runtime.errors import MetadataError
 from hopperc.runtime.kernel import check_pair, load
 from tests.builds.helpers import TMA_COPY, hopperc
@@ -23,7 +23,7 @@ from tests.builds.helpers import TMA_COPY, hopperc
 # `hopperc build` in a process that dies (as by SIGKILL) right after its first rename.
 KILLED_AFTER_FIRST_RENAME = """
 import os, sys
-from hopperc.build import outputs
+from hopperc.buildsys import outputs
 from hopperc.cli import main
 rename = outputs._rename
 def rename_then_die(temp, path):
@@ -150,7 +150,7 @@ def test_a_temporary_of_another_boot_or_namespace_is_abandoned_only_when_old(tmp
 
 
 def test_the_build_cache_removes_a_killed_writers_temporaries(tmp_path):
-    from hopperc.build.cache import BuildCache, CachedBuild
+    from hopperc.buildsys.cache import BuildCache, CachedBuild
 
     key = "ab" * 32
     shard = tmp_path / "builds" / "ab"
@@ -168,7 +168,7 @@ def test_the_build_cache_removes_a_killed_writers_temporaries(tmp_path):
 
 
 def test_a_cache_entry_whose_metadata_names_another_cubin_is_a_miss(tmp_path):
-    from hopperc.build.cache import BuildCache, CachedBuild
+    from hopperc.buildsys.cache import BuildCache, CachedBuild
 
     meta = json.dumps({"cubin_sha256": hashlib.sha256(b"another").hexdigest()}).encode()
     store = BuildCache(tmp_path)

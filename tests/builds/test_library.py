@@ -128,7 +128,7 @@ def test_the_manifest_lists_every_kernel_with_hashes_and_status(hopperc_cli, tmp
                        "-q", cwd=tmp_path)
     assert proc.returncode == 1
     manifest = json.loads((tmp_path / "lib.json").read_text())
-    assert manifest["schema"] == "hopperc.build.manifest/1"
+    assert manifest["schema"] == "hopperc.buildsys.manifest/1"
     gone, bm64, bm128 = manifest["kernels"]
     assert gone["status"] == "failed" and gone["outputs"] == [] and gone["errors"]
     # a source that cannot be read declares no kernel: its file name stands in
@@ -208,7 +208,7 @@ defines = { BM = 256 }
 
 
 def test_the_kernel_is_read_from_its_declaration_without_the_parser():
-    from hopperc.build.manifest import declared_kernel
+    from hopperc.buildsys.manifest import declared_kernel
     assert declared_kernel("# kernel old(\n// kernel older(\nkernel  new_one (X: f32[M])") == \
         "new_one"
     assert declared_kernel("kernel(") is None

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from hopperc.build import outputs
-from hopperc.build.outputs import OutputError, write_atomically
+from hopperc.buildsys import outputs
+from hopperc.buildsys.outputs import OutputError, write_atomically
 from tests.builds.helpers import TMA_COPY, hopperc
 from tests.conftest import ROOT
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from hopperc.build import cache as cache_module
-from hopperc.build.cache import BuildCache, CachedBuild, build_key
-from hopperc.build.remote import RemoteCache
+from hopperc.buildsys import cache as cache_module
+from hopperc.buildsys.cache import BuildCache, CachedBuild, build_key
+from hopperc.buildsys.remote import RemoteCache
 from tests.builds.helpers import TMA_COPY, hopperc
 
 KEY, OTHER_KEY = "ab" * 32, "cd" * 32

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hopperc.build.shard import Shard, parse_shard, select, shard_of_each
+from hopperc.buildsys.shard import Shard, parse_shard, select, shard_of_each
 from hopperc.cli import main
 from tests.builds.helpers import TMA_COPY, hopperc
 

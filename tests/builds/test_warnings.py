@@ -117,7 +117,7 @@ def test_a_kernel_with_roles_names_their_register_budgets():
 
     from hopperc import driver
     from hopperc.backend.nvrtc import Resources
-    from hopperc.build.jobs import _spills
+    from hopperc.buildsys.jobs import _spills
     from tests.conftest import ROOT
 
     source = driver.read_source(ROOT / "samples" / "gemm_bf16.hk")

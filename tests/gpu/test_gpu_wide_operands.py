@@ -4,7 +4,7 @@ reference of their statements and against PyTorch."""
 import pytest
 
 from hopperc.diagnostics import SourceFile
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.harness.check import compare, run_check
 from hopperc.harness.torch_bridge import to_host
 from tests.test_wide_operands import ATTENTION, WIDE_PRODUCTS, gemm

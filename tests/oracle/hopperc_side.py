@@ -11,7 +11,7 @@ from hopperc import driver
 from hopperc.codegen import names
 from hopperc.codegen.render import _environment
 from hopperc.diagnostics import SourceFile
-from hopperc.dtypes import DType, Swizzle
+from hopperc.ir.dtypes import DType, Swizzle
 
 # CuTe's name of each element type (cute/numeric).
 CUTE_TYPES = {"bf16": "cute::bfloat16_t", "f16": "cute::half_t", "e4m3": "cute::float_e4m3_t",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from hopperc import driver
 from hopperc.diagnostics import SourceFile
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from tests.oracle.hopperc_side import CUTE_TYPES, SWIZZLE_BITS, call_arguments
 
 # Every swizzle, 1- and 2-byte elements, 2 to 8 column blocks; a leading buffer

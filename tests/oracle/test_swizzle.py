@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hopperc import driver
-from hopperc.dtypes import Swizzle
+from hopperc.ir.dtypes import Swizzle
 from hopperc.sim.views import CHUNK, Place, SharedSpace
 from tests.conftest import source
 from tests.oracle import layout_cases as tiled_layouts

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import hopperc
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.runtime.arrays import DeviceTensor
 from hopperc.runtime.spec import parse_spec
 from hopperc.runtime.tensor_maps import TensorMapArgs, tensor_map_args

@@ -3,7 +3,7 @@ library they come from."""
 import numpy as np
 import pytest
 
-from hopperc.dtypes import DType
+from hopperc.ir.dtypes import DType
 from hopperc.runtime import ArgumentError
 from hopperc.runtime.arrays import device_tensor, read_dlpack
 from tests.runtime.helpers import CudaArray, bf16

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hopperc import toolchain
+from hopperc.buildsys import toolchain
 
 
 def depfile_text(targets: list[Path], source: Path, library: Path | None = None) -> str:

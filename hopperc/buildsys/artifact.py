@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hopperc import diagnostics
-from hopperc.build.cache import BuildCache, CachedBuild, build_key
-from hopperc.build.jobs import build_entry, replayed_warnings
+from hopperc.buildsys.cache import BuildCache, CachedBuild, build_key
+from hopperc.buildsys.jobs import build_entry, replayed_warnings
 from hopperc.diagnostics import SourceFile, as_source
 from hopperc.diagnostics.located import CompileError, Diagnostic
 from hopperc.diagnostics.problems import Problem, warning

@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING
 
-from hopperc.build.cache import CachedBuild
+from hopperc.buildsys.cache import CachedBuild
 from hopperc.diagnostics import SourceFile, Span
 from hopperc.diagnostics.problems import Problem, describe, warning
 
@@ -32,7 +32,7 @@ def build_entry(source: SourceFile, defines: dict[str, int], arch: str,
     """The build and its cache entry; the compiler's exceptions propagate (the
     Python API raises them, `compile_source` reports them)."""
     from hopperc import driver
-    from hopperc.metadata import launch_metadata
+    from hopperc.buildsys.metadata import launch_metadata
 
     built = driver.build(source, defines, arch, recorded_name, reproducible=True)
     warnings = _warnings(built, source, recorded_name) + _spills(built, source)

@@ -21,7 +21,8 @@ def declared_kernel(text: str) -> str | None:
 def manifest_text(results: list, arch: str, shard=None) -> str:
     """One record per kernel: where it came from, what was built, and whether;
     with `--shard I/N`, which shard this manifest is of."""
-    from hopperc import __version__, toolchain
+    from hopperc import __version__
+    from hopperc.buildsys import toolchain
 
     nvrtc = toolchain.nvrtc().version
     records = []
@@ -40,5 +41,5 @@ def manifest_text(results: list, arch: str, shard=None) -> str:
             "hopperc": __version__, "nvrtc": nvrtc,
         })
     sharded = {"shard": {"index": shard.index, "total": shard.total}} if shard else {}
-    return json.dumps({"schema": "hopperc.build.manifest/1", **sharded, "kernels": records},
+    return json.dumps({"schema": "hopperc.buildsys.manifest/1", **sharded, "kernels": records},
                       indent=2) + "\n"

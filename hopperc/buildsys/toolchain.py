@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 import hopperc
+from hopperc import local_files
 
 # The package data the compiler reads, by directory: the repository's top-level
-# grammar/ and templates/ (see data_directory).
+# grammar/ and templates/ (see local_files.data_directory).
 _DATA_SUFFIXES = {"grammar": ".lark", "templates": ".j2"}
 
 
@@ -34,9 +35,9 @@ def _compiler_files() -> tuple[tuple[str, str], ...]:
     """(name, path) of each compiler file, by name: its path in the installed
     package (`grammar/hk.lark`) wherever it lies, so a checkout and the wheel
     built from it hash alike."""
-    files = _files_under(_package(), ".py", "")
+    files = _files_under(local_files.package_directory(), ".py", "")
     for name, suffix in _DATA_SUFFIXES.items():
-        files += _files_under(str(data_directory(name)), suffix, name)
+        files += _files_under(str(local_files.data_directory(name)), suffix, name)
     return tuple(sorted(files))
 
 
@@ -49,22 +50,6 @@ def _files_under(root: str, suffix: str, prefix: str) -> list[tuple[str, str]]:
     return files
 
 
-def _package() -> str:
-    return os.path.realpath(os.path.dirname(hopperc.__file__))
-
-
-def data_directory(name: str) -> Path:
-    """`grammar` or `templates`: the repository's top-level directories, which the
-    wheel ships inside the package (pyproject.toml maps them to hopperc.grammar
-    and hopperc.templates). Installed from a wheel they lie in the package; run
-    from a checkout (PYTHONPATH or an editable install), beside it. Found from
-    the code that runs rather than by importing `hopperc.<name>`: beside another
-    checkout's editable install, the import would find that checkout's files."""
-    package = Path(_package())
-    installed = package / name
-    return installed if installed.is_dir() else package.parent / name
-
-
 @lru_cache(maxsize=1)
 def compiler_fingerprint() -> str:
     """A hash of the contents of the compiler's files (not their paths or times,
@@ -75,7 +60,7 @@ def compiler_fingerprint() -> str:
     for path in compiler_files():
         stat = os.stat(path)
         stats.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
-    memo = cache_root() / "compiler" / stats.hexdigest()
+    memo = local_files.cache_root() / "compiler" / stats.hexdigest()
     try:
         known = memo.read_text()
         if len(known) == 64:
@@ -83,7 +68,7 @@ def compiler_fingerprint() -> str:
     except (OSError, ValueError):  # missing, not a file, or not text: hashed again
         pass
     fingerprint = _hash_contents()
-    store_quietly(memo, fingerprint.encode())
+    local_files.store_quietly(memo, fingerprint.encode())
     return fingerprint
 
 
@@ -129,39 +114,6 @@ def _wheel_library(site: Path, info: Path) -> Path | None:
         if stem.startswith("libnvrtc.so") and (site / name).exists():
             return (site / name).resolve()
     return None
-
-
-def cache_root() -> Path:
-    """Where hopperc keeps what it can reuse (builds, grammar tables):
-    `HOPPERC_CACHE_DIR`, else the user cache directory."""
-    root = os.environ.get("HOPPERC_CACHE_DIR")
-    if not root:
-        import platformdirs
-        root = platformdirs.user_cache_dir("hopperc", appauthor=False)
-    return Path(root)
-
-
-def store_quietly(path: Path, data: bytes) -> bool:
-    """Write a cache file atomically (a temporary renamed into place, so readers
-    see all of it or nothing); a cache that cannot be written is skipped. Killed
-    writers' temporaries in the directory are removed."""
-    from hopperc.build import temporaries
-
-    temp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporaries.remove_abandoned(path.parent)
-        fd, temp = temporaries.create(path)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temp, path)
-        temp = None
-        return True
-    except OSError:
-        return False
-    finally:
-        if temp is not None:
-            Path(temp).unlink(missing_ok=True)
 
 
 def identity() -> dict[str, str]:

@@ -6,7 +6,7 @@ the target and the toolchain's identity (hopperc's version and the contents
 of its files, NVRTC's version), so a hit is the build hopperc would make.
 Entries live in `HOPPERC_CACHE_DIR` (default: the user cache directory), and
 optionally also on an HTTP server shared by several machines
-(`HOPPERC_REMOTE_CACHE`, hopperc/build/remote.py): the local tier is asked
+(`HOPPERC_REMOTE_CACHE`, hopperc/buildsys/remote.py): the local tier is asked
 first, a remote hit is kept locally, and a build made here is sent to both.
 
 An entry is one file: a header naming its key and the size and SHA-256 of
@@ -32,11 +32,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from hopperc import toolchain
-from hopperc.build import temporaries
+from hopperc import local_files, temporaries
+from hopperc.buildsys import toolchain
 
 if TYPE_CHECKING:
-    from hopperc.build.remote import RemoteCache
+    from hopperc.buildsys.remote import RemoteCache
 
 FORMAT = 2
 DEFAULT_MAX_SIZE = 1 << 30
@@ -87,9 +87,13 @@ class BuildCache:
         max_size = parse_size(os.environ.get("HOPPERC_CACHE_MAX_SIZE", ""))
         remote = None
         if os.environ.get("HOPPERC_REMOTE_CACHE", "").strip():
-            from hopperc.build.remote import RemoteCache  # urllib: only when asked for
-            remote = RemoteCache.from_environment()
-        return cls(toolchain.cache_root(), max_size, remote)
+            # urllib: only when asked for
+            from hopperc.buildsys.remote import RemoteCache, RemoteSettingError
+            try:
+                remote = RemoteCache.from_environment()
+            except RemoteSettingError as exc:
+                raise CacheError(str(exc)) from None
+        return cls(local_files.cache_root(), max_size, remote)
 
     def _path(self, key: str) -> Path:
         return self.root / "builds" / key[:2] / key
@@ -104,7 +108,7 @@ class BuildCache:
         entry = decode(data, key) if data is not None else None
         if entry is not None:
             self.origin = "remote"
-            toolchain.store_quietly(self._path(key), data)  # kept here for next time
+            local_files.store_quietly(self._path(key), data)  # kept here for next time
         return entry
 
     def _get_local(self, key: str) -> CachedBuild | None:
@@ -126,7 +130,7 @@ class BuildCache:
         """Store an entry here and on the remote (unless it is read-only); returns
         whether the local tier took it (the remote's failure is its own)."""
         data = encode(key, entry)
-        stored = toolchain.store_quietly(self._path(key), data)
+        stored = local_files.store_quietly(self._path(key), data)
         if self.remote is not None:
             self.remote.put(key, data)
         return stored

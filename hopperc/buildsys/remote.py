@@ -5,7 +5,7 @@ WebDAV server serves it (a WebDAV server refuses a PUT whose parent collection
 is missing with 409 Conflict: the collection, and its missing parents, are made
 with MKCOL and the PUT sent again).
 
-Settings (the environment; hopperc/build/cache.py's BuildCache reads them):
+Settings (the environment; hopperc/buildsys/cache.py's BuildCache reads them):
 `HOPPERC_REMOTE_CACHE` the base URL (http or https; `user:password@` in it is
 sent as basic authentication), `HOPPERC_REMOTE_CACHE_TOKEN` a bearer token,
 `HOPPERC_REMOTE_CACHE_READ_ONLY=1` to fetch but never store, and
@@ -25,6 +25,11 @@ import urllib.parse
 DEFAULT_TIMEOUT = 5.0
 _LARGEST_ENTRY = 1 << 30
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+
+
+class RemoteSettingError(Exception):
+    """A HOPPERC_REMOTE_CACHE setting that cannot be used (its message shows
+    neither the password nor the token)."""
 
 
 class RemoteCache:
@@ -47,9 +52,7 @@ class RemoteCache:
     @classmethod
     def from_environment(cls) -> RemoteCache | None:
         """The remote tier the environment asks for, or None; a setting that
-        cannot be used is a CacheError (the command line's error, exit 1)."""
-        from hopperc.build.cache import CacheError
-
+        cannot be used is a RemoteSettingError (the build cache's CacheError)."""
         url = os.environ.get("HOPPERC_REMOTE_CACHE", "").strip()
         if not url:
             return None
@@ -58,27 +61,28 @@ class RemoteCache:
             parts = urllib.parse.urlsplit(url)
             parts.port  # noqa: B018 - raises ValueError for a port that is not a number
         except ValueError as exc:
-            raise CacheError(f"HOPPERC_REMOTE_CACHE={shown!r}: {exc}") from None
+            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE={shown!r}: {exc}") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise CacheError(f"HOPPERC_REMOTE_CACHE={shown!r}: expected an http:// or "
-                             "https:// URL such as https://cache.example.com/hopperc")
+            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE={shown!r}: expected an http:// or "
+                                     "https:// URL such as https://cache.example.com/hopperc")
         if parts.query or parts.fragment:
-            raise CacheError(f"HOPPERC_REMOTE_CACHE={shown!r}: the base URL takes no query "
-                             "or fragment (entries go below its path)")
+            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE={shown!r}: the base URL takes no "
+                                     "query or fragment (entries go below its path)")
         token = os.environ.get("HOPPERC_REMOTE_CACHE_TOKEN", "").strip()
         if not token.isprintable():
-            raise CacheError("HOPPERC_REMOTE_CACHE_TOKEN holds a control character")
+            raise RemoteSettingError("HOPPERC_REMOTE_CACHE_TOKEN holds a control character")
         read_only = os.environ.get("HOPPERC_REMOTE_CACHE_READ_ONLY", "").strip().lower()
         if read_only not in _TRUE + _FALSE:
-            raise CacheError(f"HOPPERC_REMOTE_CACHE_READ_ONLY={read_only!r}: expected 1 or 0")
+            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE_READ_ONLY={read_only!r}: "
+                                     "expected 1 or 0")
         timeout_text = os.environ.get("HOPPERC_REMOTE_CACHE_TIMEOUT", "").strip()
         try:
             timeout = float(timeout_text) if timeout_text else DEFAULT_TIMEOUT
         except ValueError:
             timeout = -1.0
         if not 0 < timeout < float("inf"):
-            raise CacheError(f"HOPPERC_REMOTE_CACHE_TIMEOUT={timeout_text!r}: expected a "
-                             "positive number of seconds")
+            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE_TIMEOUT={timeout_text!r}: expected a "
+                                     "positive number of seconds")
         return cls(url, token=token or None, read_only=read_only in _TRUE, timeout=timeout)
 
     def url(self, key: str) -> str:

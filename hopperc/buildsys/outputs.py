@@ -13,7 +13,7 @@ Only SIGKILL (or a crash) can stop a build between two renames. The build
 renames the metadata first and the cubin last, so such a stop leaves the old
 cubin, older than its source, beside new metadata whose `cubin_sha256` does not
 match it: make and ninja build it again, and the runtime refuses the pair. The
-killed build's temporaries name their writer (`hopperc.build.temporaries`); the next
+killed build's temporaries name their writer (`hopperc.temporaries`); the next
 write into the directory removes those whose writer is gone.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from contextlib import ExitStack, contextmanager
 from functools import lru_cache
 from pathlib import Path
 
-from hopperc.build import temporaries
+from hopperc import temporaries
 from hopperc.diagnostics import CompileError
 
 

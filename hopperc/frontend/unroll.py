@@ -1,0 +1,108 @@
+"""Which loops the front end unrolls, and how far.
+
+A loop over a constant range whose variable indexes a register tile (a column
+slice, `acc[:, 64 * s : 64 * s + 64]`) or a shared buffer (a plane,
+`sc[2 * (s % 2) + wg]`) is unrolled: the analyzer lowers its body once per
+value, with the variable bound to that constant, so the IR holds straight-line
+copies, each statement spanning its line of the loop's body. Every pass after
+(proxy fences, bulk-group waits, plane reuse, named barriers) and the simulator
+then see exactly what the copies written by hand would give: a register tile's
+columns and a plane are chosen at compile time on the hardware (registers are
+not addressable; a plane per warpgroup is a constant offset from `wg`).
+
+Every other loop stays a loop, constant bounds or not: a main loop over a ring
+(`for k in 0 .. 4`) is pipelined as a loop, so a loop whose body names a ring
+(a buffer with `stages`) is never unrolled. The copies are bounded
+(MAX_UNROLLED_STATEMENTS IR statements per unrolled loop, nested ones
+included), so a large range is a located error, not a slow compile.
+"""
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+
+from hopperc.diagnostics import CompileError
+from hopperc.frontend import ast
+from hopperc.frontend.scope import Scope, TileSymbol, VectorSymbol, is_const
+from hopperc.ir import nodes as ir
+
+MAX_UNROLLED_STATEMENTS = 512
+
+
+def unrolled_values(loop: ast.For, start: ir.ScalarExpr, stop: ir.ScalarExpr,
+                    scope: Scope) -> range | None:
+    """The values of `loop`'s variable, one per copy, when it is unrolled; None
+    when it stays a loop."""
+    if not (is_const(start) and is_const(stop)):
+        return None
+    declared = {s.name for s in _nodes(loop.body) if isinstance(s, ast.TileDecl)}
+    indexed = {name for name, index in _subscripts(loop.body)
+               if _mentions(index, loop.var)}
+    if not any(name in declared or _indexable(scope, name) for name in indexed):
+        return None
+    if any(isinstance(n, ast.Name) and _is_ring(scope, n.id) for n in _nodes(loop.body)):
+        return None
+    return range(int(start.value), int(stop.value))
+
+
+def check_size(loop: ast.For, copies: list[ir.Stmt], trips: int) -> None:
+    """Refuse an unrolled loop whose copies so far exceed the bound."""
+    size = sum(_statements(s) for s in copies)
+    if size > MAX_UNROLLED_STATEMENTS:
+        raise CompileError(loop.span, f"this loop is unrolled ('{loop.var}' indexes a register "
+                                      f"tile or a shared buffer) into {trips} copies of its "
+                                      f"body, more than {MAX_UNROLLED_STATEMENTS} statements; "
+                                      "use fewer iterations or a smaller body")
+
+
+def _indexable(scope: Scope, name: str) -> bool:
+    """A register tile, vector or shared buffer: what the hardware indexes by constants."""
+    symbol = _visible(scope, name)
+    return isinstance(symbol, (TileSymbol, VectorSymbol, ir.SharedBuffer))
+
+
+def _is_ring(scope: Scope, name: str) -> bool:
+    symbol = _visible(scope, name)
+    return isinstance(symbol, ir.SharedBuffer) and symbol.stages > 1
+
+
+def _visible(scope: Scope, name: str):
+    for table in reversed(scope.tables):
+        if name in table:
+            return table[name][0]
+    return None
+
+
+def _nodes(node):
+    """Every AST node under `node`, itself included (nested blocks too)."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif is_dataclass(item):
+            yield item
+            stack.extend(getattr(item, f.name) for f in fields(item) if f.name != "span")
+
+
+def _subscripts(body: ast.Block):
+    """(name, index) for each index of a subscript whose base is a name
+    (`sa[wg][:, None]`: its innermost base)."""
+    for node in _nodes(body):
+        if isinstance(node, ast.Subscript):
+            base = node.value
+            while isinstance(base, (ast.Subscript, ast.Transpose)):
+                base = base.value
+            if isinstance(base, ast.Name):
+                for index in node.indices:
+                    yield base.id, index
+
+
+def _mentions(expr, var: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == var for n in _nodes(expr))
+
+
+def _statements(stmt) -> int:
+    """`stmt` and the statements nested in it."""
+    return 1 + sum(_statements(s) for f in fields(stmt)
+                   if isinstance(block := getattr(stmt, f.name), ir.Block)
+                   for s in block.stmts)

@@ -135,7 +135,7 @@ def test_sass_has_the_structure_of_a_persistent_warp_specialized_gemm():
 def test_explain_describes_the_tile_loop(hopperc_cli):
     proc = hopperc_cli("explain", str(ROOT / "samples" / "gemm_persistent.hk"))
     assert proc.returncode == 0, proc.stderr
-    assert "gemm_persistent.hk:8: persistent: block b takes tiles b, b + blocks, ... (groups " \
+    assert "gemm_persistent.hk:9: persistent: block b takes tiles b, b + blocks, ... (groups " \
            "of 8 rows of tiles)" in proc.stdout.splitlines()[0]
 
 

@@ -85,4 +85,11 @@ def test_unrolling_past_the_limit_is_an_error_at_the_loop():
     error = edit_error(GEMM_RELU, LOOP, long)
     assert (error.span.line, error.span.col) == (23, 5)
     assert f"more than {MAX_UNROLLED_STATEMENTS} statements" in error.message
+    assert "'s' picks columns of a tile or a warpgroup's plane" in error.message
     assert "into 1000 copies" in error.message
+
+
+def test_turns_on_an_unrolled_loop_is_an_error_at_the_loop():
+    error = edit_error(GEMM_RELU, "for s in 0 .. BN / 64 {", "for s in 0 .. BN / 64 turns {")
+    assert (error.span.line, error.span.col) == (23, 5)
+    assert "'turns' orders a loop's products; this loop is unrolled" in error.message

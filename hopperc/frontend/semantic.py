@@ -267,8 +267,7 @@ class _Analyzer(RegisterTiles):
         """The loop's body once per value, its variable that constant (frontend/unroll.py)."""
         if stmt.turns:
             raise CompileError(stmt.span, "'turns' orders a loop's products; this loop is "
-                                          f"unrolled ('{stmt.var}' indexes a register tile or a "
-                                          "shared buffer)")
+                                          f"unrolled ({unroll.why(stmt.var)})")
         copies: list[ir.Stmt] = []
         for value in values:
             self.scope.push()

@@ -1,20 +1,21 @@
 """Which loops the front end unrolls, and how far.
 
-A loop over a constant range whose variable indexes a register tile (a column
-slice, `acc[:, 64 * s : 64 * s + 64]`) or a shared buffer (a plane,
-`sc[2 * (s % 2) + wg]`) is unrolled: the analyzer lowers its body once per
-value, with the variable bound to that constant, so the IR holds straight-line
-copies, each statement spanning its line of the loop's body. Every pass after
-(proxy fences, bulk-group waits, plane reuse, named barriers) and the simulator
-then see exactly what the copies written by hand would give: a register tile's
-columns and a plane are chosen at compile time on the hardware (registers are
-not addressable; a plane per warpgroup is a constant offset from `wg`).
+A loop over a constant range is unrolled where its variable stands for what the
+hardware must know at compile time: the columns of a register tile
+(`acc[:, 64 * s : 64 * s + 64]`: registers are not addressable) or of a shared
+vector (`bias[None, 64 * s : 64 * s + 64]`), and a warpgroup's plane of a shared
+buffer (`sc[2 * (s % 2) + wg]`: a constant offset from `wg`). The analyzer lowers
+the body once per value, the variable bound to that constant, so the IR holds
+straight-line copies, each statement spanning its line of the loop's body, and
+every pass after (proxy fences, bulk-group waits, plane reuse, named barriers)
+and the simulator see exactly the copies written by hand.
 
-Every other loop stays a loop, constant bounds or not: a main loop over a ring
-(`for k in 0 .. 4`) is pipelined as a loop, so a loop whose body names a ring
-(a buffer with `stages`) is never unrolled. The copies are bounded
-(MAX_UNROLLED_STATEMENTS IR statements per unrolled loop, nested ones
-included), so a large range is a located error, not a slow compile.
+Every other loop stays a loop, constant bounds or not: a plane chosen by the
+variable alone (`sd[j]`, `sd[i % 2]`) is an address computed at run time; a main
+loop over a ring (`for k in 0 .. 4`) is pipelined as a loop, so a loop whose body
+names a ring (a buffer with `stages`) is never unrolled. The copies are bounded
+(MAX_UNROLLED_STATEMENTS IR statements per unrolled loop, nested ones included),
+so a large range is a located error, not a slow compile.
 """
 from __future__ import annotations
 
@@ -35,9 +36,8 @@ def unrolled_values(loop: ast.For, start: ir.ScalarExpr, stop: ir.ScalarExpr,
     if not (is_const(start) and is_const(stop)):
         return None
     declared = {s.name for s in _nodes(loop.body) if isinstance(s, ast.TileDecl)}
-    indexed = {name for name, index in _subscripts(loop.body)
-               if _mentions(index, loop.var)}
-    if not any(name in declared or _indexable(scope, name) for name in indexed):
+    if not any(_needs_constant(name, index, loop.var, declared, scope)
+               for name, index in _subscripts(loop.body)):
         return None
     if any(isinstance(n, ast.Name) and _is_ring(scope, n.id) for n in _nodes(loop.body)):
         return None
@@ -48,16 +48,29 @@ def check_size(loop: ast.For, copies: list[ir.Stmt], trips: int) -> None:
     """Refuse an unrolled loop whose copies so far exceed the bound."""
     size = sum(_statements(s) for s in copies)
     if size > MAX_UNROLLED_STATEMENTS:
-        raise CompileError(loop.span, f"this loop is unrolled ('{loop.var}' indexes a register "
-                                      f"tile or a shared buffer) into {trips} copies of its "
-                                      f"body, more than {MAX_UNROLLED_STATEMENTS} statements; "
-                                      "use fewer iterations or a smaller body")
+        raise CompileError(loop.span, f"this loop is unrolled ({why(loop.var)}) into {trips} "
+                                      f"copies of its body, more than "
+                                      f"{MAX_UNROLLED_STATEMENTS} statements; use fewer "
+                                      "iterations or a smaller body")
 
 
-def _indexable(scope: Scope, name: str) -> bool:
-    """A register tile, vector or shared buffer: what the hardware indexes by constants."""
+def why(var: str) -> str:
+    """Why a loop over `var` is unrolled, for its messages."""
+    return f"'{var}' picks columns of a tile or a warpgroup's plane, which are compile-time"
+
+
+def _needs_constant(name: str, index, var: str, declared: set[str], scope: Scope) -> bool:
+    """`var` in an index of `name` that must be a compile-time constant: any index
+    of a register tile, a column slice of a shared buffer or vector, or a plane
+    per warpgroup."""
+    if not _mentions(index, var):
+        return False
     symbol = _visible(scope, name)
-    return isinstance(symbol, (TileSymbol, VectorSymbol, ir.SharedBuffer))
+    if name in declared or isinstance(symbol, TileSymbol):
+        return True
+    if isinstance(symbol, (VectorSymbol, ir.SharedBuffer)):
+        return isinstance(index, ast.RangeSlice) or _mentions(index, "wg")
+    return False
 
 
 def _is_ring(scope: Scope, name: str) -> bool:

@@ -93,3 +93,9 @@ def test_turns_on_an_unrolled_loop_is_an_error_at_the_loop():
     error = edit_error(GEMM_RELU, "for s in 0 .. BN / 64 {", "for s in 0 .. BN / 64 turns {")
     assert (error.span.line, error.span.col) == (23, 5)
     assert "'turns' orders a loop's products; this loop is unrolled" in error.message
+
+
+def test_a_run_time_bound_on_an_unrolled_loop_is_an_error_at_the_loop():
+    error = edit_error(GEMM_RELU, "for s in 0 .. BN / 64", "for s in 0 .. N / 64")
+    assert (error.span.line, error.span.col) == (23, 5)
+    assert "so its bounds must be compile-time constants" in error.message

@@ -33,14 +33,16 @@ def unrolled_values(loop: ast.For, start: ir.ScalarExpr, stop: ir.ScalarExpr,
                     scope: Scope) -> range | None:
     """The values of `loop`'s variable, one per copy, when it is unrolled; None
     when it stays a loop."""
-    if not (is_const(start) and is_const(stop)):
+    if any(isinstance(n, ast.Name) and _is_ring(scope, n.id) for n in _nodes(loop.body)):
         return None
     declared = {s.name for s in _nodes(loop.body) if isinstance(s, ast.TileDecl)}
     if not any(_needs_constant(name, index, loop.var, declared, scope)
                for name, index in _subscripts(loop.body)):
         return None
-    if any(isinstance(n, ast.Name) and _is_ring(scope, n.id) for n in _nodes(loop.body)):
-        return None
+    if not (is_const(start) and is_const(stop)):
+        raise CompileError(loop.span, f"this loop is unrolled ({why(loop.var)}), so its bounds "
+                                      "must be compile-time constants (tile constants, -D "
+                                      "values, literals)")
     return range(int(start.value), int(stop.value))
 
 

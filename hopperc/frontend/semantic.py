@@ -276,7 +276,7 @@ class _Analyzer(RegisterTiles):
                 copies.extend(self._block(stmt.body).stmts)
             finally:
                 self.scope.pop()
-            unroll.check_size(stmt, copies, len(values))
+            unroll.check_size(stmt, unroll.statements(copies), len(values))
         return copies
 
     def _check_turns(self, span: Span) -> None:

@@ -43,13 +43,14 @@ def unrolled_values(loop: ast.For, start: ir.ScalarExpr, stop: ir.ScalarExpr,
         raise CompileError(loop.span, f"this loop is unrolled ({why(loop.var)}), so its bounds "
                                       "must be compile-time constants (tile constants, -D "
                                       "values, literals)")
-    return range(int(start.value), int(stop.value))
+    values = range(int(start.value), int(stop.value))
+    check_size(loop, len(values), len(values))  # each copy holds a statement or more
+    return values
 
 
-def check_size(loop: ast.For, copies: list[ir.Stmt], trips: int) -> None:
-    """Refuse an unrolled loop whose copies so far exceed the bound."""
-    size = sum(_statements(s) for s in copies)
-    if size > MAX_UNROLLED_STATEMENTS:
+def check_size(loop: ast.For, statements: int, trips: int) -> None:
+    """Refuse an unrolled loop of more statements than the bound."""
+    if statements > MAX_UNROLLED_STATEMENTS:
         raise CompileError(loop.span, f"this loop is unrolled ({why(loop.var)}) into {trips} "
                                       f"copies of its body, more than "
                                       f"{MAX_UNROLLED_STATEMENTS} statements; use fewer "
@@ -114,6 +115,11 @@ def _subscripts(body: ast.Block):
 
 def _mentions(expr, var: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == var for n in _nodes(expr))
+
+
+def statements(copies: list[ir.Stmt]) -> int:
+    """The statements of `copies`, nested ones included."""
+    return sum(_statements(s) for s in copies)
 
 
 def _statements(stmt) -> int:

@@ -112,3 +112,16 @@ def test_a_range_longer_than_the_limit_is_refused_before_its_copies_are_made():
     error = edit_error(GEMM_RELU, LOOP, nested)
     assert (error.span.line, error.span.col) == (23, 5)
     assert "into 1000000000 copies" in error.message
+
+
+def test_a_tile_declared_in_the_body_is_declared_once_and_assigned_in_later_copies():
+    """The kernel keeps one register tile per name: the second copy assigns `t`
+    (C++ would refuse a second declaration in one scope)."""
+    body = ("        t: f32[64, 64] = relu(acc[:, 64 * s : 64 * s + 64])\n"
+            "        sc[2 * (s % 2) + wg] = bf16(t)\n")
+    text = GEMM_RELU.replace(
+        "        sc[2 * (s % 2) + wg] = bf16(relu(acc[:, 64 * s : 64 * s + 64]))\n", body)
+    ir_text = _front_end(text)
+    assert "t: f32[64, 64] wgmma = relu(acc[:, 0:64])  # t.hk:24" in ir_text
+    assert "t = relu(acc[:, 64:128])  # t.hk:24" in ir_text
+    assert driver.generate(source(text)).cuda.count("float u_t[") == 1

@@ -109,7 +109,7 @@ class _Analyzer(RegisterTiles):
                                               "move this into one")
             else:
                 out.extend(self._stmt(stmt))
-        return ir.Block(tuple(out))
+        return ir.Block(tuple(unroll.one_definition(out)))
 
     def _check_store_issuers(self, store: ir.AsyncStore) -> None:
         """A role's automatic stores are all issued per warpgroup (they name `wg`)
@@ -157,7 +157,8 @@ class _Analyzer(RegisterTiles):
     def _block(self, block: ast.Block) -> ir.Block:
         self.scope.push()
         try:
-            return ir.Block(tuple(s for stmt in block.stmts for s in self._stmt(stmt)))
+            return ir.Block(tuple(unroll.one_definition(
+                [s for stmt in block.stmts for s in self._stmt(stmt)])))
         finally:
             self.scope.pop()
 

@@ -117,6 +117,23 @@ def _mentions(expr, var: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == var for n in _nodes(expr))
 
 
+def one_definition(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+    """`stmts` with a register tile defined again at the same level (in a later copy
+    of an unrolled loop, or after the loop) assigned instead: the kernel keeps one
+    tile per name, and C++ declares a name once per scope."""
+    defined: set[str] = set()
+    out: list[ir.Stmt] = []
+    for stmt in stmts:
+        if isinstance(stmt, ir.TileDef) and stmt.name in defined:
+            if stmt.init is not None:  # None: a product overwrites it next
+                out.append(ir.TileAssign(stmt.name, stmt.init, stmt.span))
+            continue
+        if isinstance(stmt, ir.TileDef):
+            defined.add(stmt.name)
+        out.append(stmt)
+    return out
+
+
 def statements(copies: list[ir.Stmt]) -> int:
     """The statements of `copies`, nested ones included."""
     return sum(_statements(s) for s in copies)

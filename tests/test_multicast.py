@@ -225,7 +225,7 @@ def test_a_slice_must_start_where_the_swizzle_pattern_starts(rows, multicast):
 def test_explain_describes_the_multicast(hopperc_cli):
     proc = hopperc_cli("explain", str(SAMPLE))
     assert proc.returncode == 0, proc.stderr
-    assert ("cluster: B's loads into sb (line 35) are multicast to the 2 blocks of each "
+    assert ("cluster: B's loads into sb (line 32) are multicast to the 2 blocks of each "
             "cluster") in proc.stdout
     assert ("each stage is released in every block at cluster scope (the producer acquires "
             "at cluster scope)") in proc.stdout

@@ -50,7 +50,7 @@ def test_a_plane_rewritten_in_the_next_tile_waits_for_its_own_store(tmp_path):
     filecheck(out, """
 CHECK: take tile
 CHECK: cp.async.bulk.wait_group.read 1
-CHECK-SAME: why: sc read by TMA store (t.hk:25), written by st.shared (t.hk:20)
+CHECK-SAME: why: sc read by TMA store (t.hk:23), written by st.shared (t.hk:22)
 CHECK-NEXT: bar.sync 3 + wg, 128
 CHECK-NEXT: st.shared sc[wg of 4] = bf16(acc[:, 0:64])
 """, tmp_path)
@@ -96,7 +96,7 @@ def test_epilogue_staging_in_the_ring_is_refused():
     with pytest.raises(CompileError) as info:
         driver.build(SourceFile("p.hk", text))
     assert "which the producer refills for the next tile" in info.value.message
-    assert info.value.span.line == 20  # the epilogue's first write of sc
+    assert info.value.span.line == 22  # the epilogue's first write of sc
 
 
 def test_ring_counters_are_declared_once_per_block_not_per_tile():
@@ -135,7 +135,7 @@ def test_sass_has_the_structure_of_a_persistent_warp_specialized_gemm():
 def test_explain_describes_the_tile_loop(hopperc_cli):
     proc = hopperc_cli("explain", str(ROOT / "samples" / "gemm_persistent.hk"))
     assert proc.returncode == 0, proc.stderr
-    assert "gemm_persistent.hk:8: persistent: block b takes tiles b, b + blocks, ... (groups " \
+    assert "gemm_persistent.hk:9: persistent: block b takes tiles b, b + blocks, ... (groups " \
            "of 8 rows of tiles)" in proc.stdout.splitlines()[0]
 
 

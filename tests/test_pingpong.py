@@ -75,7 +75,7 @@ def test_the_epilogue_waits_inside_the_turn_not_before_it(tmp_path):
     filecheck(out[turn:], """
 CHECK: wgmma.wait_group 0
 CHECK: cp.async.bulk.wait_group.read 1
-CHECK-SAME: why: sc read by TMA store (t.hk:27), written by st.shared (t.hk:22)
+CHECK-SAME: why: sc read by TMA store (t.hk:25), written by st.shared (t.hk:24)
 CHECK-NEXT: bar.sync 3 + wg, 128
 CHECK-NEXT: st.shared sc[wg of 4] = bf16(acc[:, 0:64])
 """, tmp_path)
@@ -153,18 +153,19 @@ BIAS = (("C: bf16[M, N])", "bias: f32[N], C: bf16[M, N])"),
         ("    shared sc: bf16[4, 64, 64] swizzle 128B\n",
          "    shared sc: bf16[4, 64, 64] swizzle 128B\n    shared sbias: f32[BN]\n"),
         ("        acc: f32[BM, BN] = 0\n", "        tma sbias <- bias[tile.n]\n        acc: f32[BM, BN] = 0\n"),
-        ("bf16(acc[:, 0 : 64])", "bf16(acc[:, 0 : 64] + sbias[None, 0 : 64])"))
+        ("bf16(acc[:, 64 * s : 64 * s + 64])",
+         "bf16(acc[:, 64 * s : 64 * s + 64] + sbias[None, 64 * s : 64 * s + 64])"))
 
 PINGPONG_ERRORS = [
     ((("persistent pingpong", "pingpong"),),
-     "'pingpong' alternates the tiles a persistent block takes; add 'persistent'", 11),
+     "'pingpong' alternates the tiles a persistent block takes; add 'persistent'", 12),
     ((("role math: warpgroup x2 regs 232", "role math: warpgroup regs 232"),),
-     "'pingpong' needs exactly one role of two or more warpgroups", 11),
+     "'pingpong' needs exactly one role of two or more warpgroups", 12),
     # a bias loaded once per tile for the whole role: its reload waits for every reader
     (BIAS, "in a pingpong kernel each warpgroup works on its own tile, but this needs a "
-           "barrier of the whole role ('sbias'", 19),
+           "barrier of the whole role ('sbias'", 20),
     ((("for k in 0 .. K / BK {", "for k in 0 .. K / BK + tile.m {"),),
-     "with bounds that do not depend on the tile", 20),
+     "with bounds that do not depend on the tile", 21),
 ]
 
 

@@ -87,6 +87,6 @@ def test_explain_says_which_roles_the_compiler_wrote(hopperc_cli):
     proc = hopperc_cli("explain", str(ROOT / "samples" / "gemm_pipelined.hk"))
     assert proc.returncode == 0, proc.stderr
     first = proc.stdout.splitlines()[0]
-    assert first.endswith("gemm_pipelined.hk:6: specialize: role 'producer' (one warp) issues "
+    assert first.endswith("gemm_pipelined.hk:7: specialize: role 'producer' (one warp) issues "
                           "the loads into sa, sb; role 'consumer' (2 warpgroups) runs the rest, "
                           "through a 4-stage ring")

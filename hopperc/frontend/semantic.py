@@ -7,7 +7,7 @@ from dataclasses import fields, is_dataclass, replace
 
 from hopperc.diagnostics import CompileError, Span
 from hopperc.ir.dtypes import DType, Swizzle
-from hopperc.frontend import ast, header, limits, persistent
+from hopperc.frontend import ast, header, limits, persistent, unroll
 from hopperc.frontend.bounds import loop_range
 from hopperc.frontend.copies import lower_copy
 from hopperc.frontend.manual import lower_sync, refuse_divergent_reduction
@@ -109,7 +109,7 @@ class _Analyzer(RegisterTiles):
                                               "move this into one")
             else:
                 out.extend(self._stmt(stmt))
-        return ir.Block(tuple(out))
+        return ir.Block(tuple(unroll.one_definition(out)))
 
     def _check_store_issuers(self, store: ir.AsyncStore) -> None:
         """A role's automatic stores are all issued per warpgroup (they name `wg`)
@@ -157,7 +157,8 @@ class _Analyzer(RegisterTiles):
     def _block(self, block: ast.Block) -> ir.Block:
         self.scope.push()
         try:
-            return ir.Block(tuple(s for stmt in block.stmts for s in self._stmt(stmt)))
+            return ir.Block(tuple(unroll.one_definition(
+                [s for stmt in block.stmts for s in self._stmt(stmt)])))
         finally:
             self.scope.pop()
 
@@ -179,7 +180,7 @@ class _Analyzer(RegisterTiles):
                 raise CompileError(stmt.span, "declare shared buffers, mbarriers and roles at "
                                               "the top level of the kernel")
             case ast.For():
-                return [self._for(stmt)]
+                return self._for(stmt)
             case ast.If():
                 return [self._if(stmt)]
             case ast.Copy():
@@ -238,9 +239,12 @@ class _Analyzer(RegisterTiles):
             raise CompileError(span, f"{what} is synchronization the compiler writes; to write "
                                      "it yourself, put it in a 'manual { ... }' block")
 
-    def _for(self, stmt: ast.For) -> ir.ForLoop:
+    def _for(self, stmt: ast.For) -> list[ir.Stmt]:
         start = scalar_expr(stmt.start, self.scope)
         stop = scalar_expr(stmt.stop, self.scope)
+        values = unroll.unrolled_values(stmt, start, stop, self.scope)
+        if values is not None:
+            return self._unrolled(stmt, values)
         self.scope.loop_ranges[stmt.var] = loop_range(start, stop, self.scope.loop_ranges,
                                                       self._warpgroups)
         self.scope.push()
@@ -258,7 +262,23 @@ class _Analyzer(RegisterTiles):
             self.scope.pop()
         if stmt.turns:
             self._check_turns(stmt.span)
-        return ir.ForLoop(stmt.var, start, stop, body, stmt.span, stmt.turns)
+        return [ir.ForLoop(stmt.var, start, stop, body, stmt.span, stmt.turns)]
+
+    def _unrolled(self, stmt: ast.For, values: range) -> list[ir.Stmt]:
+        """The loop's body once per value, its variable that constant (frontend/unroll.py)."""
+        if stmt.turns:
+            raise CompileError(stmt.span, "'turns' orders a loop's products; this loop is "
+                                          f"unrolled ({unroll.why(stmt.var)})")
+        copies: list[ir.Stmt] = []
+        for value in values:
+            self.scope.push()
+            try:
+                self.scope.declare(stmt.var, value, stmt.span)
+                copies.extend(self._block(stmt.body).stmts)
+            finally:
+                self.scope.pop()
+            unroll.check_size(stmt, unroll.statements(copies), len(values))
+        return copies
 
     def _check_turns(self, span: Span) -> None:
         """`turns` orders the warpgroups of a warp-specialized role: its loads come

@@ -105,21 +105,22 @@ def test_sass_main_loop_has_no_block_barrier_or_wait_0():
 ERRORS = [
     ("        acc += sa[wg] @ sb^T\n", "",
      "a ring loaded and read by one role is pipelined when one loop's body loads 'sa' first "
-     "and reads it after", 17),
+     "and reads it after", 18),
     ("        acc += sa[wg] @ sb^T\n", "        if k > 0 {\n            acc += sa[wg] @ sb^T\n"
                                       "        }\n",
-     "reads 'sa' in statements of its own, not inside a nested loop or condition", 19),
+     "reads 'sa' in statements of its own, not inside a nested loop or condition", 20),
     ("shared sb: bf16[BN, BK] stages 3", "shared sb: bf16[BN, BK] stages 2",
-     "'sb' has stages 2 but 'sa' (line 11) has stages 3, and both are loaded in the same "
-     "loop", 12),
+     "'sb' has stages 2 but 'sa' (line 12) has stages 3, and both are loaded in the same "
+     "loop", 13),
     ("    acc: f32[64, BN] = 0\n", "    acc: f32[64, BN] = 0\n    tma sa <- A[tile.m, 0]\n",
-     "'sa' has 3 stages, so it is filled one stage per iteration of a loop", 16),
-    ("    sc[wg] = bf16(acc[:, 0 : 64])\n", "    sc[wg] = bf16(acc[:, 0 : 64] + f32(sa[wg]))\n",
-     "'sa' is a ring filled one stage per iteration of the loop that loads it", 21),
-    ("    sc[wg] = bf16(acc[:, 0 : 64])\n",
+     "'sa' has 3 stages, so it is filled one stage per iteration of a loop", 17),
+    ("    for s in 0 .. BN / 64 {\n",
+     "    sc[wg] = bf16(acc[:, 0 : 64] + f32(sa[wg]))\n    for s in 0 .. BN / 64 {\n",
+     "'sa' is a ring filled one stage per iteration of the loop that loads it", 22),
+    ("    for s in 0 .. BN / 64 {\n",
      "    for j in 0 .. K / BK {\n        tma sa <- A[tile.m, j]\n        tma sb <- B[tile.n, j]\n"
-     "        acc += sa[wg] @ sb^T\n    }\n    sc[wg] = bf16(acc[:, 0 : 64])\n",
-     "'sa' is a ring of an earlier loop", 22),
+     "        acc += sa[wg] @ sb^T\n    }\n    for s in 0 .. BN / 64 {\n",
+     "'sa' is a ring of an earlier loop", 23),
 ]
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,7 +15,7 @@ def test_installed_wheel_runs_from_a_temporary_directory(tmp_path):
     wheels, site = tmp_path / "wheels", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels),
-                    str(ROOT)], check=True, capture_output=True)
+                    str(_clean_copy(tmp_path / "checkout"))], check=True, capture_output=True)
     wheel = next(wheels.glob("hopperc-*.whl"))
     subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)],
                    check=True, capture_output=True)
@@ -38,6 +39,17 @@ def test_installed_wheel_runs_from_a_temporary_directory(tmp_path):
     assert (workdir / "k.cubin").read_bytes()[:4] == b"\x7fELF"
     _check_contents(wheel)
     _check_metadata(wheel)
+
+
+def _clean_copy(root):
+    """What a fresh clone holds of the package's sources. Not the checkout itself:
+    setuptools builds through ./build/lib and packs whatever an earlier build of
+    another layout left there (docs/install.md)."""
+    for folder in ("hopperc", "grammar", "templates"):
+        shutil.copytree(ROOT / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE", "NOTICE"):
+        shutil.copy(ROOT / name, root / name)
+    return root
 
 
 # Where the installed package finds its grammar and templates, and its fingerprint.

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+import hopperc
 from hopperc import driver
 from hopperc.diagnostics import CompileError
 from hopperc.runtime import ArgumentError
 from hopperc.runtime.binding import bind
+from hopperc.runtime.spec import parse_spec
 from tests.runtime.helpers import bf16, sample_spec
 
 ROOT = Path(__file__).parents[2]
@@ -44,10 +46,11 @@ def test_sim_refuses_a_grid_of_partial_clusters_as_the_runtime_does():
 
 def test_the_shape_in_docs_sim_md_is_legal_and_simulates():
     docs = (ROOT / "docs" / "sim.md").read_text()
-    shape = re.search(r"hopperc sim kernel\.hk --shape (\S+)", docs).group(1)
+    found = re.search(r"hopperc sim (samples/\S+\.hk) --shape (\S+) .*-D (\w+)=(\d+)", docs)
+    sample, shape, define = ROOT / found.group(1), found.group(2), {found.group(3): int(found.group(4))}
     dims = {k: int(v) for k, v in (item.split("=") for item in shape.split(","))}
-    report = driver.simulate(driver.read_source(GEMM), shapes=dims, seeds=1, search=0)
+    report = driver.simulate(driver.read_source(sample), define, shapes=dims, seeds=1, search=0)
     assert report.ok, [f.headline() for f in report.findings]
-    bind(sample_spec("gemm_bf16"), (bf16((dims["M"], dims["K"]), 0x10000),
-                                     bf16((dims["N"], dims["K"]), 0x20000),
-                                     bf16((dims["M"], dims["N"]), 0x30000)), {})
+    spec = parse_spec(hopperc.build(sample, define).metadata)
+    bind(spec, (bf16((dims["M"], dims["K"]), 0x10000), bf16((dims["N"], dims["K"]), 0x20000),
+                bf16((dims["M"], dims["N"]), 0x30000)), {})

@@ -1,6 +1,8 @@
-"""Time `hopperc build` as a CI script uses it: a 12-kernel library (the samples
-and four `-D` variants) cold with -j 1 and -j 2, then cached; and one kernel
-(gemm_bf16) uncached and cached, and `hopperc --help`, against the targets.
+"""Time `hopperc build` as a CI script uses it: a library (the samples and four
+`-D` variants) cold with -j 1 and -j 2, then cached; its two `--shard`s cold; one
+kernel (gemm_bf16) uncached, cached, cached through `hopperc.build` in a new
+process, and from the remote cache tier (a wsgidav server started here, a machine
+with an empty local cache); and `hopperc --help`, against the targets.
 
 Every figure is the median of N runs, each the command a user types in a fresh
 process: wall seconds, and CPU seconds of the process and its workers.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import os
 import resource
+import socket
 import statistics
 import subprocess
 import sys
@@ -46,19 +49,43 @@ def library(directory: Path) -> Path:
     return path
 
 
-def timed(args: list[str], cache: Path, cwd: Path) -> tuple[float, float]:
-    """(wall, CPU) seconds of `hopperc ARGS`, workers included."""
+def timed(args: list[str], cache: Path, cwd: Path, remote: str | None = None,
+          python: list[str] | None = None) -> tuple[float, float]:
+    """(wall, CPU) seconds of `hopperc ARGS` (or of `python PYTHON`), workers included."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     env["HOPPERC_CACHE_DIR"] = str(cache)
+    if remote:
+        env["HOPPERC_REMOTE_CACHE"] = remote
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "hopperc", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, *(python or ["-m", "hopperc", *args])], cwd=cwd,
+                          env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         sys.exit(f"hopperc {' '.join(args)} failed:\n{proc.stderr}")
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def webdav(root: Path) -> tuple[subprocess.Popen, str]:
+    """A wsgidav server (the test extra installs it) serving `root`, and its URL."""
+    root.mkdir(exist_ok=True)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "wsgidav.server.server_cli", "--host",
+                               "127.0.0.1", "--port", str(port), "--root", str(root),
+                               "--auth", "anonymous", "--no-config", "-q"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return server, f"http://127.0.0.1:{port}/hopperc"
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                sys.exit("wsgidav did not start")
+            time.sleep(0.05)
 
 
 def main() -> None:
@@ -86,19 +113,44 @@ def main() -> None:
             results.setdefault("cached gemm_bf16", []).append(
                 timed(["build", str(SAMPLES / "gemm_bf16.hk"), "-o", "g.cubin", "-q"], warm,
                       work))
+            results.setdefault("cached gemm_bf16 hopperc.build", []).append(
+                timed([], warm, work, python=["-c", "import hopperc; hopperc.build("
+                                              f"{str(SAMPLES / 'gemm_bf16.hk')!r})"]))
+            for shard in ("1/2", "2/2"):
+                results.setdefault(f"library cold --shard {shard}", []).append(
+                    timed(["build", str(lib), "--out-dir", "out-s", "-j", "2", "-q",
+                           "--shard", shard], work / f"shard-{run}-{shard[0]}", work))
             results.setdefault("--help", []).append(timed(["--help"], warm, work))
+        server, url = webdav(work / "dav")
+        try:
+            gemm = ["build", str(SAMPLES / "gemm_bf16.hk"), "-o", "r.cubin", "-q"]
+            for run in range(runs):
+                remote = f"{url}/{run}"
+                results.setdefault("gemm_bf16 cold, filling the remote", []).append(
+                    timed(gemm, work / f"machine-a-{run}", work, remote))
+                results.setdefault("gemm_bf16 remote hit", []).append(
+                    timed(gemm, work / f"machine-b-{run}", work, remote))
+                results.setdefault("gemm_bf16 local hit, remote set", []).append(
+                    timed(gemm, work / f"machine-b-{run}", work, remote))
+        finally:
+            server.terminate()
+            server.wait()
     print(f"{runs} runs each, medians (CPU includes worker processes)\n")
-    print(f"{'':24} {'wall s':>8} {'CPU s':>8}")
+    print(f"{'':36} {'wall s':>8} {'CPU s':>8}")
     medians = {}
     for name, values in results.items():
         wall = statistics.median(v[0] for v in values)
         cpu = statistics.median(v[1] for v in values)
         medians[name] = (wall, cpu)
-        print(f"{name:24} {wall:8.3f} {cpu:8.3f}")
+        print(f"{name:36} {wall:8.3f} {cpu:8.3f}")
     one, two = medians["library cold -j 1"][0], medians["library cold -j 2"][0]
     print(f"\nlibrary cold, -j 1 / -j 2 wall: {one / two:.2f}x")
     print(f"library cold -j 2 / cached -j 2 wall: "
           f"{two / medians['library cached -j 2'][0]:.1f}x")
+    print(f"hopperc.build / hopperc build, cached, new process, wall: "
+          f"{medians['cached gemm_bf16 hopperc.build'][0] / medians['cached gemm_bf16'][0]:.2f}x")
+    print(f"remote hit / cold build wall: "
+          f"{medians['gemm_bf16 remote hit'][0] / medians['gemm_bf16 cold, filling the remote'][0]:.2f}x")
     checks = {"cached gemm_bf16 wall": medians["cached gemm_bf16"][0],
               "uncached gemm_bf16 CPU": medians["uncached gemm_bf16"][1],
               "--help CPU": medians["--help"][1]}

@@ -5,7 +5,7 @@ here (that is `semantic`'s job), so the AST can be printed back faithfully.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 
 from hopperc.diagnostics import Span
 
@@ -304,6 +304,19 @@ class Kernel:
         """The header's `keyword` clause (`threads`, `cluster`, ...), or the kernel
         where it has none: the place to report what is wrong with that clause."""
         return next((c.span for c in self.clauses if c.keyword == keyword), self.span)
+
+
+def walk(node):
+    """Every syntax node under `node` (a node, or a list or tuple of them), itself
+    included, nested blocks too."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif is_dataclass(item):
+            yield item
+            stack.extend(getattr(item, f.name) for f in fields(item) if f.name != "span")
 
 
 def dump(node, indent: int = 0) -> str:

@@ -6,7 +6,7 @@ rounds up, so `K / BK` counts the last partial tile (TMA fills it with zeros).
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields
 
 from hopperc.diagnostics import CompileError, Span
 from hopperc.ir.dtypes import DType
@@ -245,20 +245,8 @@ def const_value(expr: ast.Expr, scope: Scope, what: str) -> int:
 
 def source_names(node) -> set[str]:
     """Every identifier a kernel's syntax tree spells (declared or used)."""
-    names: set[str] = set()
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, (list, tuple)):
-            stack.extend(item)
-        elif is_dataclass(item):
-            for f in fields(item):
-                value = getattr(item, f.name)
-                if isinstance(value, str) and f.name in ("name", "id", "var"):
-                    names.add(value)
-                elif not isinstance(value, (str, int, float, Span)):
-                    stack.append(value)
-    return names
+    return {getattr(item, f.name) for item in ast.walk(node) for f in fields(item)
+            if f.name in ("name", "id", "var") and isinstance(getattr(item, f.name), str)}
 
 
 def closest(name: str, candidates, cutoff: float = 0.6) -> str | None:

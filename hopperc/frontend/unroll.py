@@ -19,7 +19,7 @@ so a large range is a located error, not a slow compile.
 """
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass
+from dataclasses import fields
 
 from hopperc.diagnostics import CompileError
 from hopperc.frontend import ast
@@ -33,9 +33,9 @@ def unrolled_values(loop: ast.For, start: ir.ScalarExpr, stop: ir.ScalarExpr,
                     scope: Scope) -> range | None:
     """The values of `loop`'s variable, one per copy, when it is unrolled; None
     when it stays a loop."""
-    if any(isinstance(n, ast.Name) and _is_ring(scope, n.id) for n in _nodes(loop.body)):
+    if any(isinstance(n, ast.Name) and _is_ring(scope, n.id) for n in ast.walk(loop.body)):
         return None
-    declared = {s.name for s in _nodes(loop.body) if isinstance(s, ast.TileDecl)}
+    declared = {s.name for s in ast.walk(loop.body) if isinstance(s, ast.TileDecl)}
     if not any(_needs_constant(name, index, loop.var, declared, scope)
                for name, index in _subscripts(loop.body)):
         return None
@@ -88,22 +88,10 @@ def _visible(scope: Scope, name: str):
     return None
 
 
-def _nodes(node):
-    """Every AST node under `node`, itself included (nested blocks too)."""
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, (list, tuple)):
-            stack.extend(item)
-        elif is_dataclass(item):
-            yield item
-            stack.extend(getattr(item, f.name) for f in fields(item) if f.name != "span")
-
-
 def _subscripts(body: ast.Block):
     """(name, index) for each index of a subscript whose base is a name
     (`sa[wg][:, None]`: its innermost base)."""
-    for node in _nodes(body):
+    for node in ast.walk(body):
         if isinstance(node, ast.Subscript):
             base = node.value
             while isinstance(base, (ast.Subscript, ast.Transpose)):
@@ -114,7 +102,7 @@ def _subscripts(body: ast.Block):
 
 
 def _mentions(expr, var: str) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == var for n in _nodes(expr))
+    return any(isinstance(n, ast.Name) and n.id == var for n in ast.walk(expr))
 
 
 def one_definition(stmts: list[ir.Stmt]) -> list[ir.Stmt]:

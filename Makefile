@@ -1,4 +1,5 @@
-# The two commands: `make build` and `make test`. Both start from a fresh clone
+# The two commands: `make build` (every sample and each -D variant that
+# samples/library.toml names) and `make test`. Both start from a fresh clone
 # with Python 3.11 and the package registries; nothing else is assumed.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -13,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 build: $(STAMP)
-	$(BIN)/hopperc build samples/*.hk --out-dir build
+	$(BIN)/hopperc build samples/library.toml --out-dir build
 
 # worksteal: an idle worker takes queued tests from a busy one (the suite's
 # longest tests otherwise leave one core idle at the end)

@@ -1,6 +1,8 @@
-"""Each sample builds for the -D variants its header documents (`# variants: BN=64;
-BN=128`), through the front end, the passes and the CUDA render (the cubins of the
-defaults are test_samples.py's); and the README's kernel library builds as printed."""
+"""The samples' kernel library (samples/library.toml, what `make build` builds) names
+every sample and each of its -D variants; each non-default variant goes through the
+front end, the passes and the CUDA render (the cubins of the defaults are
+test_samples.py's, and `make build` compiles them all); and the README's kernel
+library builds as printed."""
 from __future__ import annotations
 
 import json
@@ -10,45 +12,50 @@ import shutil
 import pytest
 
 from hopperc import driver
+from hopperc.buildsys.library import read_library
 from tests.conftest import ROOT, SAMPLES
 
-
-def documented_variants(text: str) -> list[dict[str, int]]:
-    """The defines of each variant a sample's `# variants:` line lists."""
-    line = re.search(r"(?m)^# variants: (.+)$", text)
-    if line is None:
-        return []
-    return [{name.strip(): int(value) for name, value in
-             (define.split("=") for define in variant.split(","))}
-            for variant in line.group(1).split(";")]
+LIBRARY = read_library(ROOT / "samples" / "library.toml")
+VARIANTS = [build for build in LIBRARY if build.defines]
+# Samples whose subtile loop runs at one BN only, and why.
+ONE_BN = {"gemm_fp8_blockscaled": "BN = 128 is B's scale block"}
 
 
-def _non_default(path) -> list[tuple[str, dict[str, int]]]:
-    return [(path.stem, defines) for defines in documented_variants(path.read_text())]
+def test_every_sample_is_in_the_library_under_its_own_name():
+    """A new sample cannot be left out of `make build`, and each default keeps its
+    output name (build/NAME.cubin, which test_samples.py and bench/ read)."""
+    listed = {build.source.resolve() for build in LIBRARY}
+    assert not {p.name for p in SAMPLES if p.resolve() not in listed}, "not in the library"
+    assert listed <= {p.resolve() for p in SAMPLES}
+    defaults = {build.source.stem for build in LIBRARY
+                if not build.defines and build.name == build.source.stem}
+    assert defaults == {p.stem for p in SAMPLES}
 
 
-VARIANTS = [case for path in SAMPLES for case in _non_default(path)]
+def test_make_build_builds_the_library():
+    makefile = (ROOT / "Makefile").read_text()
+    build = re.search(r"(?m)^build:.*\n\t(.+)$", makefile).group(1)
+    assert build.split()[1:] == ["build", "samples/library.toml", "--out-dir", "build"]
 
 
-def test_every_subtile_epilogue_is_one_loop_with_its_variants_documented():
+def test_every_subtile_epilogue_is_one_loop_with_its_variants_in_the_library():
+    with_variants = {build.source.stem for build in VARIANTS}
     for path in SAMPLES:
         text = path.read_text()
         assert "acc[:, 64 : 128]" not in text, f"{path.name}: a subtile written by hand"
-        if "for s in 0 .. BN / 64" in text:
-            assert documented_variants(text), f"{path.name}: no '# variants:' line"
-    assert len({name for name, _ in VARIANTS}) >= 11
+        if "for s in 0 .. BN / 64" in text and path.stem not in ONE_BN:
+            assert path.stem in with_variants, f"{path.name}: no -D BN variant in the library"
+    assert not with_variants & ONE_BN.keys()
 
 
-@pytest.mark.parametrize("name, defines", VARIANTS,
-                         ids=[f"{n}-" + ",".join(f"{k}{v}" for k, v in d.items())
-                              for n, d in VARIANTS])
-def test_a_sample_renders_each_documented_variant(name, defines):
-    source = driver.read_source(ROOT / "samples" / f"{name}.hk")
+@pytest.mark.parametrize("build", VARIANTS, ids=[build.name for build in VARIANTS])
+def test_a_sample_renders_each_variant_of_the_library(build):
+    source = driver.read_source(build.source)
     default = dict(driver.check(source).consts)
-    if all(default[k] == v for k, v in defines.items()):
-        pytest.skip("the default: test_samples.py builds its cubin")
-    generated = driver.generate(source, defines)
-    assert dict(generated.kernel.consts).items() >= defines.items()
+    assert any(default[k] != v for k, v in build.defines.items()), \
+        f"{build.name} is the default build again"
+    generated = driver.generate(source, build.defines)
+    assert dict(generated.kernel.consts).items() >= build.defines.items()
 
 
 def test_gemm_bf16_at_bn128_is_right_in_every_schedule():

@@ -54,8 +54,9 @@ def test_sample_builds_a_cubin_without_spills(built, name):
 
 
 def test_sample_cli_build_writes_cubin_and_metadata(hopperc_cli, tmp_path):
-    """`hopperc build samples/*.hk --out-dir DIR`, as `make build` runs it: a cubin
-    and its launch metadata for every sample (one process for all of them)."""
+    """`hopperc build samples/*.hk --out-dir DIR`: a cubin and its launch metadata for
+    every sample's default (one process for all of them; `make build` builds these and
+    the -D variants from samples/library.toml, test_sample_variants.py)."""
     proc = hopperc_cli("build", *map(str, SAMPLES), "--out-dir", str(tmp_path), "--no-cache",
                        "-q")
     assert proc.returncode == 0, proc.stderr

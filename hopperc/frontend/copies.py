@@ -4,7 +4,7 @@ from __future__ import annotations
 from hopperc.diagnostics import CompileError
 from hopperc.frontend import ast, limits
 from hopperc.frontend.bounds import check_index
-from hopperc.frontend.scope import Scope, scalar_expr
+from hopperc.frontend.scope import Scope, did_you_mean, scalar_expr
 from hopperc.frontend.tiles import ViewInfo, buffer_view
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, copy_indices
@@ -114,7 +114,9 @@ def _tensor_ref(expr: ast.Expr, scope: Scope) -> tuple[ir.TensorParam, tuple[ast
         raise CompileError(expr.span, "expected a global tensor tile like T[tile.m, k]")
     tensor = scope.lookup(expr.value.id, expr.value.span)
     if not isinstance(tensor, ir.TensorParam):
-        raise CompileError(expr.value.span, f"'{expr.value.id}' is not a global tensor")
+        name = expr.value.id
+        raise CompileError(expr.value.span, f"'{name}' is not a global tensor"
+                                            f"{did_you_mean(name, scope.names_of(ir.TensorParam))}")
     if len(expr.indices) != len(tensor.dims):
         raise CompileError(expr.span, f"'{tensor.name}' has {_count(len(tensor.dims), 'dimension')} "
                                       f"but {_count(len(expr.indices), 'index', 'indices')} "

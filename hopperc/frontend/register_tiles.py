@@ -10,7 +10,8 @@ from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast
 from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.rows import row_operands
-from hopperc.frontend.scope import TileSymbol, VectorSymbol, const_value, scalar_expr
+from hopperc.frontend.scope import (TileSymbol, VectorSymbol, const_value, did_you_mean,
+                                   scalar_expr)
 from hopperc.frontend.tiles import lower_tile_expr
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import MAX_EVERY_ROW, WGMMA_M, element_threads, register_layout
@@ -79,7 +80,10 @@ class RegisterTiles:
             return self._row_vector(d, dtype, length)
         tensor = self.scope.lookup(src.value.id, src.value.span)
         if not isinstance(tensor, ir.TensorParam) or len(tensor.dims) != 1:
-            raise CompileError(src.value.span, f"'{src.value.id}' is not a 1-D tensor")
+            vectors = {n for n in self.scope.names_of(ir.TensorParam)
+                       if len(self.scope.lookup(n, src.value.span).dims) == 1}
+            raise CompileError(src.value.span, f"'{src.value.id}' is not a 1-D tensor"
+                                               f"{did_you_mean(src.value.id, vectors)}")
         if tensor.dtype is not dtype:
             raise CompileError(d.span, f"dtype mismatch: '{d.name}' is {dtype} but "
                                        f"'{tensor.name}' is {tensor.dtype}")

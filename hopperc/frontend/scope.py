@@ -132,6 +132,12 @@ class Scope:
         return {n for table in self.tables for n, (symbol, _) in table.items()
                 if symbol != "compiler"} | BUILTINS
 
+    def names_of(self, kind) -> set[str]:
+        """The visible names whose symbol is an instance of `kind`: the candidates
+        for a name used where only such a symbol fits."""
+        return {n for table in self.tables for n, (symbol, _) in table.items()
+                if isinstance(symbol, kind)}
+
     def push(self) -> None:
         self.tables.append({})
 
@@ -170,8 +176,13 @@ def scalar_expr(expr: ast.Expr, scope: Scope, *, builtins: frozenset[str] = froz
         case ast.Attribute(value=ast.Name(id="tile"), attr=axis, span=span):
             if axis not in scope.grid_axes:
                 known = ", ".join(f"tile.{a}" for a in scope.grid_axes) or "none"
-                raise CompileError(span, f"unknown grid axis 'tile.{axis}' (declared: {known})")
+                meant = closest(axis, scope.grid_axes)
+                hint = f"; did you mean 'tile.{meant}'?" if meant else ""
+                raise CompileError(span, f"unknown grid axis 'tile.{axis}'{hint} (declared: "
+                                         f"{known})")
             return ir.Scalar(ir.ScalarKind.TILE, axis)
+        case ast.Attribute(value=ast.Name(id=name, span=name_span)):
+            raise unknown_attribute_owner(name, name_span)
         case ast.BinOp(op=op, left=left, right=right, span=span) if op in "+-*/%":
             return fold(op, scalar_expr(left, scope, builtins=builtins),
                         scalar_expr(right, scope, builtins=builtins), span)
@@ -251,9 +262,19 @@ def source_names(node) -> set[str]:
 
 def closest(name: str, candidates, cutoff: float = 0.6) -> str | None:
     """The candidate most like a misspelt `name` (difflib's similarity ratio, at least
-    `cutoff`), or None."""
+    `cutoff`), else one with two adjacent letters swapped (`gw` for `wg`, whose ratio
+    is only 0.5), or None."""
     close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=cutoff)
-    return close[0] if close else None
+    if close:
+        return close[0]
+    swaps = {name[:i] + name[i + 1] + name[i] + name[i + 2:] for i in range(len(name) - 1)}
+    return next((c for c in sorted(candidates) if c != name and c in swaps), None)
+
+
+def unknown_attribute_owner(name: str, span: Span) -> CompileError:
+    """`tlie.m`: only the built-in `tile` has attributes (its grid axes)."""
+    return CompileError(span, f"unknown name '{name}'{did_you_mean(name, {'tile'})} (only the "
+                              "built-in 'tile' has attributes: tile.AXIS)")
 
 
 def did_you_mean(name: str, candidates, cutoff: float = 0.6) -> str:

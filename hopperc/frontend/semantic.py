@@ -18,7 +18,7 @@ from hopperc.frontend.register_tiles import RegisterTiles, accumulator_names
 from hopperc.frontend.row_stores import is_tensor_target, lower_row_store
 from hopperc.frontend.specialize import specialize
 from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, ScalarSymbol, TileSymbol,
-                                   const_value, scalar_expr)
+                                   const_value, did_you_mean, scalar_expr)
 from hopperc.frontend.scalars import scalar_decl
 from hopperc.frontend.tiles import buffer_view, require_warpgroup_view
 from hopperc.ir import nodes as ir
@@ -139,7 +139,9 @@ class _Analyzer(RegisterTiles):
         if d.reuses is not None:
             target = self.scope.lookup(d.reuses.id, d.reuses.span)
             if not isinstance(target, ir.SharedBuffer):
-                raise CompileError(d.reuses.span, f"'{d.reuses.id}' is not a shared buffer")
+                buffers = self.scope.names_of(ir.SharedBuffer)
+                raise CompileError(d.reuses.span, f"'{d.reuses.id}' is not a shared buffer"
+                                                  f"{did_you_mean(d.reuses.id, buffers)}")
             limits.check_reuse(buf, target, d.reuses.span)
             buf = replace(buf, reuses=target.name)
         self.scope.declare(d.name, buf, d.span)

@@ -13,7 +13,8 @@ from hopperc.ir.dtypes import DType, Swizzle
 from hopperc.frontend import ast
 from hopperc.frontend.bounds import check_index
 from hopperc.frontend.scope import (Scope, ScalarSymbol, TileSymbol, VectorSymbol, const_value,
-                                   did_you_mean, scalar_expr, tensor_element)
+                                   did_you_mean, scalar_expr, tensor_element,
+                                   unknown_attribute_owner)
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, warpgroup_offset
 from hopperc.ir.layout import MAX_EVERY_ROW, plane_rows
@@ -122,6 +123,8 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
                              None, None)
         case ast.Attribute(value=ast.Name(id="tile")):
             return Typed(ir.ScalarValue(scalar_expr(expr, scope)), None, None)
+        case ast.Attribute(value=ast.Name(id=name, span=name_span)):
+            raise unknown_attribute_owner(name, name_span)
         case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if isinstance(
                 scope.lookup(name, expr.value.span), TileSymbol):
             tile = scope.lookup(name, expr.value.span)
@@ -172,7 +175,8 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
                                          f"{func}")
             return Typed(ir.ElementIndex(func), None, None)
         case ast.Call(func=func, span=span):
-            names = FUNCS | set(INDEX_FUNCS) | {"rowmax", "rowsum"}
+            # a cast is spelt as its dtype: bf16(x)
+            names = FUNCS | set(INDEX_FUNCS) | {"rowmax", "rowsum"} | {d.text for d in DType}
             known = ", ".join(sorted(FUNCS | {f"{f}()" for f in INDEX_FUNCS}
                                      | {"rowmax", "rowsum"}))
             raise CompileError(span, f"unknown function '{func}'{did_you_mean(func, names)} "

@@ -66,15 +66,33 @@ def test_negative_a_constant_main_loop_stays_a_loop():
     assert "for k in 0 .. 4:" in text
 
 
-def test_negative_a_constant_loop_over_a_ring_stays_a_loop():
-    """A ring's stages are pipelined over a loop: a loop that names one stays a
-    loop even when its variable picks a plane (and that plane is then refused as
-    it was before loops were unrolled)."""
+def test_a_loop_that_needs_unrolling_but_names_a_ring_is_an_error_at_the_loop():
+    """A ring's stages are pipelined over a loop, so a loop that names one stays a
+    loop; when its variable also picks a plane the loop is refused at its header,
+    naming what needs the constant and, in a note, the ring (not the plane's index
+    further on)."""
     ring = GEMM_RELU.replace("shared sa: bf16[BM, BK] swizzle 128B",
                              "shared sa: bf16[BM, BK] stages 2 swizzle 128B")
     error = edit_error(ring, "for k in 0 .. K / BK {\n", "for k in 0 .. 2 {\n"
                        "        sc[2 * (k % 2) + wg] = bf16(acc[:, 0 : 64])\n")
-    assert error.span.line == 19 and "a plane of 'sc' per warpgroup" in error.message
+    assert (error.span.line, error.span.col) == (18, 5)
+    assert "this loop must be unrolled ('k' picks columns" in error.message
+    assert "'sc[...]' at line 19" in error.message and "names the ring 'sa'" in error.message
+    assert error.notes == ("t.hk:20:13: the ring 'sa' (2 stages) is named here",)
+
+
+def test_negative_an_epilogue_that_names_a_ring_is_refused_at_its_loop():
+    """The subtile loop of the epilogue with a product of the ring inside: the loop,
+    not the plane index `sc[2 * (s % 2) + wg]`, carries the error."""
+    ring = GEMM_RELU.replace("shared sa: bf16[BM, BK] swizzle 128B",
+                             "shared sa: bf16[BM, BK] stages 2 swizzle 128B")
+    error = edit_error(ring, LOOP, LOOP.replace(
+        "        sc[2 * (s % 2) + wg] =", "        acc += sa[wg] @ sb^T\n"
+        "        sc[2 * (s % 2) + wg] =", 1))
+    assert (error.span.line, error.span.col) == (23, 5)
+    assert "'sc[...]' at line 25" in error.message and "names the ring 'sa'" in error.message
+    assert "constant multiple" not in error.message
+    assert error.notes[0].startswith("t.hk:24:")
 
 
 def test_unrolling_past_the_limit_is_an_error_at_the_loop():

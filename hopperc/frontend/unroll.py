@@ -13,7 +13,8 @@ and the simulator see exactly the copies written by hand.
 Every other loop stays a loop, constant bounds or not: a plane chosen by the
 variable alone (`sd[j]`, `sd[i % 2]`) is an address computed at run time; a main
 loop over a ring (`for k in 0 .. 4`) is pipelined as a loop, so a loop whose body
-names a ring (a buffer with `stages`) is never unrolled. The copies are bounded
+names a ring (a buffer with `stages`) is never unrolled, and one that would need
+unrolling too is refused at the loop, with what needs the constant and the ring. The copies are bounded
 (MAX_UNROLLED_STATEMENTS IR statements per unrolled loop, nested ones included),
 so a large range is a located error, not a slow compile.
 """
@@ -33,11 +34,21 @@ def unrolled_values(loop: ast.For, start: ir.ScalarExpr, stop: ir.ScalarExpr,
                     scope: Scope) -> range | None:
     """The values of `loop`'s variable, one per copy, when it is unrolled; None
     when it stays a loop."""
-    if any(isinstance(n, ast.Name) and _is_ring(scope, n.id) for n in ast.walk(loop.body)):
-        return None
     declared = {s.name for s in ast.walk(loop.body) if isinstance(s, ast.TileDecl)}
-    if not any(_needs_constant(name, index, loop.var, declared, scope)
-               for name, index in _subscripts(loop.body)):
+    needs = _first([subscript for subscript in _subscripts(loop.body)
+                    if _needs_constant(*subscript[:2], loop.var, declared, scope)],
+                   lambda subscript: subscript[2])
+    ring = _first([n for n in ast.walk(loop.body)
+                   if isinstance(n, ast.Name) and _is_ring(scope, n.id)], lambda n: n.span)
+    if ring is not None and needs is not None:
+        name, _, span = needs
+        raise CompileError(loop.span, f"this loop must be unrolled ({why(loop.var)}: "
+                                      f"'{name}[...]' at line {span.line}) but cannot be: it "
+                                      f"names the ring '{ring.id}', whose loop is pipelined, "
+                                      "not unrolled; use the ring in a loop of its own",
+                           (f"{ring.span}: the ring '{ring.id}' "
+                            f"({_visible(scope, ring.id).stages} stages) is named here",))
+    if needs is None or ring is not None:
         return None
     if not (is_const(start) and is_const(stop)):
         raise CompileError(loop.span, f"this loop is unrolled ({why(loop.var)}), so its bounds "
@@ -76,6 +87,11 @@ def _needs_constant(name: str, index, var: str, declared: set[str], scope: Scope
     return False
 
 
+def _first(items: list, span_of):
+    """The item the source spells first, or None."""
+    return min(items, key=lambda item: (span_of(item).line, span_of(item).col), default=None)
+
+
 def _is_ring(scope: Scope, name: str) -> bool:
     symbol = _visible(scope, name)
     return isinstance(symbol, ir.SharedBuffer) and symbol.stages > 1
@@ -89,8 +105,8 @@ def _visible(scope: Scope, name: str):
 
 
 def _subscripts(body: ast.Block):
-    """(name, index) for each index of a subscript whose base is a name
-    (`sa[wg][:, None]`: its innermost base)."""
+    """(name, index, subscript's span) for each index of a subscript whose base is a
+    name (`sa[wg][:, None]`: its innermost base)."""
     for node in ast.walk(body):
         if isinstance(node, ast.Subscript):
             base = node.value
@@ -98,7 +114,7 @@ def _subscripts(body: ast.Block):
                 base = base.value
             if isinstance(base, ast.Name):
                 for index in node.indices:
-                    yield base.id, index
+                    yield base.id, index, node.span
 
 
 def _mentions(expr, var: str) -> bool:

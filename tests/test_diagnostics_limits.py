@@ -105,7 +105,8 @@ LIMITS = [
          "role 'consumer' asks for 264 registers", "between 24 and 256"),
     case("register_file_exceeded", ROLES, [("warpgroup regs 232", "warpgroup x2 regs 256")],
          "role consumer", f"register budgets need {40 * 128 + 256 * 256} registers",
-         "40 x 128 (producer) + 256 x 256 (consumer)", "65536", "role 'consumer' takes them past it"),
+         "40 x 128 (producer) + 256 x 256 (consumer)", "65536",
+         f"role 'consumer' has the largest budget, {256 * 256}"),
     case("register_budget_on_some_roles", ROLES, [("warp regs 40", "warp")], "role producer",
          "role 'producer' has no register budget", "every role must"),
     case("threads_with_roles", ROLES, [("N / BN)\n", "N / BN) threads 160\n")], "threads 160",
@@ -227,8 +228,8 @@ def test_a_tile_larger_than_the_launch_share_is_refused():
 
 
 # A resource overflow points at what overflows (frontend/limits.py): the shared buffer
-# whose end crosses 227 KB in the declaration-order layout, the role whose budget
-# takes the register file past 64K, the tile too large for its role; the message
+# whose end crosses 227 KB in the declaration-order layout, the role with the largest
+# budget when the register file's 64K is exceeded (one pool, no order), the tile too large for its role; the message
 # gives the total and the limit, a note the largest contributors with their lines.
 STAGES = mutate(GEMM, ("bf16[BM, BK] swizzle", "bf16[BM, BK] stages 16 swizzle"),
                 ("bf16[BN, BK] swizzle", "bf16[BN, BK] stages 16 swizzle"))
@@ -250,12 +251,21 @@ OVERFLOWS = [
                  "shared buf", ("'buf' ends at byte",),
                  "the largest buffers, in bytes: 'big' 229376 (line 4), 'buf' 8192 (line 6)",
                  id="shared_reused_memory_not_counted"),
+    # The register file is one pool: the largest budget, not the role declared last.
     pytest.param(mutate(ROLES, ("warp regs 40", "warpgroup x2 regs 160")),
-                 "role consumer", (f"register budgets need {160 * 256 + 232 * 128} registers",
-                                   "more than the 65536", "role 'consumer' takes them past it"),
+                 "role producer", (f"register budgets need {160 * 256 + 232 * 128} registers",
+                                   "more than the 65536",
+                                   "role 'producer' has the largest budget, 40960"),
                  "the largest budgets, in registers: 'producer' 40960 (line 7, regs 160 x 256 "
                  "threads), 'consumer' 29696 (line 10, regs 232 x 128 threads)",
-                 id="register_file_crossed_by_the_second_role"),
+                 id="register_file_at_the_largest_budget_declared_first"),
+    pytest.param(mutate(ROLES, ("warp regs 40", "warpgroup x2 regs 40"),
+                        ("warpgroup regs 232", "warpgroup x2 regs 240")),
+                 "role consumer", (f"register budgets need {40 * 256 + 240 * 256} registers",
+                                   "role 'consumer' has the largest budget, 61440"),
+                 "the largest budgets, in registers: 'consumer' 61440 (line 10, regs 240 x 256 "
+                 "threads), 'producer' 10240 (line 7, regs 40 x 256 threads)",
+                 id="register_file_at_the_largest_budget_declared_last"),
     pytest.param(mutate(ROLES, ("regs 232", "regs 168"),
                         ("= sa @ sb^T\n", "= sa @ sb^T\n        wide: f32[64, 512] = 0.0\n")),
                  "wide:", ("'wide' needs 256 registers per thread, more than the 168 role "

@@ -189,26 +189,23 @@ def check_role_registers(role: ir.RoleInfo) -> None:
 
 def check_register_file(roles: tuple[ir.RoleInfo, ...], span: Span) -> None:
     """The per-warpgroup budgets (x 128 threads) must fit the 64K-register file. The
-    error points at the role whose budget, added to those of the roles before it,
-    crosses the limit (roles take their warps in declaration order)."""
+    file is one pool that setmaxnreg divides among the warpgroups, in no order, so
+    the error points at the role with the largest budget (the first such), where
+    trimming frees the most; a note lists the largest budgets with their lines."""
     budgeted = [r for r in roles if r.regs is not None]
     total = sum(r.regs * r.threads for r in budgeted)
     if total <= REGISTER_FILE:
         return
-    running, culprit = 0, budgeted[-1]
-    for role in budgeted:
-        running += role.regs * role.threads
-        if running > REGISTER_FILE:
-            culprit = role
-            break
     parts = " + ".join(f"{r.regs} x {r.threads} ({r.name})" for r in budgeted)
     largest = sorted(budgeted, key=lambda r: -r.regs * r.threads)[:MOST_NOTED]
+    culprit = largest[0]
     noted = ", ".join(f"'{r.name}' {r.regs * r.threads} (line {r.span.line}, regs {r.regs} x "
                       f"{r.threads} threads)" for r in largest)
     raise ResourceLimitError(culprit.span or span,
                              f"register budgets need {total} registers ({parts}), more than "
-                             f"the {REGISTER_FILE} of the register file; role '{culprit.name}' "
-                             f"takes them past it",
+                             f"the {REGISTER_FILE} of the register file; role "
+                             f"'{culprit.name}' has the largest budget, "
+                             f"{culprit.regs * culprit.threads}",
                              (f"the largest budgets, in registers: {noted}",))
 
 

@@ -47,6 +47,11 @@ TYPOS = [
     case("warpgroup", ROLES, [("warpgroup regs", "warpgroop x2 regs")], "warpgroop",
          "unexpected 'warpgroop'; did you mean 'warpgroup'?"),
     case("tile", COPY, [("tile(BM", "tiles(BM")], "tiles", "unexpected 'tiles'; did you mean 'tile'?"),
+    # a dtype, one word of the DTYPE terminal's list
+    case("dtype_of_a_buffer", COPY, [("buf: bf16", "buf: bf61")], "bf61",
+         "unexpected 'bf61'; did you mean 'bf16'?"),
+    case("dtype_of_a_parameter", COPY, [("X: bf16", "X: f23")], "f23",
+         "unexpected 'f23'; did you mean 'f32'?"),
 ]
 
 

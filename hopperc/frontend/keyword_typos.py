@@ -14,6 +14,7 @@ than the word split after a keyword it starts with: `fork in` is `for k in`, not
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import lark
@@ -26,6 +27,8 @@ from hopperc.frontend.scope import closest
 # suggestion is tried by re-parsing, so a looser cutoff than for names is safe;
 # it admits one changed letter in a two-letter keyword (`on` for `in`).
 KEYWORD_CUTOFF = 0.5
+# A terminal that is a list of words, as DTYPE is: `(bf16|f16|f32)(?![\w])`.
+WORD_LIST = re.compile(r"\((\w+(?:\|\w+)+)\)(?:\(\?!.*\))?")
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,10 @@ def _accepts(parser: lark.Lark, text: str, tokens: list[Token]) -> set[str]:
 
 
 def _literals(parser: lark.Lark, terminals) -> set[str]:
-    """The fixed texts (keywords and punctuation) among `terminals`."""
+    """The fixed texts (keywords and punctuation) among `terminals`, and, where no
+    name is accepted (so the word cannot be one), the words of a terminal that is a
+    list of them (DTYPE's `bf16|f16|...`: `buf: bf61` means `bf16`)."""
+    names_accepted = "NAME" in terminals
     texts = set()
     for name in terminals:
         try:
@@ -154,6 +160,8 @@ def _literals(parser: lark.Lark, terminals) -> set[str]:
             continue
         if isinstance(pattern, lark.lexer.PatternStr):
             texts.add(pattern.value)
+        elif not names_accepted and (words := WORD_LIST.fullmatch(pattern.value)):
+            texts.update(words.group(1).split("|"))
     return texts
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from hopperc import driver
+from hopperc.diagnostics import CompileError, SourceFile
 from hopperc.frontend.scope import closest
 from test_diagnostics import COPY, EW, case, expect_error
 
@@ -58,3 +60,10 @@ def test_not_a_global_tensor_names_the_closest_tensor() -> None:
 ])
 def test_closest(name, candidates, meant) -> None:
     assert closest(name, candidates) == meant
+
+
+def test_a_misspelt_define_names_the_closest_tile_constant() -> None:
+    with pytest.raises(CompileError) as info:
+        driver.check(SourceFile("t.hk", COPY), {"BNN": 32})
+    assert info.value.span is None  # a command-line problem has no source location
+    assert "-D BNN: the kernel has no tile constant 'BNN'; did you mean 'BN'?" in info.value.message

@@ -6,7 +6,7 @@ from hopperc.diagnostics import CompileError, Span
 from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast, limits
 from hopperc.frontend.literals import check_int32
-from hopperc.frontend.scope import Scope, const_value, is_const, scalar_expr
+from hopperc.frontend.scope import Scope, const_value, did_you_mean, is_const, scalar_expr
 from hopperc.ir import nodes as ir
 from hopperc.ir.elements import tensor_elements_in
 from hopperc.ir.index_algebra import names
@@ -56,8 +56,9 @@ def consts(kernel: ast.Kernel, defines: dict[str, int],
     declared = {c.name for c in kernel.consts}
     for name in defines:
         if name not in declared:
-            raise CompileError(None, f"-D {name}: the kernel has no tile constant '{name}' "
-                                     f"(it has: {', '.join(sorted(declared)) or 'none'})")
+            raise CompileError(None, f"-D {name}: the kernel has no tile constant '{name}'"
+                                     f"{did_you_mean(name, declared)} (it has: "
+                                     f"{', '.join(sorted(declared)) or 'none'})")
     values = []
     for c in kernel.consts:
         value = defines.get(c.name)

@@ -181,12 +181,29 @@ def test_input_errors_name_the_tensor_and_dimension(inputs, shapes, message):
         assert info.value.span.line == 5 and info.value.span.col > 1
 
 
+@pytest.mark.parametrize("count,message", [
+    (np.array([-2 ** 63]), "holds -9223372036854775808, which is not an i32"),
+    (np.array([2 ** 64 - 1], np.uint64), "holds 18446744073709551615, which is not an i32"),
+    (np.array([2 ** 31], np.int64), "holds 2147483648, which is not an i32"),
+    (np.array([-2 ** 24 - 1], np.int32), "holds -16777217: the simulator keeps i32 tensors "
+                                         "exact up to 16777216 in magnitude"),
+])
+def test_integer_values_are_checked_before_any_conversion(count, message):
+    """Compared as Python integers: np.abs(-2^63) and uint64 -> int64 wrap."""
+    arrays = {"A": np.ones((1, 128, 64)), "B": np.ones((1, 256, 64)), "CNT": count}
+    with pytest.raises(CompileError) as info:
+        hopperc.simulate(SAMPLES / "grouped_gemm_masked.hk", arrays)
+    assert f"tensor 'CNT' (i32[E]) {message}" in info.value.message
+    assert info.value.span.line == 8
+
+
 def test_scalar_argument_errors():
     x = np.ones((64, 64))
     with pytest.raises(CompileError, match="no value for scalar argument 'shift' \\(i32\\)"):
         hopperc.simulate(SCALED_COPY, {"X": x, "alpha": 1.0})
-    with pytest.raises(CompileError, match="'shift' is i32: pass an integer of 32 bits"):
-        hopperc.simulate(SCALED_COPY, {"X": x, "alpha": 1.0, "shift": 1.5})
+    for shift in (1.5, np.uint64(2 ** 64 - 1), 2 ** 31):
+        with pytest.raises(CompileError, match="'shift' is i32: pass an integer of 32 bits"):
+            hopperc.simulate(SCALED_COPY, {"X": x, "alpha": 1.0, "shift": shift})
     with pytest.raises(CompileError, match="takes one number, not an array of shape \\(2,\\)"):
         hopperc.simulate(SCALED_COPY, {"X": x, "alpha": [1.0, 2.0], "shift": 1})
 

@@ -47,16 +47,16 @@ def problem_from_arrays(kernel: ir.Kernel, inputs: Mapping[str, object],
             raise CompileError(kernel.span, f"the inputs have '{name}', which is no tensor or "
                                             f"scalar argument of kernel {kernel.name} (it has: "
                                             f"{', '.join(params)}){did_you_mean(name, params)}",
-                               rule="inputs")
+                               rule="input")
     stored = stored_tensors(kernel)
     for t in kernel.tensors:
         if t.name not in inputs and t.name not in stored:
             raise CompileError(t.span, f"no array for input tensor '{t.name}' "
-                                       f"({describe(t)}): the kernel reads it", rule="inputs")
+                                       f"({describe(t)}): the kernel reads it", rule="input")
     for s in kernel.scalars:
         if s.name not in inputs:
             raise CompileError(s.span, f"no value for scalar argument '{s.name}' ({s.dtype})",
-                               rule="inputs")
+                               rule="input")
     arrays = {t.name: _array(t, inputs[t.name]) for t in kernel.tensors if t.name in inputs}
     dims = _dimensions(kernel, arrays, dict(shapes or {}), file)
     tensors = {t.name: arrays[t.name] if t.name in arrays else
@@ -139,10 +139,10 @@ def _dimensions(kernel: ir.Kernel, arrays: dict[str, np.ndarray], shapes: dict[s
     for name, size in shapes.items():
         if name not in names:
             raise CompileError(None, f"--shape: the kernel has no dimension '{name}' (it has: "
-                                     f"{', '.join(names) or 'none'})", file=file, rule="inputs")
+                                     f"{', '.join(names) or 'none'})", file=file, rule="input")
         if size < 1:
             raise CompileError(None, f"--shape: {name} must be positive, not {size}", file=file,
-                               rule="inputs")
+                               rule="input")
     dims: dict[str, int] = {}
     fixed_by: dict[str, str] = {}
     for t in kernel.tensors:
@@ -171,7 +171,7 @@ def _dimensions(kernel: ir.Kernel, arrays: dict[str, np.ndarray], shapes: dict[s
                                 if name in t.dims)
             raise CompileError(kernel.span, f"no array fixes dimension {name}: pass one for "
                                             f"{holders}, or give its size as a shape "
-                                            f"({name}=...)", rule="inputs")
+                                            f"({name}=...)", rule="input")
         dims[name] = shapes[name]
     return {name: dims[name] for name in names}
 
@@ -181,18 +181,18 @@ def _scalar(param: ir.ScalarParam, value: object) -> float | int:
     if array.shape != ():
         raise CompileError(param.span, f"scalar argument '{param.name}' ({param.dtype}) takes "
                                        f"one number, not an array of shape {array.shape}",
-                           rule="inputs")
+                           rule="input")
     if param.dtype is ir.DType.I32:
         if array.dtype.kind not in "iu" or not I32_MIN <= int(array) <= I32_MAX:
             raise CompileError(param.span, f"scalar argument '{param.name}' is i32: pass an "
-                                           f"integer of 32 bits, not {value!r}", rule="inputs")
+                                           f"integer of 32 bits, not {value!r}", rule="input")
         return int(array)
     if array.dtype.kind not in "fiu" and array.dtype not in _ML_FLOATS:
         raise CompileError(param.span, f"scalar argument '{param.name}' is {param.dtype}: "
-                                       f"pass a number, not {value!r}", rule="inputs")
+                                       f"pass a number, not {value!r}", rule="input")
     return float(round_to(param.dtype, float(array)))
 
 
 def _error(tensor: ir.TensorParam, what: str) -> CompileError:
     return CompileError(tensor.span, f"tensor '{tensor.name}' ({describe(tensor)}) {what}",
-                        rule="inputs")
+                        rule="input")

@@ -194,7 +194,7 @@ def test_integer_values_are_checked_before_any_conversion(count, message):
     with pytest.raises(CompileError) as info:
         hopperc.simulate(SAMPLES / "grouped_gemm_masked.hk", arrays)
     assert f"tensor 'CNT' (i32[E]) {message}" in info.value.message
-    assert info.value.span.line == 8
+    assert info.value.rule == "input" and info.value.span.line == 8
 
 
 def test_scalar_argument_errors():

@@ -147,3 +147,13 @@ def test_the_build_system_imports_nothing_of_the_command_line():
                  if _room(module) == "buildsys" and _room(target) == "cli"]
     assert "hopperc.buildsys.plan" in _graph()
     assert crossings == []
+
+
+def test_the_simulator_imports_nothing_of_the_build_system_or_the_command_line():
+    """The simulator serves `check`, `sim` and `hopperc.simulate`: it returns its
+    findings, outputs and traces, and the command line writes the files."""
+    crossings = [f"{module} imports {target}" for module, targets in sorted(_graph().items())
+                 for target in sorted(targets)
+                 if _room(module) == "sim" and _room(target) in ("buildsys", "cli")]
+    assert "hopperc.sim.trace" in _graph()
+    assert crossings == []

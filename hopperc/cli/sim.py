@@ -79,7 +79,7 @@ def _progress_line(file: str, total: int, diagnostics: Diagnostics, quiet: bool)
 
 def _trace_target(path: str):
     """`--trace PATH`, refused before the simulation if it cannot be written."""
-    from hopperc.sim.trace import TraceTarget
+    from hopperc.cli.trace import TraceTarget
     return TraceTarget(path)
 
 

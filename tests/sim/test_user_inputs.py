@@ -260,6 +260,31 @@ def test_cli_refuses_what_is_not_an_archive(tmp_path):
     assert result.exit_code == 1 and "would overwrite the input" in result.output
 
 
+@pytest.mark.parametrize("args,message", [
+    (["--save", "{d}/same.json", "--trace", "{d}/./same.json"],
+     "--trace {d}/./same.json would overwrite the output of --save {d}/same.json"),
+    (["--save", "{d}/out.npz", "--trace", "{d}/in.npz"],
+     "--trace {d}/in.npz would overwrite the input {d}/in.npz"),
+    (["--trace", "{d}/k.hk"], "--trace {d}/k.hk would overwrite the input {d}/k.hk"),
+    (["--trace", "{d}/link.hk"], "would overwrite the input {d}/k.hk"),
+])
+def test_cli_outputs_are_distinct_from_each_other_and_the_inputs(tmp_path, args, message):
+    """Real paths compared, before anything runs: every file stays as it was."""
+    kernel = tmp_path / "k.hk"
+    kernel.write_text((SAMPLES / "scale_rows.hk").read_text())
+    (tmp_path / "link.hk").symlink_to(kernel)
+    np.savez(tmp_path / "in.npz", X=np.ones((64, 64)), S=np.ones(64))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    result = _sim(str(kernel), "--inputs", str(tmp_path / "in.npz"),
+                  *[a.format(d=tmp_path) for a in args])
+    assert result.exit_code == 1 and message.format(d=tmp_path) in result.output, result.output
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "link.hk"), "--trace",
+                                       str(kernel)])
+    assert result.exit_code == 1 and f"would overwrite the input {tmp_path}/link.hk" \
+        in result.output, result.output
+
+
 def test_cli_finding_exits_1_without_a_file(tmp_path, rng):
     broken = tmp_path / "manual_pipe.hk"
     broken.write_text(variant(28, "fence.proxy.async", None).text)

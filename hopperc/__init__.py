@@ -48,11 +48,14 @@ def build(source: str | os.PathLike[str], defines: Mapping[str, int] | None = No
 
 def compile(source: str | os.PathLike[str], defines: Mapping[str, int] | None = None, *,
             arch: str = "sm_90a", device: int = 0) -> Kernel:
-    """Build a kernel as `build` does and load it on GPU `device`: returns a
-    `hopperc.runtime.Kernel`, called with PyTorch tensors (docs/runtime.md)."""
-    from hopperc.api import compile as compile_and_load
+    """Build a kernel as `build` does (through the cache, so a kernel built before,
+    in this process or another, costs a cache read) and load it on GPU `device`:
+    returns a `hopperc.runtime.Kernel`, called with PyTorch tensors (docs/runtime.md)."""
+    from hopperc.buildsys.artifact import build as build_artifact
+    from hopperc.runtime import Kernel
 
-    return compile_and_load(source, defines, arch=arch, device=device)
+    artifact = build_artifact(source, defines, arch=arch)
+    return Kernel(artifact.cubin, artifact.metadata, device)
 
 
 def simulate(source: str | os.PathLike[str] | SourceFile, inputs: Mapping[str, object],

@@ -17,14 +17,13 @@ from tests.conftest import ROOT
 
 STAGES = ("frontend", "ir", "passes", "codegen", "backend")
 # What surrounds the compiler: the command line, the library build, the driver
-# that strings the stages together, the Python API, the simulator, the harness.
-SURROUNDINGS = ("cli", "buildsys", "driver", "api", "sim", "harness")
-# The package root's modules: the entry points (the package, `python -m`, the API
-# and the driver) and the little that the stages and their surroundings share
+# that strings the stages together, the simulator, the harness.
+SURROUNDINGS = ("cli", "buildsys", "driver", "sim", "harness")
+# The package root's modules: the entry points (the package with the Python API,
+# `python -m` and the driver) and the little that the stages and their surroundings share
 # (the target's defaults, where the package data and the cache lie, and the
 # temporaries cache files are written through). Another module goes in a room.
-ROOT_MODULES = ("__init__", "__main__", "api", "driver", "target", "local_files",
-                "temporaries")
+ROOT_MODULES = ("__init__", "__main__", "driver", "target", "local_files", "temporaries")
 SHARED_ROOT_MODULES = ("target", "local_files", "temporaries")
 
 

@@ -31,15 +31,17 @@ _HOME = {"Artifact": "hopperc.buildsys.artifact", "BuildSummary": "hopperc.build
 def build(source: str | os.PathLike[str], defines: Mapping[str, int] | None = None, *,
           arch: str = "sm_90a", ptx: bool = False, cuda: bool = False,
           name: str | None = None, cache: bool = True) -> Artifact:
-    """Build a kernel (a .hk path, or its text: a str holding a newline or a `{`)
-    to a cubin and its launch metadata, through the build cache `hopperc build`
-    uses; no GPU is needed. `defines` are the `-D` values; `ptx` and `cuda` also
-    return the generated PTX and CUDA (the cache keeps neither: `ptx` compiles
-    again with NVRTC, `cuda` generates the code again);
-    `name` is the file name diagnostics and the cubin record (default: the path
-    as given, or `<string>`); `cache=False` neither reads nor writes the cache.
-    Raises `hopperc.CompileError` for the user's input (located, printing as the
-    command line does) and `hopperc.ToolchainError` when NVRTC fails."""
+    """Build a kernel (a .hk path, or its text: a str holding a newline, or a `{`
+    but naming no file and not ending in `.hk`; docs/api.md) to a cubin and its
+    launch metadata, through the build cache `hopperc build` uses; no GPU is
+    needed. `defines` are the `-D` values; `ptx` and `cuda` also return the
+    generated PTX and CUDA (the cache keeps neither: `ptx` compiles again with
+    NVRTC, `cuda` generates the code again); `name` is the file name diagnostics
+    and the cubin record (default: the path as given, or `<string>`);
+    `cache=False` neither reads nor writes the cache. Raises `hopperc.CompileError`
+    for the user's input (located, printing as the command line does),
+    `hopperc.ToolchainError` when NVRTC fails, and TypeError or ValueError for a
+    wrong argument."""
     from hopperc.buildsys.artifact import build as build_artifact
 
     return build_artifact(source, defines, arch=arch, ptx=ptx, cuda=cuda, name=name,

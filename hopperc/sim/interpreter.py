@@ -18,6 +18,7 @@ import numpy as np
 
 from hopperc import diagnostics
 from hopperc.diagnostics import SourceFile, as_source
+from hopperc.diagnostics.arguments import checked_defines, checked_shapes, counted
 from hopperc.diagnostics.located import CompileError
 from hopperc.sim.findings import Finding
 from hopperc.target import DEFAULT_STEPS
@@ -46,17 +47,22 @@ def simulate(source: str | Path | SourceFile, inputs: Mapping[str, object],
              shapes: Mapping[str, int] | None = None, schedules: int = 1, search: int = 0,
              steps: int | None = None, jobs: int = 1) -> dict[str, np.ndarray]:
     """See `hopperc.simulate`; `steps`: the work budget (default: `hopperc sim`'s)."""
-    steps = DEFAULT_STEPS if steps is None else steps
-    if schedules < 1:
-        raise ValueError(f"schedules must be at least 1, not {schedules}")
+    steps = DEFAULT_STEPS if steps is None else counted("steps", steps, 1)
+    counted("schedules", schedules, 1)
+    counted("search", search, 0)
+    counted("jobs", jobs, 1)
+    defines, shapes = checked_defines(defines), checked_shapes(shapes)
+    if not isinstance(inputs, Mapping):
+        raise TypeError(f"inputs must be a mapping of tensor and scalar names to arrays and "
+                        f"numbers (a dict), not {type(inputs).__name__}")
     # Set before the simulator's products run: see `hopperc sim` (cli/sim.py).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from hopperc import driver
     kernel = None
     try:
         kernel = as_source(source)
-        report = driver.simulate(kernel, dict(defines or {}), dict(shapes or {}), schedules,
-                                 search, steps, jobs, inputs=inputs)
+        report = driver.simulate(kernel, defines, shapes, schedules, search, steps, jobs,
+                                 inputs=inputs)
     except diagnostics.CompileError as exc:
         raise CompileError(exc, kernel) from None
     if report.findings:

@@ -208,6 +208,24 @@ def test_scalar_argument_errors():
         hopperc.simulate(SCALED_COPY, {"X": x, "alpha": [1.0, 2.0], "shift": 1})
 
 
+@pytest.mark.parametrize("arguments,error,message", [
+    ({"shapes": {"M": "128"}}, TypeError, "shapes: M must be an int, not str ('128')"),
+    ({"shapes": {"M": 0}}, ValueError, "shapes: M must be at least 1, not 0"),
+    ({"defines": {"BM": "64"}}, TypeError, "defines: BM must be an int, not str"),
+    ({"search": -3}, ValueError, "search must be at least 0, not -3"),
+    ({"jobs": 0}, ValueError, "jobs must be at least 1, not 0"),
+    ({"steps": 0}, ValueError, "steps must be at least 1, not 0"),
+    ({"schedules": True}, TypeError, "schedules must be an int, not bool"),
+    ({"inputs": [np.ones((64, 64))]}, TypeError, "inputs must be a mapping of tensor and "
+                                                 "scalar names"),
+])
+def test_wrong_arguments_are_python_errors(arguments, error, message):
+    call = {"inputs": {"X": np.ones((64, 64)), "S": np.ones(64)}, **arguments}
+    with pytest.raises(error) as info:
+        hopperc.simulate(SAMPLES / "scale_rows.hk", **call)
+    assert message in str(info.value)
+
+
 # ---------------------------------------------------------------- the command line
 def _sim(*args: str):
     return CliRunner().invoke(main, ["sim", *args])

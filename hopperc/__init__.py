@@ -18,14 +18,18 @@ if TYPE_CHECKING:
     from hopperc.diagnostics import SourceFile, ToolchainError
     from hopperc.diagnostics.located import CompileError, Diagnostic
     from hopperc.runtime.kernel import Kernel
+    from hopperc.sim.interpreter import SimulationFailed, SimulationIncomplete
 
 __version__ = "0.1.0"
-__all__ = ["Artifact", "BuildSummary", "CompileError", "Diagnostic", "ToolchainError",
-           "__version__", "build", "compile", "simulate"]
+__all__ = ["Artifact", "BuildSummary", "CompileError", "Diagnostic", "SimulationFailed",
+           "SimulationIncomplete", "ToolchainError", "__version__", "build", "compile",
+           "simulate"]
 
 _HOME = {"Artifact": "hopperc.buildsys.artifact", "BuildSummary": "hopperc.buildsys.artifact",
          "CompileError": "hopperc.diagnostics.located",
-         "Diagnostic": "hopperc.diagnostics.located", "ToolchainError": "hopperc.diagnostics"}
+         "Diagnostic": "hopperc.diagnostics.located", "ToolchainError": "hopperc.diagnostics",
+         "SimulationFailed": "hopperc.sim.interpreter",
+         "SimulationIncomplete": "hopperc.sim.interpreter"}
 
 
 def build(source: str | os.PathLike[str], defines: Mapping[str, int] | None = None, *,
@@ -67,8 +71,10 @@ def simulate(source: str | os.PathLike[str] | SourceFile, inputs: Mapping[str, o
     """Run a kernel (a .hk path, its text or a SourceFile) on the CPU model over
     `inputs` (its tensors' arrays and scalar arguments, by name) and return every
     tensor it stores, by name, in its dtype: docs/sim.md, "Running your own inputs".
-    Raises `hopperc.CompileError` for a bad kernel or input, and
-    `hopperc.sim.interpreter.SimulationFailed` with the findings of an unclean run."""
+    Raises `hopperc.CompileError` for a bad kernel or input,
+    `hopperc.SimulationFailed` with the findings of an unclean run,
+    `hopperc.SimulationIncomplete` when the work budget (`steps`) ran out first,
+    and TypeError or ValueError for a wrong argument."""
     from hopperc.sim.interpreter import simulate as run_on_inputs
 
     return run_on_inputs(source, inputs, defines, shapes=shapes, schedules=schedules,

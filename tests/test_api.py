@@ -248,6 +248,10 @@ def test_the_public_names():
             if name != "__version__"} == {name: name for name in hopperc.__all__
                                           if name != "__version__"}
     assert issubclass(hopperc.CompileError, hopperc.diagnostics.CompileError)
+    from hopperc.sim import interpreter  # raised by hopperc.simulate, exported as they are
+
+    assert (hopperc.SimulationFailed, hopperc.SimulationIncomplete) == (
+        interpreter.SimulationFailed, interpreter.SimulationIncomplete)
     for function in (hopperc.build, hopperc.compile):  # spelt out: importing hopperc is light
         assert inspect.signature(function).parameters["arch"].default == DEFAULT_ARCH
     # py.typed ships in the wheel: tests/test_install.py

@@ -26,7 +26,10 @@ from hopperc.target import DEFAULT_STEPS
 
 class SimulationFailed(Exception):
     """The simulation found a deadlock, race, missing fence, barrier misuse,
-    out-of-range access or wrong result: `findings` has each, located."""
+    out-of-range access or wrong result: `findings` has each, located;
+    `str(error)` lists them as `hopperc sim` prints them."""
+
+    findings: tuple[Finding, ...]
 
     def __init__(self, kernel: str, findings: list[Finding]):
         self.findings = tuple(findings)
@@ -39,7 +42,9 @@ class SimulationFailed(Exception):
 
 
 class SimulationIncomplete(Exception):
-    """The work budget ran out before the schedules asked for ran to their end."""
+    """The work budget ran out before the schedules asked for ran to their end,
+    with no finding: nothing wrong was seen, but no outputs either; the message
+    says how far it got."""
 
 
 def simulate(source: str | Path | SourceFile, inputs: Mapping[str, object],

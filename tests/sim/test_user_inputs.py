@@ -26,7 +26,6 @@ import hopperc
 from hopperc.cli import main
 from hopperc.diagnostics import CompileError
 from hopperc.sim.findings import Category
-from hopperc.sim.interpreter import SimulationFailed
 from tests.conftest import ROOT
 from tests.runtime.helpers import SCALED_COPY
 from tests.sim.test_manual_kernels import variant
@@ -150,7 +149,7 @@ def test_scalar_arguments_and_adversarial_schedules(rng):
 
 def test_a_finding_raises_with_its_located_text(rng):
     broken = variant(28, "fence.proxy.async", None)  # the st.shared -> TMA store hand-off
-    with pytest.raises(SimulationFailed) as info:
+    with pytest.raises(hopperc.SimulationFailed) as info:
         hopperc.simulate(broken, {"X": rng.standard_normal((64, 192)).astype(np.float32)})
     assert info.value.findings[0].category is Category.MISSING_FENCE
     assert re.search(r"manual_pipe\.hk:27:\d+: missing proxy fence", str(info.value))
@@ -206,6 +205,13 @@ def test_scalar_argument_errors():
             hopperc.simulate(SCALED_COPY, {"X": x, "alpha": 1.0, "shift": shift})
     with pytest.raises(CompileError, match="takes one number, not an array of shape \\(2,\\)"):
         hopperc.simulate(SCALED_COPY, {"X": x, "alpha": [1.0, 2.0], "shift": 1})
+
+
+def test_a_run_past_its_budget_raises_incomplete():
+    with pytest.raises(hopperc.SimulationIncomplete, match="stopped at its work budget of 10 "
+                                                           "steps after 0 of 1 schedules"):
+        hopperc.simulate(SAMPLES / "scale_rows.hk", {"X": np.ones((64, 64)), "S": np.ones(64)},
+                         steps=10)
 
 
 @pytest.mark.parametrize("arguments,error,message", [

@@ -1,8 +1,9 @@
 """hopperc: a compiler for NVIDIA Hopper kernels that writes all the synchronization.
 
 The Python API (docs/api.md): `build` a kernel to a cubin and its launch metadata
-(no GPU needed), `compile` it and launch it on PyTorch tensors. Importing hopperc
-loads nothing else: each name loads what it needs on first use.
+(no GPU needed), `compile` it and launch it on PyTorch tensors, `simulate` it on
+the CPU model over numpy arrays. Importing hopperc loads nothing else: each name
+loads what it needs on first use.
 """
 from __future__ import annotations
 
@@ -74,7 +75,9 @@ def simulate(source: str | os.PathLike[str] | SourceFile, inputs: Mapping[str, o
     Raises `hopperc.CompileError` for a bad kernel or input,
     `hopperc.SimulationFailed` with the findings of an unclean run,
     `hopperc.SimulationIncomplete` when the work budget (`steps`) ran out first,
-    and TypeError or ValueError for a wrong argument."""
+    and TypeError or ValueError for a wrong argument. It leaves `os.environ`
+    alone: for one BLAS thread per process, as `hopperc sim` runs (faster on a
+    busy machine), set OPENBLAS_NUM_THREADS=1 before numpy is first imported."""
     from hopperc.sim.interpreter import simulate as run_on_inputs
 
     return run_on_inputs(source, inputs, defines, shapes=shapes, schedules=schedules,

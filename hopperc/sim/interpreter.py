@@ -10,7 +10,6 @@ that differs from the kernel's own statements run in order) raise
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Mapping
 
@@ -51,7 +50,9 @@ def simulate(source: str | Path | SourceFile, inputs: Mapping[str, object],
              defines: Mapping[str, int] | None = None, *,
              shapes: Mapping[str, int] | None = None, schedules: int = 1, search: int = 0,
              steps: int | None = None, jobs: int = 1) -> dict[str, np.ndarray]:
-    """See `hopperc.simulate`; `steps`: the work budget (default: `hopperc sim`'s)."""
+    """See `hopperc.simulate`; `steps`: the work budget (default: `hopperc sim`'s).
+    The caller's environment is left alone: numpy, loaded with this module, has
+    already read OPENBLAS_NUM_THREADS (the command line sets it before)."""
     steps = DEFAULT_STEPS if steps is None else counted("steps", steps, 1)
     counted("schedules", schedules, 1)
     counted("search", search, 0)
@@ -60,8 +61,6 @@ def simulate(source: str | Path | SourceFile, inputs: Mapping[str, object],
     if not isinstance(inputs, Mapping):
         raise TypeError(f"inputs must be a mapping of tensor and scalar names to arrays and "
                         f"numbers (a dict), not {type(inputs).__name__}")
-    # Set before the simulator's products run: see `hopperc sim` (cli/sim.py).
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from hopperc import driver
     kernel = None
     try:

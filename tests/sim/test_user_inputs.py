@@ -12,6 +12,7 @@ one. Each bound below is twice the sum of those, so an error past it is a wrong
 result, not rounding."""
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -205,6 +206,14 @@ def test_scalar_argument_errors():
             hopperc.simulate(SCALED_COPY, {"X": x, "alpha": 1.0, "shift": shift})
     with pytest.raises(CompileError, match="takes one number, not an array of shape \\(2,\\)"):
         hopperc.simulate(SCALED_COPY, {"X": x, "alpha": [1.0, 2.0], "shift": 1})
+
+
+def test_simulate_leaves_the_environment_alone(monkeypatch):
+    """numpy is loaded before the call: OPENBLAS_NUM_THREADS would change nothing
+    here, only the caller's later subprocesses (docs/sim.md, "BLAS threads")."""
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    hopperc.simulate(SAMPLES / "scale_rows.hk", {"X": np.ones((64, 64)), "S": np.ones(64)})
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
 
 
 def test_a_run_past_its_budget_raises_incomplete():

@@ -5,6 +5,7 @@ kernel makes of a value (a define it has no constant for, a shape its arrays
 contradict) is a CompileError, located."""
 from __future__ import annotations
 
+import operator
 from typing import Mapping
 
 
@@ -25,17 +26,22 @@ def checked_shapes(shapes: Mapping[str, int] | None) -> dict[str, int]:
     for name, size in checked.items():
         if not isinstance(name, str):
             raise TypeError(f"shapes: a dimension is named by a str, not {name!r}")
-        counted(f"shapes: {name}", size, 1)
+        checked[name] = counted(f"shapes: {name}", size, 1)
     return checked
 
 
 def counted(what: str, value: object, least: int) -> int:
-    """`value` as a count: an int (not a bool) of at least `least`."""
-    if not isinstance(value, int) or isinstance(value, bool):
+    """`value` as a count: an integer (a numpy one too; not a bool) of at least
+    `least`, as a Python int."""
+    try:  # numpy's bool is no integer to operator.index; Python's is
+        count = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        count = None
+    if count is None:
         raise TypeError(f"{what} must be an int, not {type(value).__name__} ({value!r})")
-    if value < least:
-        raise ValueError(f"{what} must be at least {least}, not {value}")
-    return value
+    if count < least:
+        raise ValueError(f"{what} must be at least {least}, not {count}")
+    return count
 
 
 def _mapping(what: str, value: object) -> Mapping:

@@ -54,9 +54,8 @@ def simulate(source: str | Path | SourceFile, inputs: Mapping[str, object],
     The caller's environment is left alone: numpy, loaded with this module, has
     already read OPENBLAS_NUM_THREADS (the command line sets it before)."""
     steps = DEFAULT_STEPS if steps is None else counted("steps", steps, 1)
-    counted("schedules", schedules, 1)
-    counted("search", search, 0)
-    counted("jobs", jobs, 1)
+    schedules, search = counted("schedules", schedules, 1), counted("search", search, 0)
+    jobs = counted("jobs", jobs, 1)
     defines, shapes = checked_defines(defines), checked_shapes(shapes)
     if not isinstance(inputs, Mapping):
         raise TypeError(f"inputs must be a mapping of tensor and scalar names to arrays and "

@@ -216,6 +216,12 @@ def test_simulate_leaves_the_environment_alone(monkeypatch):
     assert "OPENBLAS_NUM_THREADS" not in os.environ
 
 
+def test_numpy_integers_are_counts():
+    out = hopperc.simulate(SAMPLES / "scale_rows.hk", {"X": np.ones((64, 64)), "S": np.ones(64)},
+                           shapes={"M": np.int64(64)}, schedules=np.int32(1))
+    assert out["Y"].shape == (64, 64)
+
+
 def test_a_run_past_its_budget_raises_incomplete():
     with pytest.raises(hopperc.SimulationIncomplete, match="stopped at its work budget of 10 "
                                                            "steps after 0 of 1 schedules"):
@@ -231,6 +237,7 @@ def test_a_run_past_its_budget_raises_incomplete():
     ({"jobs": 0}, ValueError, "jobs must be at least 1, not 0"),
     ({"steps": 0}, ValueError, "steps must be at least 1, not 0"),
     ({"schedules": True}, TypeError, "schedules must be an int, not bool"),
+    ({"jobs": 1.0}, TypeError, "jobs must be an int, not float"),
     ({"inputs": [np.ones((64, 64))]}, TypeError, "inputs must be a mapping of tensor and "
                                                  "scalar names"),
 ])

@@ -191,6 +191,29 @@ def test_wrong_arguments_are_python_errors(cache_dir):
         hopperc.build(TMA_COPY, {"B M": 64})
     with pytest.raises(TypeError, match="a path or a kernel's text, not bytes"):
         hopperc.build(BAD.encode())
+    with pytest.raises(TypeError, match="name must be a str .*, not int"):
+        hopperc.build(TMA_COPY, name=3)
+    with pytest.raises(ValueError, match="name is empty"):
+        hopperc.build(TMA_COPY, name="")
+    with pytest.raises(ValueError, match="the source is an empty string: give a .hk file's"):
+        hopperc.build("")
+    with pytest.raises(TypeError, match="defines must be a mapping of names to ints"):
+        hopperc.build(TMA_COPY, [("BM", 64)])
+
+
+def test_a_str_naming_a_file_or_ending_in_hk_is_a_path(cache_dir, tmp_path):
+    """A `{` in a path does not make it kernel text: a str without a newline that
+    names a file or ends in `.hk` is a path; one-line text with a `{` is text."""
+    for name in ("k{BM}.hk", "k{BM}.txt"):
+        path = tmp_path / name
+        path.write_text(BAD)
+        with pytest.raises(hopperc.CompileError) as info:
+            hopperc.build(str(path))
+        assert (info.value.file, info.value.line) == (str(path), 3)
+    with pytest.raises(hopperc.CompileError, match=r"^.*k\{M\}\.hk: error: no such file"):
+        hopperc.build(str(tmp_path / "k{M}.hk"))
+    with pytest.raises(hopperc.CompileError, match="^<string>:1:"):
+        hopperc.build("kernel k(X: bf16[M]) { y = 1 }")
 
 
 def test_an_unusable_cache_setting_says_so(cache_dir, monkeypatch):
@@ -225,6 +248,10 @@ def test_the_public_names():
             if name != "__version__"} == {name: name for name in hopperc.__all__
                                           if name != "__version__"}
     assert issubclass(hopperc.CompileError, hopperc.diagnostics.CompileError)
+    from hopperc.sim import interpreter  # raised by hopperc.simulate, exported as they are
+
+    assert (hopperc.SimulationFailed, hopperc.SimulationIncomplete) == (
+        interpreter.SimulationFailed, interpreter.SimulationIncomplete)
     for function in (hopperc.build, hopperc.compile):  # spelt out: importing hopperc is light
         assert inspect.signature(function).parameters["arch"].default == DEFAULT_ARCH
     # py.typed ships in the wheel: tests/test_install.py

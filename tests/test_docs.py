@@ -53,6 +53,26 @@ def test_the_readme_kernel_is_among_the_examples():
     assert any(p.id.startswith("README-scale_rows") for p in EXAMPLES)
 
 
+def test_the_readme_python_calls_pass_its_kernels_arguments(tmp_path, monkeypatch):
+    """`kernel.hk` is the README's scale_rows: its `hopperc.simulate` call runs as
+    written on arrays named as the README names them, and its `hopperc.compile`
+    call passes one tensor per parameter, in order."""
+    import numpy as np
+
+    import hopperc
+
+    readme = (ROOT / "README.md").read_text()
+    kernel = next(p.values[0] for p in EXAMPLES if p.id.startswith("README-scale_rows"))
+    (tmp_path / "kernel.hk").write_text(kernel)
+    monkeypatch.chdir(tmp_path)
+    call = re.search(r'`(hopperc\.simulate\("kernel\.hk".*?)`', readme, re.S).group(1)
+    out = eval(call, {"hopperc": hopperc, "x": np.ones((64, 64)), "s": np.full(64, 2.0)})
+    assert np.array_equal(out.astype(np.float64), np.full((64, 64), 2.0))
+    params = re.findall(r"(\w+): \w+\[", re.search(r"kernel scale_rows\((.*?)\)", kernel).group(1))
+    launched = re.search(r'hopperc\.compile\("kernel\.hk"\)\((.*?)\)', readme).group(1)
+    assert launched.split(", ") == [p.lower() for p in params]
+
+
 @pytest.mark.parametrize("text,error", EXAMPLES)
 def test_documented_example(text, error):
     source = SourceFile("doc.hk", text)

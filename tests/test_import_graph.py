@@ -17,14 +17,13 @@ from tests.conftest import ROOT
 
 STAGES = ("frontend", "ir", "passes", "codegen", "backend")
 # What surrounds the compiler: the command line, the library build, the driver
-# that strings the stages together, the Python API, the simulator, the harness.
-SURROUNDINGS = ("cli", "buildsys", "driver", "api", "sim", "harness")
-# The package root's modules: the entry points (the package, `python -m`, the API
-# and the driver) and the little that the stages and their surroundings share
+# that strings the stages together, the simulator, the harness.
+SURROUNDINGS = ("cli", "buildsys", "driver", "sim", "harness")
+# The package root's modules: the entry points (the package with the Python API,
+# `python -m` and the driver) and the little that the stages and their surroundings share
 # (the target's defaults, where the package data and the cache lie, and the
 # temporaries cache files are written through). Another module goes in a room.
-ROOT_MODULES = ("__init__", "__main__", "api", "driver", "target", "local_files",
-                "temporaries")
+ROOT_MODULES = ("__init__", "__main__", "driver", "target", "local_files", "temporaries")
 SHARED_ROOT_MODULES = ("target", "local_files", "temporaries")
 
 
@@ -146,4 +145,14 @@ def test_the_build_system_imports_nothing_of_the_command_line():
                  for target in sorted(targets)
                  if _room(module) == "buildsys" and _room(target) == "cli"]
     assert "hopperc.buildsys.plan" in _graph()
+    assert crossings == []
+
+
+def test_the_simulator_imports_nothing_of_the_build_system_or_the_command_line():
+    """The simulator serves `check`, `sim` and `hopperc.simulate`: it returns its
+    findings, outputs and traces, and the command line writes the files."""
+    crossings = [f"{module} imports {target}" for module, targets in sorted(_graph().items())
+                 for target in sorted(targets)
+                 if _room(module) == "sim" and _room(target) in ("buildsys", "cli")]
+    assert "hopperc.sim.trace" in _graph()
     assert crossings == []

@@ -22,6 +22,7 @@ from hopperc import diagnostics
 from hopperc.buildsys.cache import BuildCache, CachedBuild, build_key
 from hopperc.buildsys.jobs import build_entry, replayed_warnings
 from hopperc.diagnostics import SourceFile, as_source
+from hopperc.diagnostics.arguments import checked_defines
 from hopperc.diagnostics.located import CompileError, Diagnostic
 from hopperc.diagnostics.problems import Problem, warning
 from hopperc.target import DEFAULT_ARCH, check_arch
@@ -64,7 +65,7 @@ def build(source: str | os.PathLike[str], defines: Mapping[str, int] | None = No
           cache: bool = True) -> Artifact:
     """See `hopperc.build`. The compiler's user errors come out as
     `hopperc.CompileError`; a toolchain failure as `hopperc.ToolchainError`."""
-    checked = _checked(defines)
+    checked = checked_defines(defines)
     source_file = None
     try:
         source_file = as_source(source, name)
@@ -98,17 +99,6 @@ def build_source(source: SourceFile, defines: dict[str, int], *, arch: str = DEF
     return _artifact(entry, key, problems, source, cached=False,
                      ptx=built.result.ptx if ptx else None,
                      cuda=built.generated.cuda if cuda else None)
-
-
-def _checked(defines: Mapping[str, int] | None) -> dict[str, int]:
-    """The defines as `-D NAME=INTEGER` takes them: identifiers to integers."""
-    checked = dict(defines or {})
-    for name, value in checked.items():
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ValueError(f"defines: {name!r} is not a name")
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"defines: {name} must be an int, not {type(value).__name__}")
-    return checked
 
 
 def _artifact(entry: CachedBuild, key: str, problems: tuple[Problem, ...],

@@ -79,7 +79,7 @@ def _progress_line(file: str, total: int, diagnostics: Diagnostics, quiet: bool)
 
 def _trace_target(path: str):
     """`--trace PATH`, refused before the simulation if it cannot be written."""
-    from hopperc.sim.trace import TraceTarget
+    from hopperc.cli.trace import TraceTarget
     return TraceTarget(path)
 
 
@@ -90,6 +90,20 @@ def _problem(finding) -> Problem:
                    related=(finding.related,) if finding.related else (),
                    notes=finding.state + ((f"trace: {finding.trace_file}",)
                                           if finding.trace_file else ()))
+
+
+def _distinct_paths(file: str, inputs: str | None, save: str | None,
+                    trace: str | None) -> None:
+    """Every output of one command is a path of its own: none is an input (the
+    kernel, --inputs) or another output, compared as real paths (a link, `./`)."""
+    reads = [(f"the input {path}", path) for path in (file, inputs) if path]
+    writes = [(option, path) for option, path in (("--save", save), ("--trace", trace)) if path]
+    for number, (option, path) in enumerate(writes):
+        for other, other_path in reads + [(f"the output of {o} {p}", p)
+                                          for o, p in writes[:number]]:
+            if os.path.realpath(path) == os.path.realpath(other_path):
+                raise click.UsageError(f"{option} {path} would overwrite {other}: give each "
+                                       "output a path of its own")
 
 
 def _inputs(file: str, inputs: str | None, save: str | None, seeds: int, search: int,
@@ -109,9 +123,6 @@ def _inputs(file: str, inputs: str | None, save: str | None, seeds: int, search:
                                "seeded schedule")
     if ctx.get_parameter_source("search") is click.core.ParameterSource.DEFAULT:
         search = 0
-    for path in (file, inputs):
-        if save is not None and os.path.realpath(save) == os.path.realpath(path):
-            raise click.UsageError(f"--save {save} would overwrite the input {path}")
     from hopperc.cli.arrays import load_arrays
     try:
         return guarded(lambda _: load_arrays(inputs), None, diagnostics), seeds, search
@@ -207,6 +218,7 @@ def sim(file, defines, shape, seeds, search, budget, quiet, inputs, save, jobs, 
         diagnostics):
     """Run FILE on a CPU model under many schedules: deadlocks, races, missing
     fences, barrier misuse and wrong results, with a trace of each."""
+    _distinct_paths(file, inputs, save, trace)
     arrays, seeds, search = _inputs(file, inputs, save, seeds, search, diagnostics)
     _simulate(file, defines, diagnostics, shape, seeds, search, verbose=not quiet, jobs=jobs,
               steps=budget, inputs=arrays, save=save, quiet=quiet, trace=trace)
@@ -221,5 +233,6 @@ def sim(file, defines, shape, seeds, search, budget, quiet, inputs, save, jobs, 
 def check_command(file, defines, jobs, trace, diagnostics):
     """Simulate FILE with the default small shapes; exit 1 on any finding, 3 if
     the work budget stopped it first."""
+    _distinct_paths(file, None, None, trace)
     _simulate(file, defines, diagnostics, {}, target.DEFAULT_SEEDS, target.DEFAULT_SEARCH,
               verbose=False, jobs=jobs, trace=trace)

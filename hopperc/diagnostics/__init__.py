@@ -156,19 +156,38 @@ TEXT_NAME = "<string>"
 
 def as_source(source: str | os.PathLike[str] | SourceFile,
               name: str | None = None) -> SourceFile:
-    """A path (str or PathLike) to a `.hk` file, or a kernel's text: a str holding
-    a newline or a `{`. `name` is the file name diagnostics and the cubin give it
-    (default: the path as given, or `<string>`). A SourceFile is taken as it is."""
+    """A path (str or PathLike) to a `.hk` file, or a kernel's text. A str is a
+    path when it holds no newline and names an existing file or ends in `.hk`;
+    else it is text when it holds a newline or a `{`, else a path. `name` is
+    the file name diagnostics and the cubin give it (default: the path as
+    given, or `<string>`). A SourceFile is taken as it is."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str (the file name diagnostics give the kernel), "
+                        f"not {type(name).__name__}")
+    if name == "":
+        raise ValueError("name is empty: give the file name diagnostics give the kernel")
     if isinstance(source, SourceFile):
         return source
-    if isinstance(source, str) and ("\n" in source or "{" in source):
-        check_text(name or TEXT_NAME, source)
-        return SourceFile(name or TEXT_NAME, source)
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"hopperc takes a path or a kernel's text, not "
                         f"{type(source).__name__}")
+    if isinstance(source, str) and is_kernel_text(source):
+        check_text(name or TEXT_NAME, source)
+        return SourceFile(name or TEXT_NAME, source)
     path = os.fspath(source)
+    if not path:
+        raise ValueError("the source is an empty string: give a .hk file's path or the "
+                         "kernel's text")
     return SourceFile(name or path, read_input(path))
+
+
+def is_kernel_text(source: str) -> bool:
+    """Whether the API reads a str as kernel text rather than a path (`as_source`)."""
+    if "\n" in source:
+        return True
+    if source.endswith(".hk") or os.path.isfile(source):
+        return False
+    return "{" in source
 
 
 def check_text(name: str, text: str) -> None:

@@ -17,7 +17,8 @@ RULES = {
     "semantics": "The kernel is well formed but means something hopperc refuses.",
     "resource-limit": "The kernel needs more than a Hopper SM has.",
     "lowering": "The synchronization passes cannot lower the kernel as written.",
-    "input": "A file or command-line value hopperc cannot use.",
+    "input": "A file, command-line value or simulator input (array, scalar, shape) hopperc "
+             "cannot use.",
     "command-line": "The command line: an unknown command or option, a malformed or missing "
                     "value.",
     "toolchain": "NVRTC, ptxas or another tool failed.",

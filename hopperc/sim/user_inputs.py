@@ -7,8 +7,9 @@ The simulator keeps every tensor as an f32 array holding values of the
 tensor's dtype (`values.round_to`): a float array is rounded to the dtype as
 the host would convert it (to f32 first, then to the nearest even value of the
 dtype; fp8 saturates), an i32 tensor takes integers up to 2^24 in magnitude
-(exact in f32). The stored tensors the user does not pass start at zero, as
-`check`'s do.
+(exact in f32), an i32 scalar any i32 (scalars stay Python integers); both are
+checked as Python integers before any conversion. The stored tensors the user
+does not pass start at zero, as `check`'s do.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ NUMPY_DTYPES = {ir.DType.F32: np.dtype(np.float32), ir.DType.BF16: np.dtype(ml_d
                 ir.DType.E4M3: np.dtype(ml_dtypes.float8_e4m3fn),
                 ir.DType.E5M2: np.dtype(ml_dtypes.float8_e5m2), ir.DType.I32: np.dtype(np.int32)}
 EXACT_INTEGERS = 2 ** 24  # i32 tensors live as f32 arrays: exact up to this magnitude
+I32_MIN, I32_MAX = -2 ** 31, 2 ** 31 - 1
 _ML_FLOATS = {np.dtype(t) for t in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn,
                                      ml_dtypes.float8_e5m2)}
 
@@ -45,16 +47,16 @@ def problem_from_arrays(kernel: ir.Kernel, inputs: Mapping[str, object],
             raise CompileError(kernel.span, f"the inputs have '{name}', which is no tensor or "
                                             f"scalar argument of kernel {kernel.name} (it has: "
                                             f"{', '.join(params)}){did_you_mean(name, params)}",
-                               rule="inputs")
+                               rule="input")
     stored = stored_tensors(kernel)
     for t in kernel.tensors:
         if t.name not in inputs and t.name not in stored:
             raise CompileError(t.span, f"no array for input tensor '{t.name}' "
-                                       f"({describe(t)}): the kernel reads it", rule="inputs")
+                                       f"({describe(t)}): the kernel reads it", rule="input")
     for s in kernel.scalars:
         if s.name not in inputs:
             raise CompileError(s.span, f"no value for scalar argument '{s.name}' ({s.dtype})",
-                               rule="inputs")
+                               rule="input")
     arrays = {t.name: _array(t, inputs[t.name]) for t in kernel.tensors if t.name in inputs}
     dims = _dimensions(kernel, arrays, dict(shapes or {}), file)
     tensors = {t.name: arrays[t.name] if t.name in arrays else
@@ -109,12 +111,24 @@ def _array(tensor: ir.TensorParam, value: object) -> np.ndarray:
             raise _error(tensor, f"has {dim} elements along axis {axis}, but its array has "
                                  f"shape {array.shape}")
     if tensor.dtype is ir.DType.I32:
-        largest = int(np.abs(array.astype(np.int64)).max(initial=0))
-        if largest > EXACT_INTEGERS:
-            raise _error(tensor, f"holds {largest}: the simulator keeps i32 tensors exact up "
-                                 f"to {EXACT_INTEGERS} in magnitude")
+        _check_integers(tensor, array)
         return array.astype(np.float32)
     return round_to(tensor.dtype, np.array(array, dtype=np.float32))
+
+
+def _check_integers(tensor: ir.TensorParam, array: np.ndarray) -> None:
+    """The values of an integer array fit i32 and are exact in the simulator's
+    f32, compared as Python integers: the array's own min and max are exact in
+    its dtype, where a conversion (to int64, to f32) or np.abs could wrap."""
+    if array.size == 0:
+        return
+    for value in (int(array.min()), int(array.max())):
+        if not I32_MIN <= value <= I32_MAX:
+            raise _error(tensor, f"holds {value}, which is not an i32 (from {I32_MIN} to "
+                                 f"{I32_MAX})")
+        if abs(value) > EXACT_INTEGERS:
+            raise _error(tensor, f"holds {value}: the simulator keeps i32 tensors exact up "
+                                 f"to {EXACT_INTEGERS} in magnitude")
 
 
 def _dimensions(kernel: ir.Kernel, arrays: dict[str, np.ndarray], shapes: dict[str, int],
@@ -125,10 +139,10 @@ def _dimensions(kernel: ir.Kernel, arrays: dict[str, np.ndarray], shapes: dict[s
     for name, size in shapes.items():
         if name not in names:
             raise CompileError(None, f"--shape: the kernel has no dimension '{name}' (it has: "
-                                     f"{', '.join(names) or 'none'})", file=file, rule="inputs")
+                                     f"{', '.join(names) or 'none'})", file=file, rule="input")
         if size < 1:
             raise CompileError(None, f"--shape: {name} must be positive, not {size}", file=file,
-                               rule="inputs")
+                               rule="input")
     dims: dict[str, int] = {}
     fixed_by: dict[str, str] = {}
     for t in kernel.tensors:
@@ -157,7 +171,7 @@ def _dimensions(kernel: ir.Kernel, arrays: dict[str, np.ndarray], shapes: dict[s
                                 if name in t.dims)
             raise CompileError(kernel.span, f"no array fixes dimension {name}: pass one for "
                                             f"{holders}, or give its size as a shape "
-                                            f"({name}=...)", rule="inputs")
+                                            f"({name}=...)", rule="input")
         dims[name] = shapes[name]
     return {name: dims[name] for name in names}
 
@@ -167,18 +181,18 @@ def _scalar(param: ir.ScalarParam, value: object) -> float | int:
     if array.shape != ():
         raise CompileError(param.span, f"scalar argument '{param.name}' ({param.dtype}) takes "
                                        f"one number, not an array of shape {array.shape}",
-                           rule="inputs")
+                           rule="input")
     if param.dtype is ir.DType.I32:
-        if array.dtype.kind not in "iu" or not -2 ** 31 <= int(array) < 2 ** 31:
+        if array.dtype.kind not in "iu" or not I32_MIN <= int(array) <= I32_MAX:
             raise CompileError(param.span, f"scalar argument '{param.name}' is i32: pass an "
-                                           f"integer of 32 bits, not {value!r}", rule="inputs")
+                                           f"integer of 32 bits, not {value!r}", rule="input")
         return int(array)
     if array.dtype.kind not in "fiu" and array.dtype not in _ML_FLOATS:
         raise CompileError(param.span, f"scalar argument '{param.name}' is {param.dtype}: "
-                                       f"pass a number, not {value!r}", rule="inputs")
+                                       f"pass a number, not {value!r}", rule="input")
     return float(round_to(param.dtype, float(array)))
 
 
 def _error(tensor: ir.TensorParam, what: str) -> CompileError:
     return CompileError(tensor.span, f"tensor '{tensor.name}' ({describe(tensor)}) {what}",
-                        rule="inputs")
+                        rule="input")

@@ -4,13 +4,16 @@ warnings located at the .hk line."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
 
 from hopperc.backend.nvrtc import ptx_source_line
 from hopperc.diagnostics import SourceFile
+from hopperc.diagnostics.sarif import RULES
 from tests.builds.helpers import TMA_COPY, hopperc
+from tests.conftest import ROOT
 from tests.sim.test_manual_kernels import variant
 
 BAD = "kernel k(X: bf16[M]) {\n    y = 1\n}\n"  # a name never declared
@@ -245,3 +248,11 @@ def test_a_refused_command_line_is_one_json_record(tmp_path, monkeypatch, args, 
 def test_a_refused_command_line_in_text_keeps_clicks_usage(tmp_path, monkeypatch):
     result = _run_in_process(tmp_path, monkeypatch, ["build", "k.hk", "--bogus"])
     assert result.exit_code == 1 and "Usage:" in result.stderr and result.stdout == ""
+
+
+def test_every_rule_hopperc_raises_is_described():
+    """A rule id a diagnostic spells in hopperc/ (`rule="..."`, `rule = "..."`) is
+    one SARIF describes: no second spelling of a rule, no undescribed one."""
+    spelled = {match for path in (ROOT / "hopperc").rglob("*.py")
+               for match in re.findall(r'\brule ?= ?"([a-z-]+)"', path.read_text())}
+    assert spelled and spelled <= set(RULES), sorted(spelled - set(RULES))

@@ -12,6 +12,7 @@ one. Each bound below is twice the sum of those, so an error past it is a wrong
 result, not rounding."""
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -26,7 +27,6 @@ import hopperc
 from hopperc.cli import main
 from hopperc.diagnostics import CompileError
 from hopperc.sim.findings import Category
-from hopperc.sim.interpreter import SimulationFailed
 from tests.conftest import ROOT
 from tests.runtime.helpers import SCALED_COPY
 from tests.sim.test_manual_kernels import variant
@@ -150,7 +150,7 @@ def test_scalar_arguments_and_adversarial_schedules(rng):
 
 def test_a_finding_raises_with_its_located_text(rng):
     broken = variant(28, "fence.proxy.async", None)  # the st.shared -> TMA store hand-off
-    with pytest.raises(SimulationFailed) as info:
+    with pytest.raises(hopperc.SimulationFailed) as info:
         hopperc.simulate(broken, {"X": rng.standard_normal((64, 192)).astype(np.float32)})
     assert info.value.findings[0].category is Category.MISSING_FENCE
     assert re.search(r"manual_pipe\.hk:27:\d+: missing proxy fence", str(info.value))
@@ -181,14 +181,71 @@ def test_input_errors_name_the_tensor_and_dimension(inputs, shapes, message):
         assert info.value.span.line == 5 and info.value.span.col > 1
 
 
+@pytest.mark.parametrize("count,message", [
+    (np.array([-2 ** 63]), "holds -9223372036854775808, which is not an i32"),
+    (np.array([2 ** 64 - 1], np.uint64), "holds 18446744073709551615, which is not an i32"),
+    (np.array([2 ** 31], np.int64), "holds 2147483648, which is not an i32"),
+    (np.array([-2 ** 24 - 1], np.int32), "holds -16777217: the simulator keeps i32 tensors "
+                                         "exact up to 16777216 in magnitude"),
+])
+def test_integer_values_are_checked_before_any_conversion(count, message):
+    """Compared as Python integers: np.abs(-2^63) and uint64 -> int64 wrap."""
+    arrays = {"A": np.ones((1, 128, 64)), "B": np.ones((1, 256, 64)), "CNT": count}
+    with pytest.raises(CompileError) as info:
+        hopperc.simulate(SAMPLES / "grouped_gemm_masked.hk", arrays)
+    assert f"tensor 'CNT' (i32[E]) {message}" in info.value.message
+    assert info.value.rule == "input" and info.value.span.line == 8
+
+
 def test_scalar_argument_errors():
     x = np.ones((64, 64))
     with pytest.raises(CompileError, match="no value for scalar argument 'shift' \\(i32\\)"):
         hopperc.simulate(SCALED_COPY, {"X": x, "alpha": 1.0})
-    with pytest.raises(CompileError, match="'shift' is i32: pass an integer of 32 bits"):
-        hopperc.simulate(SCALED_COPY, {"X": x, "alpha": 1.0, "shift": 1.5})
+    for shift in (1.5, np.uint64(2 ** 64 - 1), 2 ** 31):
+        with pytest.raises(CompileError, match="'shift' is i32: pass an integer of 32 bits"):
+            hopperc.simulate(SCALED_COPY, {"X": x, "alpha": 1.0, "shift": shift})
     with pytest.raises(CompileError, match="takes one number, not an array of shape \\(2,\\)"):
         hopperc.simulate(SCALED_COPY, {"X": x, "alpha": [1.0, 2.0], "shift": 1})
+
+
+def test_simulate_leaves_the_environment_alone(monkeypatch):
+    """numpy is loaded before the call: OPENBLAS_NUM_THREADS would change nothing
+    here, only the caller's later subprocesses (docs/sim.md, "BLAS threads")."""
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    hopperc.simulate(SAMPLES / "scale_rows.hk", {"X": np.ones((64, 64)), "S": np.ones(64)})
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
+
+
+def test_numpy_integers_are_counts():
+    out = hopperc.simulate(SAMPLES / "scale_rows.hk", {"X": np.ones((64, 64)), "S": np.ones(64)},
+                           shapes={"M": np.int64(64)}, schedules=np.int32(1))
+    assert out["Y"].shape == (64, 64)
+
+
+def test_a_run_past_its_budget_raises_incomplete():
+    with pytest.raises(hopperc.SimulationIncomplete, match="stopped at its work budget of 10 "
+                                                           "steps after 0 of 1 schedules"):
+        hopperc.simulate(SAMPLES / "scale_rows.hk", {"X": np.ones((64, 64)), "S": np.ones(64)},
+                         steps=10)
+
+
+@pytest.mark.parametrize("arguments,error,message", [
+    ({"shapes": {"M": "128"}}, TypeError, "shapes: M must be an int, not str ('128')"),
+    ({"shapes": {"M": 0}}, ValueError, "shapes: M must be at least 1, not 0"),
+    ({"defines": {"BM": "64"}}, TypeError, "defines: BM must be an int, not str"),
+    ({"search": -3}, ValueError, "search must be at least 0, not -3"),
+    ({"jobs": 0}, ValueError, "jobs must be at least 1, not 0"),
+    ({"steps": 0}, ValueError, "steps must be at least 1, not 0"),
+    ({"schedules": True}, TypeError, "schedules must be an int, not bool"),
+    ({"jobs": 1.0}, TypeError, "jobs must be an int, not float"),
+    ({"inputs": [np.ones((64, 64))]}, TypeError, "inputs must be a mapping of tensor and "
+                                                 "scalar names"),
+])
+def test_wrong_arguments_are_python_errors(arguments, error, message):
+    call = {"inputs": {"X": np.ones((64, 64)), "S": np.ones(64)}, **arguments}
+    with pytest.raises(error) as info:
+        hopperc.simulate(SAMPLES / "scale_rows.hk", **call)
+    assert message in str(info.value)
 
 
 # ---------------------------------------------------------------- the command line
@@ -241,6 +298,31 @@ def test_cli_refuses_what_is_not_an_archive(tmp_path):
     result = _sim(str(SAMPLES / "scale_rows.hk"), "--inputs", str(tmp_path / "one.npy"),
                   "--save", str(tmp_path / "one.npy"))
     assert result.exit_code == 1 and "would overwrite the input" in result.output
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--save", "{d}/same.json", "--trace", "{d}/./same.json"],
+     "--trace {d}/./same.json would overwrite the output of --save {d}/same.json"),
+    (["--save", "{d}/out.npz", "--trace", "{d}/in.npz"],
+     "--trace {d}/in.npz would overwrite the input {d}/in.npz"),
+    (["--trace", "{d}/k.hk"], "--trace {d}/k.hk would overwrite the input {d}/k.hk"),
+    (["--trace", "{d}/link.hk"], "would overwrite the input {d}/k.hk"),
+])
+def test_cli_outputs_are_distinct_from_each_other_and_the_inputs(tmp_path, args, message):
+    """Real paths compared, before anything runs: every file stays as it was."""
+    kernel = tmp_path / "k.hk"
+    kernel.write_text((SAMPLES / "scale_rows.hk").read_text())
+    (tmp_path / "link.hk").symlink_to(kernel)
+    np.savez(tmp_path / "in.npz", X=np.ones((64, 64)), S=np.ones(64))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    result = _sim(str(kernel), "--inputs", str(tmp_path / "in.npz"),
+                  *[a.format(d=tmp_path) for a in args])
+    assert result.exit_code == 1 and message.format(d=tmp_path) in result.output, result.output
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "link.hk"), "--trace",
+                                       str(kernel)])
+    assert result.exit_code == 1 and f"would overwrite the input {tmp_path}/link.hk" \
+        in result.output, result.output
 
 
 def test_cli_finding_exits_1_without_a_file(tmp_path, rng):

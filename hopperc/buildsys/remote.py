@@ -11,9 +11,12 @@ sent as basic authentication), `HOPPERC_REMOTE_CACHE_TOKEN` a bearer token,
 `HOPPERC_REMOTE_CACHE_READ_ONLY=1` to fetch but never store, and
 `HOPPERC_REMOTE_CACHE_TIMEOUT` seconds per request (default 5).
 
-A remote that fails (unreachable, a timeout, a 5xx, a refused PUT) is not used
-again by this process, and `failure` says why once: the caller warns, the build
-goes on from the local tier and the compiler. What a GET returns is checked by
+A remote that fails (unreachable, a timeout, a 5xx, a refused PUT, a redirect)
+is not used again by this process, and `failure` says why once: the caller
+warns, the build goes on from the local tier and the compiler. Redirects are
+never followed (the store is the base URL's host, as ccache and Bazel expect):
+following one would send the `Authorization` header to whatever host a 3xx
+names, over plain http too. What a GET returns is checked by
 the cache like a local entry: a damaged or foreign one is a miss.
 """
 from __future__ import annotations
@@ -48,6 +51,7 @@ class RemoteCache:
         self.read_only = read_only
         self.timeout = timeout
         self.failure: str | None = None
+        self._opener = None  # made by the first request (urllib is loaded then)
 
     @classmethod
     def from_environment(cls) -> RemoteCache | None:
@@ -126,9 +130,11 @@ class RemoteCache:
         import urllib.error
         import urllib.request
 
+        if self._opener is None:
+            self._opener = urllib.request.build_opener(_refusing_redirects())
         request = urllib.request.Request(url, data=data, method=method, headers=self.headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with self._opener.open(request, timeout=self.timeout) as response:
                 if method != "GET":
                     return response.status
                 body = response.read(_LARGEST_ENTRY + 1)
@@ -136,14 +142,30 @@ class RemoteCache:
         except urllib.error.HTTPError as exc:
             exc.close()
             if (exc.code == 404 and missing_ok) or (exc.code == 409 and conflict_ok) \
-                    or (exc.code in (301, 405) and exists_ok):
+                    or (exc.code == 405 and exists_ok):
                 return exc.code
             self.failure = f"{method} {url}: HTTP {exc.code} {exc.reason}"
+            if 300 <= exc.code < 400:
+                target = _without_credentials(exc.headers.get("Location", "?"))
+                self.failure += (f", a redirect to {target}: the remote cache follows "
+                                 "none (name the store's own URL)")
         except urllib.error.URLError as exc:
             self.failure = f"{method} {url}: {getattr(exc.reason, 'strerror', None) or exc.reason}"
         except (OSError, http.client.HTTPException, ValueError) as exc:
             self.failure = f"{method} {url}: {exc or type(exc).__name__}"
         return None
+
+
+def _refusing_redirects():
+    """urllib's redirect handler, made to follow nothing: redirect_request's None
+    leaves the 3xx to the default handler, which raises it as an HTTPError."""
+    import urllib.request
+
+    class RefuseRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    return RefuseRedirects
 
 
 def _without_credentials(url: str) -> str:

@@ -188,3 +188,86 @@ def test_cache_info_names_the_remote(dav, tmp_path):
                   HOPPERC_REMOTE_CACHE="cache.example/hk")
     assert bad.returncode == 1 and "expected an http:// or https:// URL" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+class _Redirect(http.server.BaseHTTPRequestHandler):
+    """Answers every request with `status` and a Location on `target` (another
+    server); `seen` records what each server received (method, path, headers)."""
+    status, target, seen = 302, "", []
+
+    def _answer(self):
+        self.seen.append((self.command, self.path, dict(self.headers)))
+        if self.target:
+            self.send_response(self.status)
+            self.send_header("Location", self.target + self.path)
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_PUT = do_HEAD = do_MKCOL = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def redirecting_servers():
+    """Server A (127.0.0.1) redirects everything to server B (`localhost`, another
+    host name) at the same path; yields A's URL and the two handler classes."""
+    class Elsewhere(_Redirect):
+        target, seen = "", []
+
+    class Redirector(_Redirect):
+        seen = []
+
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+               for handler in (Elsewhere, Redirector)]
+    Redirector.target = f"http://localhost:{servers[0].server_address[1]}"
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{servers[1].server_address[1]}", Redirector, Elsewhere
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def redirecting(redirecting_servers):
+    """The two servers with nothing received yet (A answers 302 unless told)."""
+    _, redirector, elsewhere = redirecting_servers
+    redirector.status = 302
+    redirector.seen.clear()
+    elsewhere.seen.clear()
+    return redirecting_servers
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize("credentials", [{"token": "s3cret"}, {"user": "u:p4ss@"}])
+def test_a_redirect_is_a_failure_and_is_not_followed(redirecting, status, credentials):
+    """Following a 3xx would send the Authorization header to the host it names."""
+    a_url, redirector, elsewhere = redirecting
+    redirector.status = status
+    base = a_url.replace("//", "//" + credentials.get("user", ""), 1) + "/ci"
+    for request in (lambda r: r.get(KEY), lambda r: r.put(KEY, b"entry"),
+                    lambda r: r.reachable()):
+        remote = RemoteCache(base, token=credentials.get("token"))
+        assert not request(remote)
+        assert f": HTTP {status} " in remote.failure
+        assert "a redirect to http://localhost:" in remote.failure
+        assert "u:p4ss" not in remote.failure
+    assert len(redirector.seen) == 3 and "Authorization" in redirector.seen[0][2]
+    assert elsewhere.seen == []
+
+
+def test_a_redirecting_remote_is_one_warning_and_the_build_goes_on(redirecting, tmp_path):
+    a_url, redirector, elsewhere = redirecting
+    (tmp_path / "k.hk").write_text(TMA_COPY)
+    proc = hopperc("build", "k.hk", cwd=tmp_path, cache=tmp_path / "cache",
+                   HOPPERC_REMOTE_CACHE=f"{a_url}/ci", HOPPERC_REMOTE_CACHE_TOKEN="s3cret")
+    assert proc.returncode == 0 and (tmp_path / "k.cubin").is_file()
+    assert proc.stderr.count("warning: the remote build cache failed (GET ") == 1
+    assert "HTTP 302 Found, a redirect to http://localhost:" in proc.stderr
+    assert [seen[0] for seen in redirector.seen] == ["GET"]  # no PUT after the failure
+    assert redirector.seen[0][2]["Authorization"] == "Bearer s3cret"
+    assert elsewhere.seen == []

@@ -42,7 +42,7 @@ FORMAT = 2
 DEFAULT_MAX_SIZE = 1 << 30
 _MAGIC = b"hopperc-cache 2\n"
 _PARTS = ("cubin", "metadata", "record")  # in the order they follow the header
-_LARGEST_ENTRY = 1 << 30  # a cubin is a few MB; anything larger is not an entry
+LARGEST_ENTRY = 1 << 30  # a cubin is a few MB; anything larger is not an entry
 _STALE_TEMPORARY_SECONDS = 3600
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 # a decimal number, a unit, and an optional `B` or `iB`: `500M`, `500MiB`, `1.5k`
@@ -104,7 +104,7 @@ class BuildCache:
         if entry is not None:
             self.origin = "local"
             return entry
-        data = self.remote.get(key) if self.remote is not None else None
+        data = self.remote.get(key, LARGEST_ENTRY) if self.remote is not None else None
         entry = decode(data, key) if data is not None else None
         if entry is not None:
             self.origin = "remote"
@@ -291,7 +291,7 @@ def _read_regular_file(path: Path) -> bytes | None:
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _LARGEST_ENTRY:
+        if not stat.S_ISREG(info.st_mode) or info.st_size > LARGEST_ENTRY:
             return None
         with os.fdopen(os.dup(fd), "rb") as handle:
             return handle.read()

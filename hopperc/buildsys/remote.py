@@ -26,7 +26,6 @@ import os
 import urllib.parse
 
 DEFAULT_TIMEOUT = 5.0
-_LARGEST_ENTRY = 1 << 30
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
@@ -92,9 +91,10 @@ class RemoteCache:
     def url(self, key: str) -> str:
         return f"{self.base}/{key[:2]}/{key}"
 
-    def get(self, key: str) -> bytes | None:
-        """The bytes stored under `key`, or None (a miss, or the remote failed)."""
-        response = self._request("GET", self.url(key), missing_ok=True)
+    def get(self, key: str, largest: int) -> bytes | None:
+        """The bytes stored under `key`, or None (a miss, the remote failed, or
+        more than `largest` bytes: the cache's bound on an entry)."""
+        response = self._request("GET", self.url(key), missing_ok=True, largest=largest)
         return response if isinstance(response, bytes) else None
 
     def put(self, key: str, data: bytes) -> None:
@@ -121,7 +121,7 @@ class RemoteCache:
 
     def _request(self, method: str, url: str, data: bytes | None = None, *,
                  missing_ok: bool = False, conflict_ok: bool = False,
-                 exists_ok: bool = False) -> bytes | int | None:
+                 exists_ok: bool = False, largest: int = 0) -> bytes | int | None:
         """The body of a GET, else the status; None when the remote failed (the
         first failure is kept in `failure`, and no request is sent after it)."""
         if self.failure is not None:
@@ -137,8 +137,8 @@ class RemoteCache:
             with self._opener.open(request, timeout=self.timeout) as response:
                 if method != "GET":
                     return response.status
-                body = response.read(_LARGEST_ENTRY + 1)
-                return body if len(body) <= _LARGEST_ENTRY else None
+                body = response.read(largest + 1)
+                return body if len(body) <= largest else None
         except urllib.error.HTTPError as exc:
             exc.close()
             if (exc.code == 404 and missing_ok) or (exc.code == 409 and conflict_ok) \

@@ -21,6 +21,7 @@ from hopperc.buildsys.remote import RemoteCache
 from tests.builds.helpers import TMA_COPY, hopperc
 
 KEY, OTHER_KEY = "ab" * 32, "cd" * 32
+LARGEST = cache_module.LARGEST_ENTRY
 ENTRY = CachedBuild(b"\x7fELF cubin", b'{"kernel": "k"}\n', {"kernel": "k"}, ())
 
 
@@ -164,18 +165,18 @@ def test_a_failing_remote_is_one_failure_and_then_left_alone(answering, path, me
                                                              failure):
     remote = RemoteCache(answering + path, token="t0ken", timeout=0.2)
     _Answer.seen.clear()
-    assert (remote.get(KEY) if method == "get" else remote.put(KEY, b"entry")) is None
+    assert (remote.get(KEY, LARGEST) if method == "get" else remote.put(KEY, b"entry")) is None
     assert remote.failure.startswith(failure.format(url=answering, key=KEY))
     assert _Answer.seen[0][2] == "Bearer t0ken"
     sent = len(_Answer.seen)
     first = remote.failure
-    assert remote.get(OTHER_KEY) is None and remote.put(OTHER_KEY, b"entry") is None
+    assert remote.get(OTHER_KEY, LARGEST) is None and remote.put(OTHER_KEY, b"entry") is None
     assert remote.failure == first and len(_Answer.seen) == sent  # nothing sent after it
 
 
 def test_a_missing_entry_is_a_miss_not_a_failure(answering):
     remote = RemoteCache(answering + "/404")
-    assert remote.get(KEY) is None and remote.failure is None
+    assert remote.get(KEY, LARGEST) is None and remote.failure is None
     assert remote.reachable()
 
 
@@ -249,7 +250,7 @@ def test_a_redirect_is_a_failure_and_is_not_followed(redirecting, status, creden
     a_url, redirector, elsewhere = redirecting
     redirector.status = status
     base = a_url.replace("//", "//" + credentials.get("user", ""), 1) + "/ci"
-    for request in (lambda r: r.get(KEY), lambda r: r.put(KEY, b"entry"),
+    for request in (lambda r: r.get(KEY, LARGEST), lambda r: r.put(KEY, b"entry"),
                     lambda r: r.reachable()):
         remote = RemoteCache(base, token=credentials.get("token"))
         assert not request(remote)
@@ -271,3 +272,21 @@ def test_a_redirecting_remote_is_one_warning_and_the_build_goes_on(redirecting, 
     assert [seen[0] for seen in redirector.seen] == ["GET"]  # no PUT after the failure
     assert redirector.seen[0][2]["Authorization"] == "Bearer s3cret"
     assert elsewhere.seen == []
+
+
+def test_both_tiers_refuse_an_entry_over_one_size_bound(dav, tmp_path, monkeypatch):
+    """One bound (cache.LARGEST_ENTRY) for what either tier reads as an entry."""
+    data = cache_module.encode(KEY, ENTRY)
+    remote = RemoteCache(f"{dav.url}/bounded")
+    remote.put(KEY, data)
+    local = tmp_path / "builds" / KEY[:2] / KEY
+    local.parent.mkdir(parents=True)
+    local.write_bytes(data)
+    monkeypatch.setattr(cache_module, "LARGEST_ENTRY", len(data) - 1)
+    assert BuildCache(tmp_path).get(KEY) is None
+    local.unlink()
+    store = BuildCache(tmp_path, remote=remote)
+    assert store.get(KEY) is None and remote.failure is None
+    monkeypatch.setattr(cache_module, "LARGEST_ENTRY", len(data))
+    assert store.get(KEY) == ENTRY and store.origin == "remote"
+    assert BuildCache(tmp_path).get(KEY) == ENTRY

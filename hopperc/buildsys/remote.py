@@ -30,8 +30,12 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
 class RemoteSettingError(Exception):
-    """A HOPPERC_REMOTE_CACHE setting that cannot be used (its message shows
-    neither the password nor the token)."""
+    """A HOPPERC_REMOTE_CACHE setting that cannot be used: the variable, why, and
+    the value as it may be shown (neither the password nor the token: None)."""
+
+    def __init__(self, setting: str, reason: str, shown: str | None = None):
+        super().__init__(setting, reason, shown)
+        self.setting, self.reason, self.shown = setting, reason, shown
 
 
 class RemoteCache:
@@ -64,28 +68,28 @@ class RemoteCache:
             parts = urllib.parse.urlsplit(url)
             parts.port  # noqa: B018 - raises ValueError for a port that is not a number
         except ValueError as exc:
-            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE={shown!r}: {exc}") from None
+            raise RemoteSettingError("HOPPERC_REMOTE_CACHE", str(exc), shown) from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE={shown!r}: expected an http:// or "
-                                     "https:// URL such as https://cache.example.com/hopperc")
+            raise RemoteSettingError("HOPPERC_REMOTE_CACHE", "expected an http:// or https:// "
+                                     "URL such as https://cache.example.com/hopperc", shown)
         if parts.query or parts.fragment:
-            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE={shown!r}: the base URL takes no "
-                                     "query or fragment (entries go below its path)")
+            raise RemoteSettingError("HOPPERC_REMOTE_CACHE", "the base URL takes no query or "
+                                     "fragment (entries go below its path)", shown)
         token = os.environ.get("HOPPERC_REMOTE_CACHE_TOKEN", "").strip()
         if not token.isprintable():
-            raise RemoteSettingError("HOPPERC_REMOTE_CACHE_TOKEN holds a control character")
+            raise RemoteSettingError("HOPPERC_REMOTE_CACHE_TOKEN", "the token holds a control character")
         read_only = os.environ.get("HOPPERC_REMOTE_CACHE_READ_ONLY", "").strip().lower()
         if read_only not in _TRUE + _FALSE:
-            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE_READ_ONLY={read_only!r}: "
-                                     "expected 1 or 0")
+            raise RemoteSettingError("HOPPERC_REMOTE_CACHE_READ_ONLY", "expected 1 or 0",
+                                     read_only)
         timeout_text = os.environ.get("HOPPERC_REMOTE_CACHE_TIMEOUT", "").strip()
         try:
             timeout = float(timeout_text) if timeout_text else DEFAULT_TIMEOUT
         except ValueError:
             timeout = -1.0
         if not 0 < timeout < float("inf"):
-            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE_TIMEOUT={timeout_text!r}: expected a "
-                                     "positive number of seconds")
+            raise RemoteSettingError("HOPPERC_REMOTE_CACHE_TIMEOUT",
+                                     "expected a positive number of seconds", timeout_text)
         return cls(url, token=token or None, read_only=read_only in _TRUE, timeout=timeout)
 
     def url(self, key: str) -> str:

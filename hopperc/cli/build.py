@@ -16,9 +16,10 @@ from pathlib import Path
 
 import click
 
-from hopperc.buildsys.cache import BuildCache, CacheError, CachedBuild, build_key
+from hopperc.buildsys.cache import BuildCache, CachedBuild, build_key
 from hopperc.buildsys.plan import (BuildJob, PlanError, parse_prefix_maps, plan,
                                    recorded_name, refuse_clobbering)
+from hopperc.cli.cache import open_cache
 from hopperc.cli.common import (Command, Diagnostics, arch_option, default_jobs, define_option,
                                 diag_option, parse_defines)
 from hopperc.diagnostics import CompileError, SourceFile, read_source
@@ -98,10 +99,7 @@ def build(files, output, out_dir, defines, arch, diagnostics, jobs, no_cache, ma
     if shard is not None:
         from hopperc.buildsys.shard import select
         planned = select(planned, shard, lambda job: job.cubin.name)
-    try:
-        cache = None if no_cache else BuildCache.from_environment()
-    except CacheError as exc:
-        raise click.BadParameter(str(exc), param_hint=str(exc).partition("=")[0]) from None
+    cache = None if no_cache else open_cache()
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     worst = 0
     try:

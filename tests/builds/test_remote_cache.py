@@ -188,6 +188,8 @@ def test_cache_info_names_the_remote(dav, tmp_path):
     bad = hopperc("cache", "info", cwd=tmp_path, cache=tmp_path / "c",
                   HOPPERC_REMOTE_CACHE="cache.example/hk")
     assert bad.returncode == 1 and "expected an http:// or https:// URL" in bad.stderr
+    assert "Invalid value for HOPPERC_REMOTE_CACHE: 'cache.example/hk': " in bad.stderr
+    assert bad.stderr.count("HOPPERC_REMOTE_CACHE") == 1
     assert "Traceback" not in bad.stderr
 
 

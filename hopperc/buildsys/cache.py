@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from hopperc import local_files, temporaries
 from hopperc.buildsys import toolchain
+from hopperc.diagnostics.problems import Problem, warning
 
 if TYPE_CHECKING:
     from hopperc.buildsys.remote import RemoteCache
@@ -153,6 +154,19 @@ class BuildCache:
         if self.remote is not None:
             self.remote.put(key, data)
         return stored
+
+    def unwritable_warning(self) -> Problem:
+        """The `cache` warning for a local tier that did not take a build."""
+        return warning("cache", f"cannot write the build cache in {self.root}; building "
+                                "without it", None, "HOPPERC_CACHE_DIR")
+
+    def remote_warnings(self) -> tuple[Problem, ...]:
+        """The `cache` warning for the remote tier's first failure (the build went
+        on without it), if it failed: what the command line and the API show."""
+        if self.remote is None or not self.remote.failure:
+            return ()
+        return (warning("cache", f"the remote build cache failed ({self.remote.failure}); "
+                                 "building without it", None, "HOPPERC_REMOTE_CACHE"),)
 
     def entries(self) -> list[os.DirEntry]:
         found = []

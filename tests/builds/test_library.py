@@ -134,14 +134,18 @@ def test_output_name_collisions_are_refused_before_anything_is_written(
     assert not (tmp_path / "out").exists()
 
 
-def test_two_files_with_one_name_are_refused(hopperc_cli, tmp_path):
+@pytest.mark.parametrize("options, output", [(("--out-dir", "out"), "out/k.cubin"),
+                                             ((), "k.cubin"), (("--shard", "1/2"), "k.cubin")])
+def test_two_files_with_one_name_are_refused(hopperc_cli, tmp_path, options, output):
+    """Every cubin of a command goes to one directory (--out-dir, else the current
+    one), so no two of its kernels share an output name: --shard splits by it."""
     for sub in ("a", "b"):
         (tmp_path / sub).mkdir()
         (tmp_path / sub / "k.hk").write_text(TMA_COPY)
-    proc = hopperc_cli("build", "a/k.hk", "b/k.hk", "--out-dir", "out", cwd=tmp_path)
-    assert proc.returncode == 1 and "a/k.hk and b/k.hk would both write out/k.cubin" in \
+    proc = hopperc_cli("build", "a/k.hk", "b/k.hk", *options, cwd=tmp_path)
+    assert proc.returncode == 1 and f"a/k.hk and b/k.hk would both write {output}" in \
         proc.stderr
-    assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
 
 
 def test_the_manifest_lists_every_kernel_with_hashes_and_status(hopperc_cli, tmp_path):

@@ -16,8 +16,8 @@ is not used again by this process, and `failure` says why once: the caller
 warns, the build goes on from the local tier and the compiler. Redirects are
 never followed (the store is the base URL's host, as ccache and Bazel expect):
 following one would send the `Authorization` header to whatever host a 3xx
-names, over plain http too. What a GET returns is checked by
-the cache like a local entry: a damaged or foreign one is a miss.
+names, over plain http too. What a GET returns is checked by the cache like a
+local entry: a damaged or foreign one is a miss.
 """
 from __future__ import annotations
 

@@ -148,6 +148,32 @@ def test_a_cache_that_cannot_be_written_is_a_warning(cli_built, monkeypatch, tmp
                           f"{not_a_directory}; building without it")
 
 
+def test_a_failing_remote_tier_is_the_command_lines_warning(cli_built, monkeypatch, tmp_path):
+    """A local miss asks the remote tier (a closed port): the build is returned with
+    the `cache` warning `hopperc build` prints, from the same function. (The compile
+    is the entry already built: this is about the cache, not the compiler.)"""
+    entry = BuildCache.from_environment().get(
+        build_key((ROOT / SCALE_ROWS).read_text(), SCALE_ROWS, {"BM": 128}, "sm_90a"))
+    monkeypatch.setattr(artifact_module, "build_entry", lambda *args: (entry, (), None))
+    closed = "http://127.0.0.1:1/x"
+    monkeypatch.setenv("HOPPERC_CACHE_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("HOPPERC_REMOTE_CACHE", closed)
+    artifact = hopperc.build(SCALE_ROWS, defines={"BM": 128})
+    assert not artifact.cached and artifact.cubin == entry.cubin
+    (shown,) = artifact.warnings
+    assert (shown.severity, shown.rule, shown.file) == ("warning", "cache",
+                                                        "HOPPERC_REMOTE_CACHE")
+    assert str(shown).startswith(f"HOPPERC_REMOTE_CACHE: warning: the remote build cache "
+                                 f"failed (GET {closed}/")
+    store = BuildCache.from_environment()
+    assert store.get(artifact.key) == entry and store.remote.failure is None  # stored here
+    assert store.remote_warnings() == ()
+    store.remote.failure = "GET x: refused"
+    (warned,) = store.remote_warnings()
+    assert warned.text == ("HOPPERC_REMOTE_CACHE: warning: the remote build cache failed "
+                           "(GET x: refused); building without it")
+
+
 def test_an_error_prints_as_the_command_line_prints_it(cache_dir, tmp_path):
     path = tmp_path / "bad.hk"
     path.write_text(BAD)

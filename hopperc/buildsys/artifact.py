@@ -24,7 +24,7 @@ from hopperc.buildsys.jobs import build_entry, replayed_warnings
 from hopperc.diagnostics import SourceFile, as_source
 from hopperc.diagnostics.arguments import checked_defines
 from hopperc.diagnostics.located import CompileError, Diagnostic
-from hopperc.diagnostics.problems import Problem, warning
+from hopperc.diagnostics.problems import Problem
 from hopperc.target import DEFAULT_ARCH, check_arch
 
 
@@ -94,8 +94,8 @@ def build_source(source: SourceFile, defines: dict[str, int], *, arch: str = DEF
         if store.put(key, entry):
             store.prune()
         else:
-            problems += (warning("cache", f"cannot write the build cache in {store.root}; "
-                                          "building without it", None, "HOPPERC_CACHE_DIR"),)
+            problems += (store.unwritable_warning(),)
+        problems += store.remote_warnings()
     return _artifact(entry, key, problems, source, cached=False,
                      ptx=built.result.ptx if ptx else None,
                      cuda=built.generated.cuda if cuda else None)

@@ -29,11 +29,13 @@ import re
 import stat
 import time
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from hopperc import local_files, temporaries
 from hopperc.buildsys import toolchain
+from hopperc.diagnostics.problems import Problem, warning
 
 if TYPE_CHECKING:
     from hopperc.buildsys.remote import RemoteCache
@@ -42,8 +44,10 @@ FORMAT = 2
 DEFAULT_MAX_SIZE = 1 << 30
 _MAGIC = b"hopperc-cache 2\n"
 _PARTS = ("cubin", "metadata", "record")  # in the order they follow the header
-_LARGEST_ENTRY = 1 << 30  # a cubin is a few MB; anything larger is not an entry
+LARGEST_ENTRY = 1 << 30  # a cubin is a few MB; anything larger is not an entry
 _STALE_TEMPORARY_SECONDS = 3600
+LARGEST_SIZE = 1 << 63  # what a file system's sizes (off_t) can say
+_SIZE_SETTING = "HOPPERC_CACHE_MAX_SIZE"
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 # a decimal number, a unit, and an optional `B` or `iB`: `500M`, `500MiB`, `1.5k`
 _SIZE = re.compile(r"(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>[kmgtKMGT]?)(?:[iI]?[bB])?")
@@ -58,7 +62,23 @@ class CachedBuild(NamedTuple):
 
 
 class CacheError(Exception):
-    """A cache setting hopperc cannot use (the user's environment)."""
+    """A cache setting hopperc cannot use (the user's environment): `setting` the
+    variable, `reason` why, `shown` its value as messages may show it (None: not
+    shown, a secret). The message names the variable once:
+    `HOPPERC_CACHE_MAX_SIZE='nan': expected a size like 500M, 500MiB or 2G`."""
+
+    def __init__(self, setting: str, reason: str, shown: str | None = None):
+        super().__init__(setting, reason, shown)
+        self.setting, self.reason, self.shown = setting, reason, shown
+
+    def __str__(self) -> str:
+        return f"{self.setting}{'' if self.shown is None else '=' + repr(self.shown)}: " \
+               f"{self.reason}"
+
+    @property
+    def detail(self) -> str:
+        """The message without the variable (a command line names it itself)."""
+        return self.reason if self.shown is None else f"{self.shown!r}: {self.reason}"
 
 
 def build_key(source_text: str, recorded_name: str, defines: dict[str, int],
@@ -92,7 +112,7 @@ class BuildCache:
             try:
                 remote = RemoteCache.from_environment()
             except RemoteSettingError as exc:
-                raise CacheError(str(exc)) from None
+                raise CacheError(exc.setting, exc.reason, exc.shown) from None
         return cls(local_files.cache_root(), max_size, remote)
 
     def _path(self, key: str) -> Path:
@@ -104,7 +124,7 @@ class BuildCache:
         if entry is not None:
             self.origin = "local"
             return entry
-        data = self.remote.get(key) if self.remote is not None else None
+        data = self.remote.get(key, LARGEST_ENTRY) if self.remote is not None else None
         entry = decode(data, key) if data is not None else None
         if entry is not None:
             self.origin = "remote"
@@ -134,6 +154,19 @@ class BuildCache:
         if self.remote is not None:
             self.remote.put(key, data)
         return stored
+
+    def unwritable_warning(self) -> Problem:
+        """The `cache` warning for a local tier that did not take a build."""
+        return warning("cache", f"cannot write the build cache in {self.root}; building "
+                                "without it", None, "HOPPERC_CACHE_DIR")
+
+    def remote_warnings(self) -> tuple[Problem, ...]:
+        """The `cache` warning for the remote tier's first failure (the build went
+        on without it), if it failed: what the command line and the API show."""
+        if self.remote is None or not self.remote.failure:
+            return ()
+        return (warning("cache", f"the remote build cache failed ({self.remote.failure}); "
+                                 "building without it", None, "HOPPERC_REMOTE_CACHE"),)
 
     def entries(self) -> list[os.DirEntry]:
         found = []
@@ -210,19 +243,22 @@ class BuildCache:
 
 def parse_size(text: str) -> int:
     """`500M`, `500MiB`, `500MB`, `2G`, `1.5k`, `1048576` (units of 1024); empty is
-    the default. Anything else, and a size that is not positive, is a CacheError
-    that says what is expected."""
+    the default. Anything else, a size that is not positive and one above
+    LARGEST_SIZE, is a CacheError that says what is expected. The number is a
+    Decimal (exact, of any length), never a float, which overflows."""
     if not text.strip():
         return DEFAULT_MAX_SIZE
     match = _SIZE.fullmatch(text.strip())
     if match is None:
-        raise CacheError(f"HOPPERC_CACHE_MAX_SIZE={text!r}: expected a size like 500M, "
-                         "500MiB or 2G")
-    size = int(float(match["number"]) * _UNITS[match["unit"].upper()])
+        raise CacheError(_SIZE_SETTING, "expected a size like 500M, 500MiB or 2G", text)
+    size = Decimal(match["number"]) * _UNITS[match["unit"].upper()]
+    if size > LARGEST_SIZE:
+        raise CacheError(_SIZE_SETTING, "larger than any disk: at most 2**63 bytes (8 EiB)",
+                         text)
     if size < 1:
-        raise CacheError(f"HOPPERC_CACHE_MAX_SIZE={text!r}: the cache needs a positive "
-                         "size (unset it for the default, 1G)")
-    return size
+        raise CacheError(_SIZE_SETTING, "the cache needs a positive size (unset it for the "
+                         "default, 1G)", text)
+    return int(size)
 
 
 def encode(key: str, entry: CachedBuild) -> bytes:
@@ -291,7 +327,7 @@ def _read_regular_file(path: Path) -> bytes | None:
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _LARGEST_ENTRY:
+        if not stat.S_ISREG(info.st_mode) or info.st_size > LARGEST_ENTRY:
             return None
         with os.fdopen(os.dup(fd), "rb") as handle:
             return handle.read()

@@ -85,10 +85,12 @@ def _kernel_line(text: str, number: int) -> int | None:
 
 def _kernel_builds(path: Path, number: int, kernel: dict) -> list[LibraryKernel]:
     source = kernel.get("source") if isinstance(kernel, dict) else None
-    where = f"kernel {number}" + (f" ({source})" if isinstance(source, str) else "")
+    where = f"kernel {number}" + (f" ({source})" if isinstance(source, str)
+                                  and source.isprintable() else "")
     _check_keys(path, where, kernel, _KERNEL_KEYS)
     if not isinstance(source, str) or not source:
         _fail(path, f"{where}: 'source' (the .hk file, relative to the library) is missing")
+    _check_path_text(path, where, "source", source)
     source_path = path.parent / source
     base = _name(path, where, kernel.get("name", Path(source).stem))
     defines = _defines(path, where, kernel.get("defines", {}))
@@ -120,7 +122,16 @@ def _check_keys(path: Path, where: str, table, allowed: set[str]) -> None:
 def _name(path: Path, where: str, name) -> str:
     if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
         _fail(path, f"{where}: 'name' must be a file base name, not {name!r}")
+    _check_path_text(path, where, "name", name)
     return name
+
+
+def _check_path_text(path: Path, where: str, key: str, text: str) -> None:
+    """A string that becomes a path (a source, an output name) can hold no NUL:
+    the operating system's paths end at it (Python refuses it with ValueError)."""
+    if "\0" in text:
+        _fail(path, f"{where}: {key!r} holds a NUL character ({text!r}), which no path "
+                    "can hold")
 
 
 def _defines(path: Path, where: str, defines) -> dict[str, int]:

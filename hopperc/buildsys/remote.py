@@ -11,10 +11,13 @@ sent as basic authentication), `HOPPERC_REMOTE_CACHE_TOKEN` a bearer token,
 `HOPPERC_REMOTE_CACHE_READ_ONLY=1` to fetch but never store, and
 `HOPPERC_REMOTE_CACHE_TIMEOUT` seconds per request (default 5).
 
-A remote that fails (unreachable, a timeout, a 5xx, a refused PUT) is not used
-again by this process, and `failure` says why once: the caller warns, the build
-goes on from the local tier and the compiler. What a GET returns is checked by
-the cache like a local entry: a damaged or foreign one is a miss.
+A remote that fails (unreachable, a timeout, a 5xx, a refused PUT, a redirect)
+is not used again by this process, and `failure` says why once: the caller
+warns, the build goes on from the local tier and the compiler. Redirects are
+never followed (the store is the base URL's host, as ccache and Bazel expect):
+following one would send the `Authorization` header to whatever host a 3xx
+names, over plain http too. What a GET returns is checked by the cache like a
+local entry: a damaged or foreign one is a miss.
 """
 from __future__ import annotations
 
@@ -23,13 +26,16 @@ import os
 import urllib.parse
 
 DEFAULT_TIMEOUT = 5.0
-_LARGEST_ENTRY = 1 << 30
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
 class RemoteSettingError(Exception):
-    """A HOPPERC_REMOTE_CACHE setting that cannot be used (its message shows
-    neither the password nor the token)."""
+    """A HOPPERC_REMOTE_CACHE setting that cannot be used: the variable, why, and
+    the value as it may be shown (neither the password nor the token: None)."""
+
+    def __init__(self, setting: str, reason: str, shown: str | None = None):
+        super().__init__(setting, reason, shown)
+        self.setting, self.reason, self.shown = setting, reason, shown
 
 
 class RemoteCache:
@@ -48,6 +54,7 @@ class RemoteCache:
         self.read_only = read_only
         self.timeout = timeout
         self.failure: str | None = None
+        self._opener = None  # made by the first request (urllib is loaded then)
 
     @classmethod
     def from_environment(cls) -> RemoteCache | None:
@@ -61,36 +68,37 @@ class RemoteCache:
             parts = urllib.parse.urlsplit(url)
             parts.port  # noqa: B018 - raises ValueError for a port that is not a number
         except ValueError as exc:
-            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE={shown!r}: {exc}") from None
+            raise RemoteSettingError("HOPPERC_REMOTE_CACHE", str(exc), shown) from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE={shown!r}: expected an http:// or "
-                                     "https:// URL such as https://cache.example.com/hopperc")
+            raise RemoteSettingError("HOPPERC_REMOTE_CACHE", "expected an http:// or https:// "
+                                     "URL such as https://cache.example.com/hopperc", shown)
         if parts.query or parts.fragment:
-            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE={shown!r}: the base URL takes no "
-                                     "query or fragment (entries go below its path)")
+            raise RemoteSettingError("HOPPERC_REMOTE_CACHE", "the base URL takes no query or "
+                                     "fragment (entries go below its path)", shown)
         token = os.environ.get("HOPPERC_REMOTE_CACHE_TOKEN", "").strip()
         if not token.isprintable():
-            raise RemoteSettingError("HOPPERC_REMOTE_CACHE_TOKEN holds a control character")
+            raise RemoteSettingError("HOPPERC_REMOTE_CACHE_TOKEN", "the token holds a control character")
         read_only = os.environ.get("HOPPERC_REMOTE_CACHE_READ_ONLY", "").strip().lower()
         if read_only not in _TRUE + _FALSE:
-            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE_READ_ONLY={read_only!r}: "
-                                     "expected 1 or 0")
+            raise RemoteSettingError("HOPPERC_REMOTE_CACHE_READ_ONLY", "expected 1 or 0",
+                                     read_only)
         timeout_text = os.environ.get("HOPPERC_REMOTE_CACHE_TIMEOUT", "").strip()
         try:
             timeout = float(timeout_text) if timeout_text else DEFAULT_TIMEOUT
         except ValueError:
             timeout = -1.0
         if not 0 < timeout < float("inf"):
-            raise RemoteSettingError(f"HOPPERC_REMOTE_CACHE_TIMEOUT={timeout_text!r}: expected a "
-                                     "positive number of seconds")
+            raise RemoteSettingError("HOPPERC_REMOTE_CACHE_TIMEOUT",
+                                     "expected a positive number of seconds", timeout_text)
         return cls(url, token=token or None, read_only=read_only in _TRUE, timeout=timeout)
 
     def url(self, key: str) -> str:
         return f"{self.base}/{key[:2]}/{key}"
 
-    def get(self, key: str) -> bytes | None:
-        """The bytes stored under `key`, or None (a miss, or the remote failed)."""
-        response = self._request("GET", self.url(key), missing_ok=True)
+    def get(self, key: str, largest: int) -> bytes | None:
+        """The bytes stored under `key`, or None (a miss, the remote failed, or
+        more than `largest` bytes: the cache's bound on an entry)."""
+        response = self._request("GET", self.url(key), missing_ok=True, largest=largest)
         return response if isinstance(response, bytes) else None
 
     def put(self, key: str, data: bytes) -> None:
@@ -117,7 +125,7 @@ class RemoteCache:
 
     def _request(self, method: str, url: str, data: bytes | None = None, *,
                  missing_ok: bool = False, conflict_ok: bool = False,
-                 exists_ok: bool = False) -> bytes | int | None:
+                 exists_ok: bool = False, largest: int = 0) -> bytes | int | None:
         """The body of a GET, else the status; None when the remote failed (the
         first failure is kept in `failure`, and no request is sent after it)."""
         if self.failure is not None:
@@ -126,24 +134,42 @@ class RemoteCache:
         import urllib.error
         import urllib.request
 
+        if self._opener is None:
+            self._opener = urllib.request.build_opener(_refusing_redirects())
         request = urllib.request.Request(url, data=data, method=method, headers=self.headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with self._opener.open(request, timeout=self.timeout) as response:
                 if method != "GET":
                     return response.status
-                body = response.read(_LARGEST_ENTRY + 1)
-                return body if len(body) <= _LARGEST_ENTRY else None
+                body = response.read(largest + 1)
+                return body if len(body) <= largest else None
         except urllib.error.HTTPError as exc:
             exc.close()
             if (exc.code == 404 and missing_ok) or (exc.code == 409 and conflict_ok) \
-                    or (exc.code in (301, 405) and exists_ok):
+                    or (exc.code == 405 and exists_ok):
                 return exc.code
             self.failure = f"{method} {url}: HTTP {exc.code} {exc.reason}"
+            if 300 <= exc.code < 400:
+                target = _without_credentials(exc.headers.get("Location", "?"))
+                self.failure += (f", a redirect to {target}: the remote cache follows "
+                                 "none (name the store's own URL)")
         except urllib.error.URLError as exc:
             self.failure = f"{method} {url}: {getattr(exc.reason, 'strerror', None) or exc.reason}"
         except (OSError, http.client.HTTPException, ValueError) as exc:
             self.failure = f"{method} {url}: {exc or type(exc).__name__}"
         return None
+
+
+def _refusing_redirects():
+    """urllib's redirect handler, made to follow nothing: redirect_request's None
+    leaves the 3xx to the default handler, which raises it as an HTTPError."""
+    import urllib.request
+
+    class RefuseRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    return RefuseRedirects
 
 
 def _without_credentials(url: str) -> str:

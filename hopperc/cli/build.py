@@ -16,14 +16,14 @@ from pathlib import Path
 
 import click
 
-from hopperc.buildsys.cache import BuildCache, CacheError, CachedBuild, build_key
+from hopperc.buildsys.cache import BuildCache, CachedBuild, build_key
 from hopperc.buildsys.plan import (BuildJob, PlanError, parse_prefix_maps, plan,
                                    recorded_name, refuse_clobbering)
+from hopperc.cli.cache import open_cache
 from hopperc.cli.common import (Command, Diagnostics, arch_option, default_jobs, define_option,
                                 diag_option, parse_defines)
 from hopperc.diagnostics import CompileError, SourceFile, read_source
-from hopperc.diagnostics.problems import (EXIT_USER, Problem, as_error, describe, in_context,
-                                          warning)
+from hopperc.diagnostics.problems import EXIT_USER, Problem, as_error, describe, in_context
 
 WERROR_NOTE = "--Werror: warnings are errors; no outputs written"
 
@@ -98,10 +98,7 @@ def build(files, output, out_dir, defines, arch, diagnostics, jobs, no_cache, ma
     if shard is not None:
         from hopperc.buildsys.shard import select
         planned = select(planned, shard, lambda job: job.cubin.name)
-    try:
-        cache = None if no_cache else BuildCache.from_environment()
-    except CacheError as exc:
-        raise click.BadParameter(str(exc), param_hint=str(exc).partition("=")[0]) from None
+    cache = None if no_cache else open_cache()
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     worst = 0
     try:
@@ -146,10 +143,8 @@ def _parse_shard(value: str | None):
 
 def _warn_remote_failure(cache: BuildCache | None, diagnostics: Diagnostics) -> None:
     """The remote tier's first failure, once: the build went on without it."""
-    if cache is not None and cache.remote is not None and cache.remote.failure:
-        diagnostics.emit(warning("cache", f"the remote build cache failed ("
-                                          f"{cache.remote.failure}); building without it",
-                                 None, "HOPPERC_REMOTE_CACHE"))
+    for failure in cache.remote_warnings() if cache is not None else ():
+        diagnostics.emit(failure)
 
 
 def _write_manifest(path: Path, results: list[JobResult], arch: str,
@@ -221,9 +216,7 @@ def _finish(results, compiled, misses, sources, keys, cache, diagnostics, quiet,
                     stored = True
                 elif not unwritable:
                     unwritable = True
-                    diagnostics.emit(warning("cache", f"cannot write the build cache in "
-                                                      f"{cache.root}; building without it",
-                                             None, "HOPPERC_CACHE_DIR"))
+                    diagnostics.emit(cache.unwritable_warning())
         elif result.cached:
             from hopperc.buildsys.jobs import replayed_warnings
             result.problems = replayed_warnings(result.entry, sources[index])

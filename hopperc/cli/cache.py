@@ -13,17 +13,19 @@ def cache() -> None:
     remote tier HOPPERC_REMOTE_CACHE)."""
 
 
-def _cache() -> BuildCache:
+def open_cache() -> BuildCache:
+    """The build cache the environment sets up; a setting that cannot be used is a
+    command-line error naming its variable once."""
     try:
         return BuildCache.from_environment()
     except CacheError as exc:
-        raise click.BadParameter(str(exc), param_hint=str(exc).partition("=")[0]) from None
+        raise click.BadParameter(exc.detail, param_hint=exc.setting) from None
 
 
 @cache.command()
 def info() -> None:
     """Where the cache is, how many builds it holds and how much space they take."""
-    store = _cache()
+    store = open_cache()
     entries, size = store.size()
     click.echo(f"directory: {store.root}")
     click.echo(f"entries:   {entries}")
@@ -38,7 +40,7 @@ def info() -> None:
 @cache.command()
 def clear() -> None:
     """Remove every cached build (of this machine: the remote tier is the server's)."""
-    store = _cache()
+    store = open_cache()
     try:
         removed = store.clear()
     except OSError as exc:

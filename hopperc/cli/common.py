@@ -113,6 +113,7 @@ class InputErrors:
         command_line = list(args)
         try:
             with usage_is_input():
+                _refuse_nul(command_line)
                 ctx = super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:
             # a subcommand's parent (the group) keeps the whole command line
@@ -129,6 +130,16 @@ class InputErrors:
         except click.UsageError as exc:
             _report_usage(exc, ctx.params.get("diagnostics"), ctx.meta.get(_COMMAND_LINE, []))
             raise
+
+
+def _refuse_nul(args: list[str]) -> None:
+    """A NUL in an argument (only a caller in this process can pass one: execve's
+    arguments end at it) is a usage error, before click's Path type hands it to
+    os.stat, which raises ValueError."""
+    for arg in args:
+        if "\0" in arg:
+            raise click.UsageError(f"the argument {arg!r} holds a NUL character, which no "
+                                   "path or option value can hold")
 
 
 class Command(InputErrors, click.Command):

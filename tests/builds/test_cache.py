@@ -127,7 +127,8 @@ def test_pruning_removes_the_least_recently_used_first(tmp_path):
 
 @pytest.mark.parametrize("text, size", [("", 1 << 30), ("500M", 500 << 20), ("2G", 2 << 30),
                                         ("4096", 4096), ("1.5k", 1536), ("500MiB", 500 << 20),
-                                        ("500MB", 500 << 20), ("2 GiB", 2 << 30)])
+                                        ("500MB", 500 << 20), ("2 GiB", 2 << 30),
+                                        ("8388608T", 1 << 63)])
 def test_cache_sizes(text, size):
     assert parse_size(text) == size
 
@@ -135,14 +136,19 @@ def test_cache_sizes(text, size):
 @pytest.mark.parametrize("text, message", [
     ("nan", "expected a size like 500M"), ("inf", "expected a size like 500M"),
     ("-1", "expected a size like 500M"), ("500X", "expected a size like 500M"),
-    ("0", "the cache needs a positive size"), ("0.0001", "the cache needs a positive size")])
+    ("0", "the cache needs a positive size"), ("0.0001", "the cache needs a positive size"),
+    ("9" * 400, "larger than any disk"), ("8388608.001T", "larger than any disk")])
 def test_cache_sizes_refused(tmp_path, text, message):
-    """Not a number, not a unit, or not positive: a message, exit 1, no traceback."""
-    with pytest.raises(CacheError, match=message):
+    """Not a number, not a unit, not positive, or beyond any file size (no float
+    overflow): a message naming the variable once, exit 1, no traceback."""
+    with pytest.raises(CacheError, match=message) as refused:
         parse_size(text)
+    assert str(refused.value).startswith(f"HOPPERC_CACHE_MAX_SIZE={text!r}: ")
     bad = hopperc("cache", "info", cwd=tmp_path, cache=tmp_path / "c",
                   HOPPERC_CACHE_MAX_SIZE=text)
     assert bad.returncode == 1 and message in bad.stderr and "Traceback" not in bad.stderr
+    assert f"Invalid value for HOPPERC_CACHE_MAX_SIZE: {text!r}: " in bad.stderr
+    assert bad.stderr.count("HOPPERC_CACHE_MAX_SIZE") == 1
 
 
 def test_cache_info_and_clear(tmp_path):
@@ -434,7 +440,7 @@ def test_the_build_cache_settings_are_checked(monkeypatch):
             ("HOPPERC_REMOTE_CACHE", "http://u:secret@h:port/", "'http://h:port/': Port could"),
             ("HOPPERC_REMOTE_CACHE", "http://u:secret@[::1/", r"'http://\[::1/': Invalid IPv6"),
             ("HOPPERC_REMOTE_CACHE", "http://h/cache?x=1", "takes no query or fragment"),
-            ("HOPPERC_REMOTE_CACHE_TOKEN", "t0\nken", "TOKEN holds a control character"),
+            ("HOPPERC_REMOTE_CACHE_TOKEN", "t0\nken", "TOKEN: the token holds a control character"),
             ("HOPPERC_REMOTE_CACHE_READ_ONLY", "maybe", "expected 1 or 0"),
             ("HOPPERC_REMOTE_CACHE_TIMEOUT", "0", "a positive number of seconds"),
             ("HOPPERC_REMOTE_CACHE_TIMEOUT", "nan", "a positive number of seconds"),

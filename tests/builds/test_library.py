@@ -77,6 +77,12 @@ def test_command_line_defines_override_the_library(hopperc_cli, tmp_path):
     ("[[kernel]]\nsource = 'copy.hk'\n\n[kernel\n", ":4:8", "not valid TOML"),
     ("", "", "no kernels"),
     ("[[kernels]]\nsource = 'copy.hk'\n", "", "unknown top-level key 'kernels'"),
+    ('# lib\n[[kernel]]\nsource = "sub/copy\\u0000.hk"\n', ":2:1",
+     "kernel 1: 'source' holds a NUL character ('sub/copy\\x00.hk'), which no path can hold"),
+    ('[[kernel]]\nsource = "copy.hk"\nname = "a\\u0000b"\n', ":1:1",
+     "kernel 1 (copy.hk): 'name' holds a NUL character"),
+    ('[[kernel]]\nsource = "copy.hk"\n[[kernel.variant]]\nname = "a\\u0000b"\n', ":1:1",
+     "kernel 1 (copy.hk), variant 1: 'name' holds a NUL character"),
 ])
 def test_library_mistakes_are_named_and_nothing_is_written(hopperc_cli, tmp_path, body,
                                                            where, message):
@@ -87,6 +93,22 @@ def test_library_mistakes_are_named_and_nothing_is_written(hopperc_cli, tmp_path
     assert proc.stderr.startswith(f"kernels.toml{where}: error: ") and message in proc.stderr, \
         proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args", [("build", "a\0b.hk"), ("build", "k.toml", "-o", "k\0.cubin"),
+                                  ("build", "k.hk", "--manifest", "m\0.json"),
+                                  ("--diagnostics", "json", "check", "a\0b.hk")])
+def test_a_nul_in_a_command_line_argument_is_a_usage_error(tmp_path, args):
+    """Only a caller in the process can pass one (execve's arguments end at a NUL):
+    a message, exit 1, never click's os.stat raising ValueError."""
+    import subprocess
+    import sys
+    code = f"from hopperc.cli import main; main({list(args)!r})"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "holds a NUL character, which no path or option value can hold" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_missing_source_fails_that_kernel_only(hopperc_cli, tmp_path):
@@ -112,14 +134,18 @@ def test_output_name_collisions_are_refused_before_anything_is_written(
     assert not (tmp_path / "out").exists()
 
 
-def test_two_files_with_one_name_are_refused(hopperc_cli, tmp_path):
+@pytest.mark.parametrize("options, output", [(("--out-dir", "out"), "out/k.cubin"),
+                                             ((), "k.cubin"), (("--shard", "1/2"), "k.cubin")])
+def test_two_files_with_one_name_are_refused(hopperc_cli, tmp_path, options, output):
+    """Every cubin of a command goes to one directory (--out-dir, else the current
+    one), so no two of its kernels share an output name: --shard splits by it."""
     for sub in ("a", "b"):
         (tmp_path / sub).mkdir()
         (tmp_path / sub / "k.hk").write_text(TMA_COPY)
-    proc = hopperc_cli("build", "a/k.hk", "b/k.hk", "--out-dir", "out", cwd=tmp_path)
-    assert proc.returncode == 1 and "a/k.hk and b/k.hk would both write out/k.cubin" in \
+    proc = hopperc_cli("build", "a/k.hk", "b/k.hk", *options, cwd=tmp_path)
+    assert proc.returncode == 1 and f"a/k.hk and b/k.hk would both write {output}" in \
         proc.stderr
-    assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
 
 
 def test_the_manifest_lists_every_kernel_with_hashes_and_status(hopperc_cli, tmp_path):

@@ -21,6 +21,7 @@ from hopperc.buildsys.remote import RemoteCache
 from tests.builds.helpers import TMA_COPY, hopperc
 
 KEY, OTHER_KEY = "ab" * 32, "cd" * 32
+LARGEST = cache_module.LARGEST_ENTRY
 ENTRY = CachedBuild(b"\x7fELF cubin", b'{"kernel": "k"}\n', {"kernel": "k"}, ())
 
 
@@ -164,18 +165,18 @@ def test_a_failing_remote_is_one_failure_and_then_left_alone(answering, path, me
                                                              failure):
     remote = RemoteCache(answering + path, token="t0ken", timeout=0.2)
     _Answer.seen.clear()
-    assert (remote.get(KEY) if method == "get" else remote.put(KEY, b"entry")) is None
+    assert (remote.get(KEY, LARGEST) if method == "get" else remote.put(KEY, b"entry")) is None
     assert remote.failure.startswith(failure.format(url=answering, key=KEY))
     assert _Answer.seen[0][2] == "Bearer t0ken"
     sent = len(_Answer.seen)
     first = remote.failure
-    assert remote.get(OTHER_KEY) is None and remote.put(OTHER_KEY, b"entry") is None
+    assert remote.get(OTHER_KEY, LARGEST) is None and remote.put(OTHER_KEY, b"entry") is None
     assert remote.failure == first and len(_Answer.seen) == sent  # nothing sent after it
 
 
 def test_a_missing_entry_is_a_miss_not_a_failure(answering):
     remote = RemoteCache(answering + "/404")
-    assert remote.get(KEY) is None and remote.failure is None
+    assert remote.get(KEY, LARGEST) is None and remote.failure is None
     assert remote.reachable()
 
 
@@ -187,4 +188,107 @@ def test_cache_info_names_the_remote(dav, tmp_path):
     bad = hopperc("cache", "info", cwd=tmp_path, cache=tmp_path / "c",
                   HOPPERC_REMOTE_CACHE="cache.example/hk")
     assert bad.returncode == 1 and "expected an http:// or https:// URL" in bad.stderr
+    assert "Invalid value for HOPPERC_REMOTE_CACHE: 'cache.example/hk': " in bad.stderr
+    assert bad.stderr.count("HOPPERC_REMOTE_CACHE") == 1
     assert "Traceback" not in bad.stderr
+
+
+class _Redirect(http.server.BaseHTTPRequestHandler):
+    """Answers every request with `status` and a Location on `target` (another
+    server); `seen` records what each server received (method, path, headers)."""
+    status, target, seen = 302, "", []
+
+    def _answer(self):
+        self.seen.append((self.command, self.path, dict(self.headers)))
+        if self.target:
+            self.send_response(self.status)
+            self.send_header("Location", self.target + self.path)
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_PUT = do_HEAD = do_MKCOL = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def redirecting_servers():
+    """Server A (127.0.0.1) redirects everything to server B (`localhost`, another
+    host name) at the same path; yields A's URL and the two handler classes."""
+    class Elsewhere(_Redirect):
+        target, seen = "", []
+
+    class Redirector(_Redirect):
+        seen = []
+
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+               for handler in (Elsewhere, Redirector)]
+    Redirector.target = f"http://localhost:{servers[0].server_address[1]}"
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{servers[1].server_address[1]}", Redirector, Elsewhere
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def redirecting(redirecting_servers):
+    """The two servers with nothing received yet (A answers 302 unless told)."""
+    _, redirector, elsewhere = redirecting_servers
+    redirector.status = 302
+    redirector.seen.clear()
+    elsewhere.seen.clear()
+    return redirecting_servers
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize("credentials", [{"token": "s3cret"}, {"user": "u:p4ss@"}])
+def test_a_redirect_is_a_failure_and_is_not_followed(redirecting, status, credentials):
+    """Following a 3xx would send the Authorization header to the host it names."""
+    a_url, redirector, elsewhere = redirecting
+    redirector.status = status
+    base = a_url.replace("//", "//" + credentials.get("user", ""), 1) + "/ci"
+    for request in (lambda r: r.get(KEY, LARGEST), lambda r: r.put(KEY, b"entry"),
+                    lambda r: r.reachable()):
+        remote = RemoteCache(base, token=credentials.get("token"))
+        assert not request(remote)
+        assert f": HTTP {status} " in remote.failure
+        assert "a redirect to http://localhost:" in remote.failure
+        assert "u:p4ss" not in remote.failure
+    assert len(redirector.seen) == 3 and "Authorization" in redirector.seen[0][2]
+    assert elsewhere.seen == []
+
+
+def test_a_redirecting_remote_is_one_warning_and_the_build_goes_on(redirecting, tmp_path):
+    a_url, redirector, elsewhere = redirecting
+    (tmp_path / "k.hk").write_text(TMA_COPY)
+    proc = hopperc("build", "k.hk", cwd=tmp_path, cache=tmp_path / "cache",
+                   HOPPERC_REMOTE_CACHE=f"{a_url}/ci", HOPPERC_REMOTE_CACHE_TOKEN="s3cret")
+    assert proc.returncode == 0 and (tmp_path / "k.cubin").is_file()
+    assert proc.stderr.count("warning: the remote build cache failed (GET ") == 1
+    assert "HTTP 302 Found, a redirect to http://localhost:" in proc.stderr
+    assert [seen[0] for seen in redirector.seen] == ["GET"]  # no PUT after the failure
+    assert redirector.seen[0][2]["Authorization"] == "Bearer s3cret"
+    assert elsewhere.seen == []
+
+
+def test_both_tiers_refuse_an_entry_over_one_size_bound(dav, tmp_path, monkeypatch):
+    """One bound (cache.LARGEST_ENTRY) for what either tier reads as an entry."""
+    data = cache_module.encode(KEY, ENTRY)
+    remote = RemoteCache(f"{dav.url}/bounded")
+    remote.put(KEY, data)
+    local = tmp_path / "builds" / KEY[:2] / KEY
+    local.parent.mkdir(parents=True)
+    local.write_bytes(data)
+    monkeypatch.setattr(cache_module, "LARGEST_ENTRY", len(data) - 1)
+    assert BuildCache(tmp_path).get(KEY) is None
+    local.unlink()
+    store = BuildCache(tmp_path, remote=remote)
+    assert store.get(KEY) is None and remote.failure is None
+    monkeypatch.setattr(cache_module, "LARGEST_ENTRY", len(data))
+    assert store.get(KEY) == ENTRY and store.origin == "remote"
+    assert BuildCache(tmp_path).get(KEY) == ENTRY

@@ -317,3 +317,8 @@ def run_documented_examples(gpu: bool) -> dict:
 def test_the_documented_examples_run_as_written(cli_built):
     namespace = run_documented_examples(gpu=False)
     assert {"artifact", "out", "KERNEL"} <= set(namespace)  # the GPU-free blocks all ran
+
+
+def test_a_path_with_a_nul_is_a_compile_error():
+    with pytest.raises(hopperc.CompileError, match="a path cannot hold a NUL character"):
+        hopperc.build("a\0b.hk")

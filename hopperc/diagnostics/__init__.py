@@ -97,6 +97,9 @@ def read_input(path: str | Path) -> str:
     without a writer reads as empty instead of blocking. What cannot be read, is not
     UTF-8 or holds a NUL byte is the user's error, named (rule "input")."""
     path = Path(path)
+    if "\0" in str(path):  # no file system names one
+        raise _input_error(Path(str(path).replace("\0", "\\0")), "a path cannot hold a NUL "
+                                                                  "character")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:

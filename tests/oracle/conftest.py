@@ -5,17 +5,21 @@ the tests. Without the compiler a program needs, its tests skip and say why.
 The compiles take tens of seconds of CPU: the programs the selected oracle
 tests use start compiling in the background as soon as the tests are
 collected, and the oracle tests run last, so the compiles overlap the rest of
-the suite on another core."""
+the suite on another core. The test workers of one run (pytest-xdist) share
+each compile: the first to claim the program's directory in the run's
+temporary directory builds it, the others wait for it and run its binary."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+import os
+
 import pytest
 
 from tests.oracle import gmma_cases, layout_cases, tma_cases
 from tests.oracle.hopperc_side import Generated, generate
-from tests.oracle.toolchain import HERE, Build, toolchain
+from tests.oracle.toolchain import HERE, Build, SharedBuild, toolchain
 
 BUILDS = pytest.StashKey[dict]()
 
@@ -27,23 +31,28 @@ class GmmaOracle:
     tiled: list[layout_cases.TiledCase]  # swizzled buffers wider than their span
 
 
-def _start_gmma(out) -> tuple[Build | str, tuple[dict[str, Generated], list]]:
+def _start_gmma(out, owner: bool) -> tuple[Build | SharedBuild | str,
+                                           tuple[dict[str, Generated], list]]:
     tools = toolchain("g++")
     if tools.missing:
         return f"CuTe oracle (g++ host program): {tools.missing}", ({}, [])
     products = dict.fromkeys(gmma_cases.PRODUCTS + gmma_cases.FRAGMENT_PRODUCTS)
     generated = {p.name: generate(p) for p in products}
     tiled = layout_cases.generate()
+    if not owner:
+        return SharedBuild(HERE / "gmma_oracle.cpp", out), (generated, tiled)
     (out / "hopperc_prelude.h").write_text(gmma_cases.prelude_header())
     (out / "hopperc_cases.h").write_text(gmma_cases.cases_header(generated)
                                          + layout_cases.cases_header(tiled))
     return Build(tools, HERE / "gmma_oracle.cpp", out, ("-std=c++17", "-w")), (generated, tiled)
 
 
-def _start_tma(out) -> tuple[Build | str, None]:
+def _start_tma(out, owner: bool) -> tuple[Build | SharedBuild | str, None]:
     tools = toolchain("nvcc")
     if tools.missing:
         return f"CuTe oracle (nvcc host program with make_tma_copy): {tools.missing}", None
+    if not owner:
+        return SharedBuild(HERE / "tma_oracle.cu", out), None
     (out / "hopperc_tma_cases.h").write_text(tma_cases.cases_header())
     # Only host code runs: no optimization, one device target (the program
     # hides itself from the device pass, which nvcc runs once per target).
@@ -66,17 +75,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = [item for item in items if not _is_oracle(item)] + oracle
     needed = sorted({name for item in oracle for name in item.fixturenames if name in PROGRAMS})
     # The factory behind the tmp_path_factory fixture, which is not available yet.
-    factory = config._tmp_path_factory
-    config.stash[BUILDS] = {name: PROGRAMS[name](factory.mktemp(f"{name}_oracle"))
+    base = config._tmp_path_factory.getbasetemp()
+    run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    config.stash[BUILDS] = {name: PROGRAMS[name](*_claim(run / f"{name}_oracle"))
                             for name in needed}
 
 
+def _claim(directory) -> tuple[object, bool]:
+    """The program's directory, and whether this worker builds it there."""
+    try:
+        directory.mkdir()
+        return directory, True
+    except FileExistsError:
+        return directory, False
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """A build nobody waited for (the session stopped early) is stopped."""
+    """A build is finished before its worker ends (another worker may be waiting
+    for it), unless the run was stopped: then it is killed."""
+    stopped = session.shouldstop or session.shouldfail
     for build, _ in session.config.stash.get(BUILDS, {}).values():
-        if isinstance(build, Build) and build.process.poll() is None:
+        if not isinstance(build, Build):
+            continue
+        if stopped and build.process.poll() is None:
             build.process.kill()
             build.process.wait()
+        else:
+            build.finish()
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -60,22 +61,64 @@ def toolchain(compiler: str) -> Toolchain:
     return Toolchain(path, (cute, cuda / "cccl", cuda), None)
 
 
+# generous: the compile itself takes under a minute of CPU
+SHARED_BUILD_TIMEOUT = 900
+
+
 class Build:
     """`source` compiling in the background (with the headers already written in
-    `out_dir`), so the oracle's programs build side by side."""
+    `out_dir`), so the oracle's programs build side by side. When the build ends,
+    `finish` records how in `out_dir/status`, for the test workers of the run that
+    share this build (`SharedBuild`)."""
 
     def __init__(self, tools: Toolchain, source: Path, out_dir: Path, flags: tuple[str, ...]):
         self.source = source
         self.binary = out_dir / source.stem
+        self.status = out_dir / "status"
         includes = [f"-I{out_dir}"] + [f"-I{i}" for i in tools.includes]
         self.process = subprocess.Popen(
             [tools.compiler, *flags, *includes, str(source), "-o", str(self.binary)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
+    def finish(self) -> None:
+        """Wait for the build and record its outcome (once)."""
+        if self.status.exists():
+            return
+        _, stderr = self.process.communicate()
+        outcome = "ok" if self.process.returncode == 0 else f"failed\n{stderr[-6000:]}"
+        partial = self.status.with_suffix(".partial")
+        partial.write_text(outcome)
+        partial.rename(self.status)
+
     def run(self) -> str:
         """Wait for the build, run the program, return what it printed."""
-        _, stderr = self.process.communicate()
-        if self.process.returncode:
-            raise AssertionError(f"building {self.source.name} failed:\n{stderr[-6000:]}")
-        return subprocess.run([str(self.binary)], capture_output=True, text=True,
-                              check=True).stdout
+        self.finish()
+        return _run(self.source, self.binary, self.status)
+
+
+class SharedBuild:
+    """Another test worker's `Build` of the same program in `out_dir`: waited for
+    through its status file, then run here (a compile of tens of seconds of CPU
+    is made once per run, not once per worker)."""
+
+    def __init__(self, source: Path, out_dir: Path):
+        self.source = source
+        self.binary = out_dir / source.stem
+        self.status = out_dir / "status"
+
+    def run(self) -> str:
+        # The owner finishes its build before its session ends, unless the run stops.
+        deadline = time.monotonic() + SHARED_BUILD_TIMEOUT
+        while not self.status.exists():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.source.name}: the worker building it did not "
+                                     f"finish in {SHARED_BUILD_TIMEOUT} s")
+            time.sleep(0.1)
+        return _run(self.source, self.binary, self.status)
+
+
+def _run(source: Path, binary: Path, status: Path) -> str:
+    outcome = status.read_text()
+    if outcome != "ok":
+        raise AssertionError(f"building {source.name} {outcome}")
+    return subprocess.run([str(binary)], capture_output=True, text=True, check=True).stdout

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import os
+import signal
 
 import pytest
 
@@ -91,17 +92,14 @@ def _claim(directory) -> tuple[object, bool]:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """A build is finished before its worker ends (another worker may be waiting
-    for it), unless the run was stopped: then it is killed."""
+    """A build is left to end before its worker ends (another worker may be
+    waiting for it), unless the run was stopped: then it is killed."""
     stopped = session.shouldstop or session.shouldfail
     for build, _ in session.config.stash.get(BUILDS, {}).values():
-        if not isinstance(build, Build):
-            continue
-        if stopped and build.process.poll() is None:
-            build.process.kill()
+        if isinstance(build, Build) and build.process.poll() is None:
+            if stopped:
+                os.killpg(build.process.pid, signal.SIGKILL)
             build.process.wait()
-        else:
-            build.finish()
 
 
 @pytest.fixture(scope="session")

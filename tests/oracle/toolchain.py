@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -67,33 +68,36 @@ SHARED_BUILD_TIMEOUT = 900
 
 class Build:
     """`source` compiling in the background (with the headers already written in
-    `out_dir`), so the oracle's programs build side by side. When the build ends,
-    `finish` records how in `out_dir/status`, for the test workers of the run that
-    share this build (`SharedBuild`)."""
+    `out_dir`), so the oracle's programs build side by side. The compile records
+    how it ended in `out_dir/status` as soon as it ends, for the test workers of
+    the run that share this build (`SharedBuild`), whatever this worker is doing."""
 
     def __init__(self, tools: Toolchain, source: Path, out_dir: Path, flags: tuple[str, ...]):
         self.source = source
         self.binary = out_dir / source.stem
         self.status = out_dir / "status"
         includes = [f"-I{out_dir}"] + [f"-I{i}" for i in tools.includes]
-        self.process = subprocess.Popen(
-            [tools.compiler, *flags, *includes, str(source), "-o", str(self.binary)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-    def finish(self) -> None:
-        """Wait for the build and record its outcome (once)."""
-        if self.status.exists():
-            return
-        _, stderr = self.process.communicate()
-        outcome = "ok" if self.process.returncode == 0 else f"failed\n{stderr[-6000:]}"
-        partial = self.status.with_suffix(".partial")
-        partial.write_text(outcome)
-        partial.rename(self.status)
+        command = [tools.compiler, *flags, *includes, str(source), "-o", str(self.binary)]
+        self.process = subprocess.Popen([sys.executable, "-c", _RECORDED, str(self.status),
+                                         *command], stdout=subprocess.DEVNULL,
+                                        start_new_session=True)  # killed with its compiler
 
     def run(self) -> str:
         """Wait for the build, run the program, return what it printed."""
-        self.finish()
+        self.process.wait()
         return _run(self.source, self.binary, self.status)
+
+
+# Runs a compile command and writes "ok", or "failed" and its stderr's end, to the
+# status file named first (renamed into place: a reader sees all of it or none).
+_RECORDED = """
+import os, subprocess, sys
+status, command = sys.argv[1], sys.argv[2:]
+done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+with open(status + ".partial", "w") as out:
+    out.write("ok" if done.returncode == 0 else "failed\\n" + done.stderr[-6000:])
+os.rename(status + ".partial", status)
+"""
 
 
 class SharedBuild:
@@ -107,7 +111,6 @@ class SharedBuild:
         self.status = out_dir / "status"
 
     def run(self) -> str:
-        # The owner finishes its build before its session ends, unless the run stops.
         deadline = time.monotonic() + SHARED_BUILD_TIMEOUT
         while not self.status.exists():
             if time.monotonic() > deadline:

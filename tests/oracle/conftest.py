@@ -82,7 +82,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                             for name in needed}
 
 
-def _claim(directory) -> tuple[object, bool]:
+def _claim(directory: Path) -> tuple[Path, bool]:
     """The program's directory, and whether this worker builds it there."""
     try:
         directory.mkdir()

@@ -81,6 +81,7 @@ class Build:
         self.process = subprocess.Popen([sys.executable, "-c", _RECORDED, str(self.status),
                                          *command], stdout=subprocess.DEVNULL,
                                         start_new_session=True)  # killed with its compiler
+        (out_dir / "pid").write_text(str(self.process.pid))
 
     def run(self) -> str:
         """Wait for the build, run the program, return what it printed."""
@@ -113,11 +114,24 @@ class SharedBuild:
     def run(self) -> str:
         deadline = time.monotonic() + SHARED_BUILD_TIMEOUT
         while not self.status.exists():
+            if not self._compiling() and not self.status.exists():
+                raise AssertionError(f"{self.source.name}: its build was stopped (the run "
+                                     "stopped the worker that made it)")
             if time.monotonic() > deadline:
                 raise AssertionError(f"{self.source.name}: the worker building it did not "
                                      f"finish in {SHARED_BUILD_TIMEOUT} s")
             time.sleep(0.1)
         return _run(self.source, self.binary, self.status)
+
+    def _compiling(self) -> bool:
+        """Whether the owner's compile process still runs (or has not said its pid yet)."""
+        try:
+            os.kill(int((self.status.parent / "pid").read_text()), 0)
+        except (FileNotFoundError, ValueError):
+            return True
+        except ProcessLookupError:
+            return False
+        return True
 
 
 def _run(source: Path, binary: Path, status: Path) -> str:

@@ -14,9 +14,9 @@ Every other loop stays a loop, constant bounds or not: a plane chosen by the
 variable alone (`sd[j]`, `sd[i % 2]`) is an address computed at run time; a main
 loop over a ring (`for k in 0 .. 4`) is pipelined as a loop, so a loop whose body
 names a ring (a buffer with `stages`) is never unrolled, and one that would need
-unrolling too is refused at the loop, with what needs the constant and the ring. The copies are bounded
-(MAX_UNROLLED_STATEMENTS IR statements per unrolled loop, nested ones included),
-so a large range is a located error, not a slow compile.
+unrolling too is refused at the loop, with what needs the constant and the ring.
+The copies are bounded (MAX_UNROLLED_STATEMENTS IR statements per unrolled loop,
+nested ones included), so a large range is a located error, not a slow compile.
 """
 from __future__ import annotations
 

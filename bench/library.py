@@ -147,10 +147,11 @@ def main() -> None:
     print(f"\nlibrary cold, -j 1 / -j 2 wall: {one / two:.2f}x")
     print(f"library cold -j 2 / cached -j 2 wall: "
           f"{two / medians['library cached -j 2'][0]:.1f}x")
-    print(f"hopperc.build / hopperc build, cached, new process, wall: "
-          f"{medians['cached gemm_bf16 hopperc.build'][0] / medians['cached gemm_bf16'][0]:.2f}x")
-    print(f"remote hit / cold build wall: "
-          f"{medians['gemm_bf16 remote hit'][0] / medians['gemm_bf16 cold, filling the remote'][0]:.2f}x")
+    api, cli = medians["cached gemm_bf16 hopperc.build"][0], medians["cached gemm_bf16"][0]
+    print(f"hopperc.build / hopperc build, cached, new process, wall: {api / cli:.2f}x")
+    remote = medians["gemm_bf16 remote hit"][0]
+    cold = medians["gemm_bf16 cold, filling the remote"][0]
+    print(f"remote hit / cold build wall: {remote / cold:.2f}x")
     checks = {"cached gemm_bf16 wall": medians["cached gemm_bf16"][0],
               "uncached gemm_bf16 CPU": medians["uncached gemm_bf16"][1],
               "--help CPU": medians["--help"][1]}

@@ -1,6 +1,7 @@
-"""`exp2`, `log2`, `log`, `rsqrt`, the `inf` literal, comparisons, `where` and the element
-coordinates `row()` / `col()` in element-wise code: what the front end accepts,
-the C++ they become, and what the simulator computes for them."""
+"""`exp2`, `log2`, `log`, `rsqrt`, `tanh`, `sigmoid`, `erf`, `sin`, `cos`, the `inf`
+literal, comparisons, `where` and the element coordinates `row()` / `col()` in
+element-wise code: what the front end accepts, the C++ they become, and what the
+simulator computes for them."""
 from __future__ import annotations
 
 import math
@@ -103,9 +104,11 @@ def test_check_is_clean_against_the_reference():
     ("shared sx: f32[BM, 64]\n    tma sx <- X[tile.m, 0]",
      "shared inf: f32[BM, 64]\n    tma inf <- X[tile.m, 0]",
      "'inf' is a built-in name and cannot be redeclared"),
-    ("exp2(", "tanh(", "unknown function 'tanh' (known: abs, col(), exp, exp2, log, log2, max, "
-                       "min, relu, row(), rowmax, rowsum, rsqrt, where"),
+    ("exp2(", "softplus(", "unknown function 'softplus' (known: abs, col(), cos, erf, exp, exp2, "
+                           "log, log2, max, min, relu, row(), rowmax, rowsum, rsqrt, sigmoid, "
+                           "sin, tanh, where"),
     ("exp2(max(sx, -inf) * 0.5)", "log2(sx, 2.0)", "log2() takes 1 argument"),
+    ("exp2(max(sx, -inf) * 0.5)", "erf(sx, 2.0)", "erf() takes 1 argument"),
 ])
 def test_diagnostics(old, new, message):
     assert message in edit_error(KERNEL, old, new).message
@@ -156,3 +159,101 @@ def test_mask_diagnostics(old, new, message):
     with pytest.raises(CompileError) as info:
         driver.check(SourceFile("mask.hk", MASK.replace(old, new, 1)))
     assert message in info.value.message
+
+
+ACTIVATIONS = """kernel activations(X: f32[M, 64], Y: f32[M, 64])
+    tile(BM = 64) grid(m: M / BM) threads 128
+{
+    shared sx: f32[BM, 64]
+    tma sx <- X[tile.m, 0]
+    x: f32[BM, 64] = sx
+    sx = tanh(x) + sigmoid(x) * sin(x) - cos(x) + erf(x)
+    tma Y[tile.m, 0] <- sx
+}
+"""
+
+
+def test_activations_become_one_mufu_each_and_erf_the_math_library_s():
+    """tanh, sin and cos are one approximate instruction each, sigmoid an ex2 and
+    a reciprocal, erf the library's erff (NVRTC provides it with no header)."""
+    source = SourceFile("activations.hk", ACTIVATIONS)
+    cuda = driver.generate(source).cuda
+    assert ("(((hk_tanh(u_x[hk_k]) + (hk_sigmoid(u_x[hk_k]) * hk_sin(u_x[hk_k]))) - "
+            "hk_cos(u_x[hk_k])) + erff(u_x[hk_k]))") in cuda
+    built = driver.build(source)
+    ptx = built.result.ptx
+    for instruction in ("tanh.approx.f32", "sin.approx.ftz.f32", "cos.approx.ftz.f32",
+                        "rcp.approx.ftz.f32", "ex2.approx.ftz.f32"):
+        assert instruction in ptx, instruction
+    assert built.result.resources.spill_stores == 0
+    report = driver.simulate(source, seeds=1, search=20)
+    assert report.ok and report.reference == "numpy reference"
+
+
+# The documented error bounds of the kernel's forms (docs/language.md, element-wise
+# math): relative for tanh and sigmoid, absolute for sin and cos within 2 pi, ulps of
+# f32 for erff.
+F32_ULP = 2.0 ** -23
+
+
+def test_the_simulator_computes_the_activations_within_their_documented_error():
+    """The simulator's f32 values against float64 math, over the range activations
+    see and their limits; each is within the bound the kernel's form documents (the
+    simulator is nearer: within 2 f32 ulps, its roundings in f32)."""
+    x = np.concatenate([np.linspace(-6, 6, 97), [-100.0, -20.0, 20.0, 100.0],
+                        [-2 * math.pi, 2 * math.pi, 0.0]]).astype(np.float32)[None, :]
+    exact = x.astype(np.float64)
+
+    def value(op: str) -> np.ndarray:
+        got = elementwise(ir.Elementwise(op, (ir.TileRef("x"),)), x.shape, DType.F32,
+                          lambda name: x, None, {}, int)
+        assert got.dtype == np.float32
+        return got.astype(np.float64)
+
+    everywhere, near_pi = np.ones(x.shape, bool), np.abs(exact) <= 2 * math.pi
+    tiny = 2.0 ** -126  # sigmoid below f32's smallest normal is flushed to 0 (x < -87)
+    checks = {  # op: float64 value, relative and absolute error, where the bound holds
+        "tanh": (np.tanh(exact), 2.0 ** -11, 0.0, everywhere),
+        "sigmoid": (1 / (1 + np.exp(-exact)), 4 * F32_ULP, tiny, everywhere),
+        "erf": (np.vectorize(math.erf)(exact), 2 * F32_ULP, 0.0, everywhere),
+        "sin": (np.sin(exact), 0.0, 2.0 ** -20.5, near_pi),
+        "cos": (np.cos(exact), 0.0, 2.0 ** -20.5, near_pi),
+    }
+    for op, (want, rel, absolute, where) in checks.items():
+        got, want = value(op)[where], want[where]
+        error = np.abs(got - want)
+        assert (error <= rel * np.abs(want) + absolute).all(), (op, error.max())
+        assert (error <= 2 * F32_ULP * np.maximum(np.abs(want), 2.0 ** -3) + tiny).all(), op
+    limits = np.array([[-np.inf, np.inf]], dtype=np.float32)
+    for op, want in (("tanh", [-1, 1]), ("sigmoid", [0, 1]), ("erf", [-1, 1])):
+        got = elementwise(ir.Elementwise(op, (ir.TileRef("x"),)), limits.shape, DType.F32,
+                          lambda name: limits, None, {}, int)
+        assert got.tolist() == [want], op
+    sigmoid = value("sigmoid")[0, 97:99]  # x = -100: 0 (flushed); x = -20: e^-20, not 0
+    assert sigmoid[0] == 0 and sigmoid[1] == pytest.approx(math.exp(-20), rel=4 * F32_ULP)
+
+
+GELU = """kernel gelu(X: f32[M, 64], Y: f32[M, 64])
+    tile(BM = 64) grid(m: M / BM) threads 128
+{
+    shared sx: f32[BM, 64]
+    tma sx <- X[tile.m, 0]
+    x: f32[BM, 64] = sx
+    sx = x * 0.5 * (1.0 + erf(x * 0.7071067811865476))
+    tma Y[tile.m, 0] <- sx
+}
+"""
+
+
+def test_exact_gelu_written_with_erf_is_nn_gelu():
+    """nn.GELU's default (no tanh approximation) as a kernel writes it: the
+    reference's output against x / 2 (1 + erf(x / sqrt 2)) in float64."""
+    from hopperc.sim.problem import make_problem
+    from hopperc.sim.reference import expected_outputs
+    front_end = driver.check(SourceFile("gelu.hk", GELU))
+    problem = make_problem(driver.lower(front_end), {"M": 64})
+    x = problem.inputs["X"].astype(np.float64)
+    want = x * 0.5 * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    got = expected_outputs(front_end, problem)["Y"].astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=8 * F32_ULP, atol=1e-30)
+    assert np.ptp(x) > 1  # the inputs cover both sides of the bend, not only ~0

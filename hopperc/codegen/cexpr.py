@@ -350,6 +350,10 @@ def _elementwise(op: str, vals: list[str]) -> str:
             return f"(hk_lg2({vals[0]}) * {math.log(2.0)!r}f)"
         case "rsqrt":
             return f"rsqrtf({vals[0]})"
+        case "tanh" | "sigmoid" | "sin" | "cos":
+            return f"hk_{op}({vals[0]})"
+        case "erf":
+            return f"erff({vals[0]})"  # the math library's: users need it exact (GELU)
         case "==" | "!=" | "<" | "<=" | ">" | ">=":
             return f"(({vals[0]}) {op} ({vals[1]}) ? 1.0f : 0.0f)"
         case "where":

@@ -7,6 +7,7 @@ arithmetic; they differ in when and from where operands are read.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Mapping
 
 import ml_dtypes
@@ -119,11 +120,25 @@ def _log(x):
     return _log2(x) * np.float32(np.log(2.0))
 
 
+def _sigmoid(x):
+    """1 / (1 + e^-x) in f32: 0 where e^-x overflows, as the kernel's 1 / inf."""
+    return np.float32(1) / (np.float32(1) + np.exp(-x))
+
+
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x):
+    """erf in f64 rounded to f32 (numpy has none): erff is within 2 ulp of it."""
+    return np.asarray(_ERF(np.asarray(x, dtype=np.float64)), dtype=np.float64).astype(np.float32)
+
+
 _ELEMENTWISE = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "neg": np.negative,
     "relu": lambda x: np.maximum(x, np.float32(0)), "abs": np.abs, "exp": np.exp,
     "exp2": np.exp2, "log2": _log2, "log": _log,
     "rsqrt": lambda x: np.float32(1) / np.sqrt(x),
+    "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "sin": np.sin, "cos": np.cos,
     "max": np.maximum, "min": np.minimum,
     **{op: (lambda f: lambda a, b: np.where(f(a, b), np.float32(1), np.float32(0)))(f)
        for op, f in (("==", np.equal), ("!=", np.not_equal), ("<", np.less),

@@ -21,7 +21,7 @@ from tests.conftest import ROOT, SAMPLES
 HOSTILE = ["int", "class", "float", "unsigned", "char", "short", "long", "size_t", "int8_t",
            "uint32_t", "asm", "return", "template", "this", "NULL",
            "max", "exp", "main", "threadIdx", "blockIdx", "warpSize", "j1", "y0", "sinf",
-           "signbit", "fmaxf", "__expf", "__syncthreads", "__CUDA_ARCH__", "_", "__x",
+           "signbit", "fmaxf", "__expf", "erff", "__syncthreads", "__CUDA_ARCH__", "_", "__x",
            "hk_warp", "hk_smem", "hk_smem_base", "hk_k", "hk_t", "hk_r", "hk_c", "hk_i",
            "hk_tile_m", "hk_tensor_map", "hk_kernel", "hk_elect_one", "hk_reg_phase_b_full",
            "tmap_X", "phase_b_full", "x", "u_x"]

@@ -164,7 +164,8 @@ kernel fz(A: bf16[M, K], B: bf16[N, K], C: {dt}[M, N])
 """,
 }
 _SAFE_EXPRS = ["f32(sx)", "f32(sx) * s[:, None]", "f32(sx) + 1.0", "max(f32(sx), 0.0)",
-               "f32(sx) * 2.0 - s[:, None]"]
+               "f32(sx) * 2.0 - s[:, None]",
+               "tanh(f32(sx)) * sigmoid(f32(sx)) + erf(sin(f32(sx)) - cos(s[:, None]))"]
 
 
 @st.composite

@@ -33,6 +33,7 @@ HOSTILE_NAMES = [
     # CUDA built-ins and math library names
     "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "__shared__", "__syncthreads",
     "j1", "y0", "y1", "j0", "sinf", "expf", "exp", "max", "min", "abs", "printf", "malloc",
+    "erff", "erf", "tanh", "sigmoid",
     "uint32_t", "uint64_t", "int32_t", "size_t", "half", "float2", "CUtensorMap",
     # names the renderer itself generates
     "hk_warp", "hk_lane", "hk_k", "hk_i", "hk_t", "hk_r", "hk_c", "hk_smem", "hk_smem_base",

@@ -247,13 +247,17 @@ GELU = """kernel gelu(X: f32[M, 64], Y: f32[M, 64])
 
 def test_exact_gelu_written_with_erf_is_nn_gelu():
     """nn.GELU's default (no tanh approximation) as a kernel writes it: the
-    reference's output against x / 2 (1 + erf(x / sqrt 2)) in float64."""
+    reference's output against x / 2 (1 + erf(x / sqrt 2)) in float64, over the bend
+    and both tails. Where 1 + erf cancels (x < -3) the error is absolute: the f32
+    roundings of erf and of 1 + erf near 1, times x / 2."""
     from hopperc.sim.problem import make_problem
     from hopperc.sim.reference import expected_outputs
     front_end = driver.check(SourceFile("gelu.hk", GELU))
     problem = make_problem(driver.lower(front_end), {"M": 64})
+    problem.inputs["X"] = np.linspace(-8, 8, 64 * 64, dtype=np.float32).reshape(64, 64)
     x = problem.inputs["X"].astype(np.float64)
     want = x * 0.5 * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
     got = expected_outputs(front_end, problem)["Y"].astype(np.float64)
-    np.testing.assert_allclose(got, want, rtol=8 * F32_ULP, atol=1e-30)
-    assert np.ptp(x) > 1  # the inputs cover both sides of the bend, not only ~0
+    assert (np.abs(got - want) <= F32_ULP * (np.abs(x) + 2 * np.abs(want))).all()
+    bend = np.abs(x) <= 1
+    np.testing.assert_allclose(got[bend], want[bend], rtol=4 * F32_ULP)

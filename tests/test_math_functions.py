@@ -104,9 +104,9 @@ def test_check_is_clean_against_the_reference():
     ("shared sx: f32[BM, 64]\n    tma sx <- X[tile.m, 0]",
      "shared inf: f32[BM, 64]\n    tma inf <- X[tile.m, 0]",
      "'inf' is a built-in name and cannot be redeclared"),
-    ("exp2(", "softplus(", "unknown function 'softplus' (known: abs, col(), cos, erf, exp, exp2, "
-                           "log, log2, max, min, relu, row(), rowmax, rowsum, rsqrt, sigmoid, "
-                           "sin, tanh, where"),
+    ("exp2(", "softplus(", "unknown function 'softplus' (known: abs, argmax, col(), cos, erf, exp, "
+                           "exp2, log, log2, max, min, relu, row(), rowmax, rowmin, rowsum, "
+                           "rsqrt, sigmoid, sin, tanh, where"),
     ("exp2(max(sx, -inf) * 0.5)", "log2(sx, 2.0)", "log2() takes 1 argument"),
     ("exp2(max(sx, -inf) * 0.5)", "erf(sx, 2.0)", "erf() takes 1 argument"),
 ])

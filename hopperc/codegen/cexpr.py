@@ -289,20 +289,47 @@ def _element_offset(buf: ir.SharedBuffer, r: str, c: str) -> str:
     return text
 
 
+_REDUCTIONS = {"max": ("fmaxf(hk_v, {})", "-__int_as_float(0x7f800000)"),
+               "min": ("fminf(hk_v, {})", "__int_as_float(0x7f800000)"),
+               "sum": ("hk_v + {}", "0.0f")}
+
+
 def reduction(op: str) -> tuple[str, str]:
-    """(hk_v combined with {}, the identity) of rowmax ("max") or rowsum ("sum")."""
-    if op == "max":
-        return "fmaxf(hk_v, {})", "-__int_as_float(0x7f800000)"
-    return "hk_v + {}", "0.0f"
+    """(hk_v combined with {}, the identity) of rowmax ("max"), rowmin ("min")
+    or rowsum ("sum")."""
+    return _REDUCTIONS[op]
 
 
 def row_reduce(op: str, name: str, tile: ir.TileDef) -> str:
-    """Slot hk_k (a row, ir.Layout.ROWS) of rowmax / rowsum of a wgmma-layout f32
-    tile: the thread's slots of that row, then the quad's 4 lanes (xor 1, 2)."""
+    """Slot hk_k (a row, ir.Layout.ROWS) of rowmax / rowmin / rowsum / argmax of a
+    wgmma-layout f32 tile: the thread's slots of that row, then the quad's 4
+    lanes (xor 1, 2)."""
+    if op == "argmax":
+        return row_argmax(name, tile)
     combine = reduction(op)[0]
     step = " ".join(f"hk_v = {combine.format(f'__shfl_xor_sync(0xffffffffu, hk_v, {lane})')};"
                     for lane in (1, 2))
     return f"[&] {{ {_own_slots(combine, name, tile)} {step} return hk_v; }}()"
+
+
+def row_argmax(name: str, tile: ir.TileDef) -> str:
+    """Slot hk_k of argmax of a wgmma-layout f32 tile, as f32: (value, column)
+    pairs, the thread's slots of the row, then the quad's lanes (xor 1, 2), each
+    step keeping the pair hk_argmax_takes prefers (the larger value, NaN above
+    all, ties to the lower column: numpy.argmax), so the order is free."""
+    tile_name = names.user(name)
+    column = "(8 * (({0}) / 4) + 2 * (static_cast<int>(threadIdx.x) % 4) + ({0}) % 2)"
+    steps = " ".join(
+        f"{{ const float hk_ov = __shfl_xor_sync(0xffffffffu, hk_v, {lane}); "
+        f"const int hk_oi = __shfl_xor_sync(0xffffffffu, hk_i, {lane}); "
+        "if (hk_argmax_takes(hk_ov, hk_oi, hk_v, hk_i)) { hk_v = hk_ov; hk_i = hk_oi; } }"
+        for lane in (1, 2))
+    return (f"[&] {{ float hk_v = {tile_name}[2 * hk_k]; int hk_i = {column.format('2 * hk_k')}; "
+            f"for (int hk_s = 2 * hk_k + 1; hk_s < {tile_registers(tile)}; ++hk_s) "
+            f"if ((hk_s / 2) % 2 == hk_k && hk_argmax_takes({tile_name}[hk_s], "
+            f"{column.format('hk_s')}, hk_v, hk_i)) "
+            f"{{ hk_v = {tile_name}[hk_s]; hk_i = {column.format('hk_s')}; }} "
+            f"{steps} return static_cast<float>(hk_i); }}()")
 
 
 def thread_row_sum(name: str, tile: ir.TileDef) -> str:

@@ -31,7 +31,7 @@ def row_operands(expr: ir.TileExpr, layout: ir.Layout | None, shape: tuple[int, 
             case ir.RowReduce(name=name, partials=partials):
                 kind = ir.Layout.ROWS if partials is None else ir.Layout.EVERY_ROW
                 if layout is not kind:
-                    raise CompileError(span, f"row{e.op}({name}) gives {_kind(kind)}, which "
+                    raise CompileError(span, f"{e.function}({name}) gives {_kind(kind)}, which "
                                              f"does not go with {_statement(layout)}")
             case ir.TileRef(name=name):
                 tile = lookup(name)

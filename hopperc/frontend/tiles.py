@@ -25,6 +25,8 @@ BINARY_FUNCS = {"max", "min"}
 TERNARY_FUNCS = {"where"}  # where(c, a, b): a where c != 0, else b
 INDEX_FUNCS = {"row", "col"}  # the element's row or column: row(), col()
 FUNCS = UNARY_FUNCS | BINARY_FUNCS | TERNARY_FUNCS
+# one value per row of a register tile: function -> RowReduce's op
+ROW_REDUCTIONS = {"rowmax": "max", "rowmin": "min", "rowsum": "sum", "argmax": "argmax"}
 BINARY_OPS = {"+", "-", "*", "/"}
 COMPARE_OPS = {"==", "!=", "<", "<=", ">", ">="}  # 1 where true, else 0
 
@@ -138,7 +140,7 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
         case ast.Subscript(value=ast.Name(id=name)) if isinstance(
                 scope.lookup(name, expr.value.span), ir.TensorParam):
             return Typed(ir.ScalarValue(tensor_element(expr, scope)[0]), None, None)
-        case ast.Call(func="rowmax" | "rowsum" as func, args=args, span=span):
+        case ast.Call(func=func, args=args, span=span) if func in ROW_REDUCTIONS:
             return _row_reduce(func, args, scope, span)
         case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if isinstance(
                 scope.lookup(name, expr.value.span), VectorSymbol):
@@ -177,9 +179,9 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
             return Typed(ir.ElementIndex(func), None, None)
         case ast.Call(func=func, span=span):
             # a cast is spelt as its dtype: bf16(x)
-            names = FUNCS | set(INDEX_FUNCS) | {"rowmax", "rowsum"} | {d.text for d in DType}
+            names = FUNCS | set(INDEX_FUNCS) | set(ROW_REDUCTIONS) | {d.text for d in DType}
             known = ", ".join(sorted(FUNCS | {f"{f}()" for f in INDEX_FUNCS}
-                                     | {"rowmax", "rowsum"}))
+                                     | set(ROW_REDUCTIONS)))
             raise CompileError(span, f"unknown function '{func}'{did_you_mean(func, names)} "
                                      f"(known: {known}, and casts like f32(x))")
     view = buffer_view(expr, scope, warpgroups)
@@ -259,18 +261,23 @@ def _combine(op: str, operands: list[Typed], span: Span) -> Typed:
 
 
 def _row_reduce(func: str, args, scope: Scope, span: Span) -> Typed:
-    """rowmax(t) / rowsum(t) of an f32 register tile. In the wgmma layout a row
-    lives in the 4 threads of a quad, so a thread reduces its slots and the quad
-    its threads (shuffles), with no shared memory. A row-major tile whose rows
-    each span all its threads (columns a multiple of them) is reduced per warp
-    (slots, then shuffles), and the warps' partials meet in shared memory: a
-    RowPartials statement ahead of this one writes them, this one reads them."""
+    """rowmax(t) / rowmin(t) / rowsum(t) / argmax(t) of an f32 register tile. In
+    the wgmma layout a row lives in the 4 threads of a quad, so a thread reduces
+    its slots and the quad its threads (shuffles), with no shared memory. A
+    row-major tile whose rows each span all its threads (columns a multiple of
+    them) is reduced per warp (slots, then shuffles), and the warps' partials
+    meet in shared memory: a RowPartials statement ahead of this one writes
+    them, this one reads them (not argmax's, whose partials would be pairs)."""
+    op = ROW_REDUCTIONS[func]
     tile = scope.lookup(args[0].id, args[0].span) if len(args) == 1 and isinstance(
         args[0], ast.Name) else None
     if not isinstance(tile, TileSymbol) or len(tile.shape) != 2 or tile.dtype is not DType.F32:
         raise CompileError(span, f"{func}() takes a 2-D register tile of f32 by name")
     if tile.layout is ir.Layout.WGMMA:
-        return Typed(ir.RowReduce(func[3:], args[0].id), DType.F32, (tile.shape[0],))
+        return Typed(ir.RowReduce(op, args[0].id), DType.F32, (tile.shape[0],))
+    if op == "argmax":
+        raise CompileError(span, f"argmax() takes a warpgroup's [64, N] tile (wgmma layout); "
+                                 f"'{args[0].id}' is a row-major {list(tile.shape)} tile")
     rows, cols = tile.shape
     if cols % tile.threads or rows > MAX_EVERY_ROW:
         raise CompileError(span, f"{func}() of a row-major tile needs each row spread over all "
@@ -281,14 +288,14 @@ def _row_reduce(func: str, args, scope: Scope, span: Span) -> Typed:
                                  "registers)")
     # A warp's row of partials fills whole 16-byte chunks: no two warps share one.
     # Where each warpgroup holds its own tile, each has its own part (buf[wg]).
-    name = scope.fresh(f"{args[0].id}_row{func[3:]}_partials", span)
+    name = scope.fresh(f"{args[0].id}_{func}_partials", span)
     groups = scope.running // tile.threads
     buffer = ir.SharedBuffer(name, DType.F32, (scope.running // 32, -(-rows // 4) * 4), 1,
                              Swizzle.NONE, span)
     part = ir.ViewPart(ir.Scalar(ir.ScalarKind.BUILTIN, "wg"), groups) if groups > 1 else None
     view = ir.BufferView(name, part=part)
-    scope.row_partials.append((ir.RowPartials(func[3:], args[0].id, view, span), buffer))
-    return Typed(ir.RowReduce(func[3:], args[0].id, view), DType.F32, (rows,))
+    scope.row_partials.append((ir.RowPartials(op, args[0].id, view, span), buffer))
+    return Typed(ir.RowReduce(op, args[0].id, view), DType.F32, (rows,))
 
 
 def _columns(name: str, tile: TileSymbol, rows: ast.Expr, cols: ast.Expr, scope: Scope,

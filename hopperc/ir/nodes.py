@@ -232,7 +232,7 @@ class TileAssign:
 
 @dataclass(frozen=True)
 class RowPartials:
-    """The first half of rowmax / rowsum (`op` "max" or "sum") of row-major f32
+    """The first half of rowmax / rowmin / rowsum (`op` "max", "min" or "sum") of row-major f32
     tile `tile`, whose rows each span all its threads: each thread reduces its
     slots of a row, the warp's lanes combine theirs with shuffles, and lane 0
     of warp w writes the row's partial to row w of shared view `partials` (f32

@@ -63,8 +63,8 @@ def tile(expr: ir.TileExpr) -> str:
             return f"({tile(a)} {op} {tile(b)})"
         case ir.ElementIndex(axis=axis):
             return f"{axis}()"
-        case ir.RowReduce(op=op, name=name, partials=None):
-            return f"row{op}({name})"
+        case ir.RowReduce(name=name, partials=None):
+            return f"{expr.function}({name})"
         case ir.RowReduce(op=op, partials=partials):
             return f"{op} over warps of {view(partials)}[:, row]"
         case ir.ThreadRowSum(name=name):

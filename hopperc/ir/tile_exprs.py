@@ -51,9 +51,11 @@ class ScalarValue:
 
 @dataclass(frozen=True)
 class RowReduce:
-    """rowmax(name) / rowsum(name) (`op` "max" or "sum"): one value per row of an
-    f32 tile. Of a warpgroup's wgmma-layout tile (`partials` None), a register
-    row vector (Layout.ROWS) reduced in registers. Of a row-major tile whose
+    """rowmax(name) / rowmin(name) / rowsum(name) / argmax(name) (`op` "max",
+    "min", "sum" or "argmax": the column of each row's first maximum, as f32):
+    one value per row of an f32 tile. Of a warpgroup's wgmma-layout tile
+    (`partials` None), a register row vector (Layout.ROWS) reduced in registers
+    (argmax carries (value, column) pairs). Of a row-major tile whose
     rows span every thread that holds it, a vector of Layout.EVERY_ROW that
     combines the warps' partials a RowPartials statement wrote to the shared
     view `partials` (f32 [warps, rows]; a warpgroup's part `buf[wg]` where each
@@ -62,6 +64,11 @@ class RowReduce:
     op: str
     name: str
     partials: BufferView | None = None
+
+    @property
+    def function(self) -> str:
+        """The name a kernel calls it by."""
+        return self.op if self.op == "argmax" else f"row{self.op}"
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,15 @@ _ELEMENTWISE = {
 }
 
 
+# rowmax / rowmin / rowsum / argmax along `axis`, as the C++ computes them in f32;
+# argmax is numpy's (the first maximum; a NaN counts above every number).
+_ROW_REDUCTIONS = {
+    "max": np.max, "min": np.min,
+    "sum": lambda v, axis: np.sum(v, axis=axis, dtype=np.float32),
+    "argmax": lambda v, axis: np.argmax(v, axis=axis).astype(np.float32),
+}
+
+
 def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
                 tile: Callable[[str], np.ndarray], shared: Callable[[ir.SharedRead], np.ndarray],
                 tensors: Mapping[str, np.ndarray], integer: Callable[[ir.ScalarExpr], int],
@@ -183,12 +192,9 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
             case ir.RowReduce(op=op, partials=ir.BufferView() as partials):
                 # the warps' partials in shared memory (f32 [warps, rows padded])
                 parts = shared(ir.SharedRead(partials, "rows"))[:, :shape[0]]
-                return np.max(parts, axis=0) if op == "max" else \
-                    np.sum(parts, axis=0, dtype=np.float32)
-            case ir.RowReduce(op="max", name=name):
-                return np.max(tile(name), axis=1)
-            case ir.RowReduce(op="sum", name=name):
-                return np.sum(tile(name), axis=1, dtype=np.float32)
+                return _ROW_REDUCTIONS[op](parts, axis=0)
+            case ir.RowReduce(op=op, name=name):
+                return _ROW_REDUCTIONS[op](tile(name), axis=1)
             case ir.ThreadRowSum(name=name):
                 return thread_row_sums(tile(name))
             case ir.RowPartsSum(name=name):
@@ -272,8 +278,7 @@ def row_partials(op: str, values: np.ndarray, threads: int, width: int) -> np.nd
     zeros to `width`."""
     rows, cols = values.shape
     by_warp = values.reshape(rows, cols // threads, threads // 32, 32)
-    reduced = np.max(by_warp, axis=(1, 3)) if op == "max" else \
-        np.sum(by_warp, axis=(1, 3), dtype=np.float32)
+    reduced = _ROW_REDUCTIONS[op](by_warp, axis=(1, 3))
     out = np.zeros((threads // 32, width), dtype=np.float32)
     out[:, :rows] = reduced.T
     return out

@@ -98,11 +98,14 @@ class ElementCode:
             self.register_use(name, span)
             return self.tiles[name]
 
-        def shared(read: ir.SharedRead) -> np.ndarray:
+        def shared_access(read: ir.SharedRead):
             where = self.place(read.view, lanes, span)  # a row reduction's partials
             block.memory.read(self.agent, self.clock, block.space.region(where),
                               Site(f"ld.shared of {self.label(where)}", span))
-            return block.space.read(where)
+            return where
+
+        def shared(read: ir.SharedRead) -> np.ndarray:
+            return block.space.read(shared_access(read))
 
         def integer(e: ir.ScalarExpr) -> int:
             return self.value(e, lanes, span)
@@ -119,8 +122,9 @@ class ElementCode:
             if stmt.tensor in block.writers:
                 block.writers[stmt.tensor][index] = span
         else:
-            operands(stmt.value, lambda name: self.register_use(name, span),
-                     lambda read: shared(read), integer)
+            # a run without data records the accesses only
+            operands(stmt.value, lambda name: self.register_use(name, span), shared_access,
+                     integer)
         block.global_writes.store(self.agent, self.clock, stmt.tensor, zip(*map(tuple, index)),
                                   Site(f"st.global of '{stmt.tensor}' by {self.who}", span))
         self.tick()

@@ -261,3 +261,40 @@ def test_exact_gelu_written_with_erf_is_nn_gelu():
     assert (np.abs(got - want) <= F32_ULP * (np.abs(x) + 2 * np.abs(want))).all()
     bend = np.abs(x) <= 1
     np.testing.assert_allclose(got[bend], want[bend], rtol=4 * F32_ULP)
+
+
+CLAMP = """kernel clamp_below(X: i32[M, 64], Y: i32[M, 64], k: i32)
+    tile(BM = 64) grid(m: M / BM) threads 128
+{
+    shared sx: i32[BM, 64]
+    c: i32 = max(min(k, 3), -2)
+    tma sx <- X[tile.m, 0]
+    sx = max(sx, c)
+    tma Y[tile.m, 0] <- sx
+}
+"""
+
+
+@pytest.mark.parametrize("k", [-7, 1, 9])
+def test_integer_min_and_max_of_scalars_are_integer_operations(k):
+    """`min` / `max` of i32 scalars are C++'s integer min / max (constants fold);
+    of an i32 tile they run in f32 like all element-wise math, exact within 2^24."""
+    from hopperc.sim.problem import make_problem
+    from hopperc.sim.reference import expected_outputs
+    source = SourceFile("clamp.hk", CLAMP)
+    assert "max(min(u_k, 3), -2)" in driver.generate(source).cuda
+    front_end = driver.check(source)
+    problem = make_problem(driver.lower(front_end), {"M": 64})
+    problem.scalars["k"] = k
+    x = problem.inputs["X"] = np.arange(-2048, 2048, dtype=np.int32).reshape(64, 64) % 13 - 6
+    np.testing.assert_array_equal(expected_outputs(front_end, problem)["Y"],
+                                  np.maximum(x, min(max(k, -2), 3)))
+
+
+def test_integer_min_max_fold_and_check_their_arguments():
+    assert "fmaxf(hk_i32_to_f32(hk_ld_shared_i32(hk_smem_base + 0u + static_cast<unsigned>(" \
+        "((hk_r) * 64 + (hk_c)) * 4))), (3 + u_k))" in driver.generate(SourceFile(
+            "c.hk", CLAMP.replace("max(min(k, 3), -2)", "max(-1, 4 - 1) + k"))).cuda
+    assert "max() takes 2 arguments" in edit_error(CLAMP, "max(min(k, 3), -2)",
+                                                   "max(k)").message
+    assert driver.simulate(SourceFile("clamp.hk", CLAMP), seeds=1, search=10).ok

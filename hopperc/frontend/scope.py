@@ -196,6 +196,10 @@ def scalar_expr(expr: ast.Expr, scope: Scope, *, builtins: frozenset[str] = froz
                         scalar_expr(right, scope, builtins=builtins), span)
         case ast.Not(operand=operand, span=span):
             return ir.ScalarOp("not", scalar_expr(operand, scope, builtins=builtins))
+        case ast.Call(func="min" | "max" as func, args=args, span=span):
+            if len(args) != 2:
+                raise CompileError(span, f"{func}() takes 2 arguments")
+            return fold(func, *(scalar_expr(a, scope, builtins=builtins) for a in args), span)
         case ast.Subscript(value=ast.Name(id=name, span=name_span), span=span) if isinstance(
                 scope.lookup(name, name_span), ir.TensorParam):
             element, dtype = tensor_element(expr, scope, builtins)

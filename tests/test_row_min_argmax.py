@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from hopperc import driver
+from hopperc.backend.nvrtc import compile_cuda
+from hopperc.codegen.render import _environment
 from hopperc.diagnostics import SourceFile
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
@@ -95,6 +97,27 @@ def test_codegen_min_from_infinity_and_argmax_shuffles_value_and_column():
     wide = driver.generate(SourceFile("wide.hk", WIDE)).cuda
     assert "float hk_v = __int_as_float(0x7f800000);" in wide  # rowmin's identity, +inf
     assert "hk_v = fminf(hk_v, __shfl_xor_sync(0xffffffffu, hk_v, 16));" in wide
+
+
+def test_the_pair_order_is_numpy_argmax_s_checked_by_nvrtc():
+    """hk_argmax_takes(v, i, best, best_i): whether (v, i) replaces the pair kept.
+    Over pairs of distinct columns it is a strict total order whose greatest pair
+    is numpy.argmax's (larger value; a NaN above all; ties and NaNs to the lower
+    column), so the quad's shuffles may combine in any order."""
+    cases = [("2.0f, 5, 1.0f, 0", True), ("1.0f, 0, 2.0f, 1", False),  # larger value
+             ("1.0f, 0, 1.0f, 3", True), ("1.0f, 3, 1.0f, 0", False),  # tie: lower column
+             ("HK_NAN, 9, HK_INF, 0", True), ("HK_INF, 0, HK_NAN, 9", False),
+             ("HK_NAN, 2, HK_NAN, 7", True), ("HK_NAN, 7, HK_NAN, 2", False),
+             ("-HK_INF, 1, -HK_INF, 4", True), ("-HK_INF, 4, -HK_INF, 4", False),
+             ("-0.0f, 3, 0.0f, 1", False)]  # -0 == +0: a tie
+    asserts = "\n".join(f'static_assert({"" if want else "!"}hk_argmax_takes({args}), "{args}");'
+                         for args, want in cases)
+    compile_cuda(_environment().get_template("prelude.cu.j2").render() + f"""
+#define HK_NAN __builtin_bit_cast(float, 0x7fc00000u)
+#define HK_INF __builtin_bit_cast(float, 0x7f800000u)
+{asserts}
+extern "C" __global__ void k() {{}}
+""", "argmax_order.cu")
 
 
 def test_builds_without_spills():

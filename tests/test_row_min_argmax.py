@@ -1,6 +1,7 @@
 """`rowmin(x)` and `argmax(x)`: row reductions through rowmax's path (ir.RowReduce,
 and RowPartials for a row-major tile whose rows span warps). argmax carries
-(value, column) pairs through a thread's slots and the quad's shuffles, ordered as
+(value, column) pairs through a thread's slots and the quad's or the warp's
+shuffles (then the warps' partials, values then columns), ordered as
 numpy.argmax: the larger value, a NaN above every number, ties to the lower
 column. The front end, the C++, one NVRTC build, the simulator against numpy in
 float64 with ties and NaN, and `check`."""
@@ -19,6 +20,7 @@ from hopperc.ir.printer import tile as printed
 from hopperc.sim.explore import simulate
 from hopperc.sim.problem import default_dims, make_problem
 from hopperc.sim.reference import expected_outputs
+from hopperc.sim.values import combine_argmax, row_partials
 from tests.conftest import edit_error
 from tests.sim import mutations as m
 
@@ -39,13 +41,14 @@ QUAD = """kernel row_stats(X: f32[M, 64], LO: f32[M], ARG: i32[M], HI: f32[M])
 
 # [16, 256] tiles over 128 threads: each row spans the 4 warps, whose partials meet
 # in shared memory; the reduction is stored directly.
-WIDE = """kernel row_min_wide(X: f32[M, 256], LO: f32[M])
+WIDE = """kernel row_min_wide(X: f32[M, 256], LO: f32[M], ARG: i32[M])
     tile(BM = 16) grid(m: M / BM) threads 128
 {
     shared sx: f32[BM, 256]
     tma sx <- X[tile.m, 0]
     x: f32[BM, 256] = sx
     LO[tile.m] = rowmin(x)
+    ARG[tile.m] = i32(argmax(x))
 }
 """
 
@@ -77,13 +80,6 @@ def test_diagnostics(old, new, message):
     assert message in edit_error(QUAD, old, new).message
 
 
-def test_negative_argmax_of_a_row_major_tile_is_refused_at_its_line():
-    error = edit_error(WIDE, "LO[tile.m] = rowmin(x)", "LO[tile.m] = argmax(x)")
-    assert error.span.line == 7
-    assert "argmax() takes a warpgroup's [64, N] tile (wgmma layout); 'x' is a row-major " \
-           "[16, 256] tile" in error.message
-
-
 def test_codegen_min_from_infinity_and_argmax_shuffles_value_and_column():
     cuda = driver.generate(SourceFile("stats.hk", QUAD)).cuda
     assert "hk_v = fminf(hk_v, __shfl_xor_sync(0xffffffffu, hk_v, 2));" in cuda
@@ -97,6 +93,24 @@ def test_codegen_min_from_infinity_and_argmax_shuffles_value_and_column():
     wide = driver.generate(SourceFile("wide.hk", WIDE)).cuda
     assert "float hk_v = __int_as_float(0x7f800000);" in wide  # rowmin's identity, +inf
     assert "hk_v = fminf(hk_v, __shfl_xor_sync(0xffffffffu, hk_v, 16));" in wide
+    # argmax across warps: pairs through the warp's 5 shuffles; lane 0 stores the
+    # warp's value, and its column 4 warps x 16 rows x 4 bytes further
+    assert "const int hk_oi = __shfl_xor_sync(0xffffffffu, hk_i, 16);" in wide
+    assert "int hk_i = ((hk_s - hk_k * 2) * 128 + static_cast<int>(threadIdx.x) % 128);" in wide
+    assert "+ 256u, static_cast<float>(hk_i));" in wide
+
+
+def test_argmax_across_warps_keeps_each_warp_s_value_then_column():
+    """[16, 256] over 128 threads: warp w holds columns 32w .. 32w + 31 and 128 +
+    32w .. 128 + 32w + 31; its partial is its first maximum and that column."""
+    x = np.zeros((2, 256), dtype=np.float32)
+    x[0, [5, 40, 130, 232]] = [3, 3, 4, 4]  # warps 0, 1, 0 and 3
+    x[1, [100, 70]] = np.nan  # warps 3 and 2
+    parts = row_partials("argmax", x, 128, 4)
+    assert parts.shape == (8, 4) and not parts[:, 2:].any()
+    assert parts[:4, 0].tolist() == [4, 3, 0, 4] and parts[4:, 0].tolist() == [130, 40, 64, 232]
+    assert np.isnan(parts[2:4, 1]).all() and parts[4:, 1].tolist() == [0, 32, 70, 100]
+    assert combine_argmax(parts[:, :2]).tolist() == [130, 70]
 
 
 def test_the_pair_order_is_numpy_argmax_s_checked_by_nvrtc():
@@ -120,8 +134,9 @@ extern "C" __global__ void k() {{}}
 """, "argmax_order.cu")
 
 
-def test_builds_without_spills():
-    built = driver.build(SourceFile("stats.hk", QUAD))
+@pytest.mark.parametrize("text", [QUAD, WIDE])
+def test_builds_without_spills(text):
+    built = driver.build(SourceFile("k.hk", text))
     resources = built.result.resources
     assert resources is not None and resources.spill_stores == resources.spill_loads == 0
     assert "shfl.sync.bfly.b32" in built.result.ptx
@@ -141,13 +156,16 @@ def test_reference_is_numpy_in_float64_with_ties_and_nan():
     np.testing.assert_array_equal(got["HI"][clean], x64.max(axis=1)[clean])
 
 
-def test_reference_of_the_warps_partials_is_numpy_min():
+@pytest.mark.parametrize("seed", [2, 3])
+def test_reference_of_the_warps_partials_is_numpy_min_and_argmax(seed):
     front_end = driver.check(SourceFile("wide.hk", WIDE))
     problem = make_problem(driver.lower(front_end), {"M": 40})
-    x = problem.inputs["X"] = np.random.default_rng(2).standard_normal((40, 256)).astype(
-        np.float32)
-    np.testing.assert_array_equal(expected_outputs(front_end, problem)["LO"],
-                                  x.astype(np.float64).min(axis=1))
+    x = problem.inputs["X"] = _with_ties((40, 256), seed)
+    x[5, [250, 130]] = np.nan  # the first NaN in a later warp than the second
+    got, x64 = expected_outputs(front_end, problem), x.astype(np.float64)
+    assert got["ARG"].tolist() == np.argmax(x64, axis=1).tolist()
+    clean = ~np.isnan(x64).any(axis=1)
+    np.testing.assert_array_equal(got["LO"][clean], x64.min(axis=1)[clean])
 
 
 @pytest.mark.parametrize("text", [QUAD, WIDE])
@@ -157,13 +175,13 @@ def test_check_is_clean(text):
         [f.headline() for f in report.findings]
 
 
-def test_negative_without_the_partials_barrier_the_stored_minimum_races():
-    """The store reads every warp's partial: a run that records accesses without
-    data must see them too."""
+@pytest.mark.parametrize("which", [0, 1])
+def test_negative_without_a_partials_barrier_the_stored_reduction_races(which):
+    """The store of rowmin (0) or argmax (1) reads every warp's partials."""
     front_end = driver.check(SourceFile("wide.hk", WIDE))
     lowered = driver.lower(front_end)
-    (target,) = [s for s in walk(lowered.body) if isinstance(s, ir.NamedBarrier)
-                 and "partials" in s.reason.subject]
+    target = [s for s in walk(lowered.body) if isinstance(s, ir.NamedBarrier)
+              and "partials" in s.reason.subject][which]
     broken = m.edit(lowered, m.remove(ir.NamedBarrier, lambda s: s is target))
     report = simulate(broken, front_end, make_problem(broken, default_dims(broken)), 2, 30,
                       first_finding=True)

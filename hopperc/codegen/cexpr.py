@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from hopperc.codegen import names
+from hopperc.codegen.argmax import argmax_keep, row_argmax
 from hopperc.codegen.launch import LaunchInfo
 from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
@@ -259,6 +260,15 @@ class ExprRenderer:
         warps, width = tile.threads // 32, self.kernel.buffer(partials.buffer).shape[1]
         base = (f"{self.view_base(partials, role)} + "
                 f"static_cast<unsigned>(hk_k * 4)")
+        if op == "argmax":  # the warps' values, then their columns
+            def at(row: int) -> str:
+                return shared_load(DType.F32, f"hk_p + {row * width * 4}u")
+            steps = " ".join(f"{{ const float hk_ov = {at(w)}; const int hk_oi = "
+                             f"static_cast<int>({at(warps + w)}); "
+                             f"{argmax_keep('hk_ov', 'hk_oi')} }}" for w in range(1, warps))
+            return (f"[&] {{ const unsigned hk_p = {base}; float hk_v = {at(0)}; "
+                    f"int hk_i = static_cast<int>({at(warps)}); {steps} "
+                    "return static_cast<float>(hk_i); }()")
         combine = reduction(op)[0]
         steps = " ".join(
             f"hk_v = {combine.format(shared_load(DType.F32, f'hk_p + {w * width * 4}u'))};"
@@ -310,26 +320,6 @@ def row_reduce(op: str, name: str, tile: ir.TileDef) -> str:
     step = " ".join(f"hk_v = {combine.format(f'__shfl_xor_sync(0xffffffffu, hk_v, {lane})')};"
                     for lane in (1, 2))
     return f"[&] {{ {_own_slots(combine, name, tile)} {step} return hk_v; }}()"
-
-
-def row_argmax(name: str, tile: ir.TileDef) -> str:
-    """Slot hk_k of argmax of a wgmma-layout f32 tile, as f32: (value, column)
-    pairs, the thread's slots of the row, then the quad's lanes (xor 1, 2), each
-    step keeping the pair hk_argmax_takes prefers (the larger value, NaN above
-    all, ties to the lower column: numpy.argmax), so the order is free."""
-    tile_name = names.user(name)
-    column = "(8 * (({0}) / 4) + 2 * (static_cast<int>(threadIdx.x) % 4) + ({0}) % 2)"
-    steps = " ".join(
-        f"{{ const float hk_ov = __shfl_xor_sync(0xffffffffu, hk_v, {lane}); "
-        f"const int hk_oi = __shfl_xor_sync(0xffffffffu, hk_i, {lane}); "
-        "if (hk_argmax_takes(hk_ov, hk_oi, hk_v, hk_i)) { hk_v = hk_ov; hk_i = hk_oi; } }"
-        for lane in (1, 2))
-    return (f"[&] {{ float hk_v = {tile_name}[2 * hk_k]; int hk_i = {column.format('2 * hk_k')}; "
-            f"for (int hk_s = 2 * hk_k + 1; hk_s < {tile_registers(tile)}; ++hk_s) "
-            f"if ((hk_s / 2) % 2 == hk_k && hk_argmax_takes({tile_name}[hk_s], "
-            f"{column.format('hk_s')}, hk_v, hk_i)) "
-            f"{{ hk_v = {tile_name}[hk_s]; hk_i = {column.format('hk_s')}; }} "
-            f"{steps} return static_cast<float>(hk_i); }}()")
 
 
 def thread_row_sum(name: str, tile: ir.TileDef) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hopperc.codegen.argmax import argmax_keep, argmax_shuffle
 from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, local_thread,
                                    reduction, shared_store, tile_store)
 from hopperc.codegen import names
@@ -177,6 +178,13 @@ class RowPartialsCode:
     start: str  # the identity of the reduction
     combine: str  # hk_v combined with {}
     address: str
+    # argmax: the column of slot hk_s of row hk_k, the statements keeping slot hk_s's
+    # pair and each shuffle's, and the byte offset from a warp's partial value to its
+    # column (the warps' values, then their columns as f32)
+    column: str | None = None
+    keep: str = ""
+    shuffles: tuple[str, ...] = ()
+    columns_offset: int = 0
 
 
 def row_partials(stmt: ir.RowPartials, kernel: ir.Kernel, exprs: ExprRenderer,
@@ -186,7 +194,14 @@ def row_partials(stmt: ir.RowPartials, kernel: ir.Kernel, exprs: ExprRenderer,
     width = kernel.buffer(stmt.partials.buffer).shape[1]
     warp = f"(({local_thread(role)} / 32) % {tile.threads // 32})"  # in its warpgroup's part
     base = exprs.view_base(stmt.partials, role)
+    address = f"{base} + static_cast<unsigned>(({warp} * {width} + hk_k) * 4)"
+    per_row, slot = cols // tile.threads, f"{names.user(stmt.tile)}[hk_s]"
+    if stmt.op == "argmax":  # element (r, c) lies in thread c % threads
+        column = (f"((hk_s - hk_k * {per_row}) * {tile.threads} + "
+                  f"{local_thread(role)} % {tile.threads})")
+        return RowPartialsCode(rows, per_row, slot, "", "", address, column,
+                               argmax_keep(slot, column),
+                               tuple(argmax_shuffle(lane) for lane in (16, 8, 4, 2, 1)),
+                               tile.threads // 32 * width * 4)
     combine, start = reduction(stmt.op)
-    return RowPartialsCode(rows, cols // tile.threads, f"{names.user(stmt.tile)}[hk_s]",
-                           start, combine,
-                           f"{base} + static_cast<unsigned>(({warp} * {width} + hk_k) * 4)")
+    return RowPartialsCode(rows, per_row, slot, start, combine, address)

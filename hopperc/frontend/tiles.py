@@ -267,7 +267,7 @@ def _row_reduce(func: str, args, scope: Scope, span: Span) -> Typed:
     row-major tile whose rows each span all its threads (columns a multiple of
     them) is reduced per warp (slots, then shuffles), and the warps' partials
     meet in shared memory: a RowPartials statement ahead of this one writes
-    them, this one reads them (not argmax's, whose partials would be pairs)."""
+    them, this one reads them."""
     op = ROW_REDUCTIONS[func]
     tile = scope.lookup(args[0].id, args[0].span) if len(args) == 1 and isinstance(
         args[0], ast.Name) else None
@@ -275,9 +275,6 @@ def _row_reduce(func: str, args, scope: Scope, span: Span) -> Typed:
         raise CompileError(span, f"{func}() takes a 2-D register tile of f32 by name")
     if tile.layout is ir.Layout.WGMMA:
         return Typed(ir.RowReduce(op, args[0].id), DType.F32, (tile.shape[0],))
-    if op == "argmax":
-        raise CompileError(span, f"argmax() takes a warpgroup's [64, N] tile (wgmma layout); "
-                                 f"'{args[0].id}' is a row-major {list(tile.shape)} tile")
     rows, cols = tile.shape
     if cols % tile.threads or rows > MAX_EVERY_ROW:
         raise CompileError(span, f"{func}() of a row-major tile needs each row spread over all "
@@ -290,8 +287,9 @@ def _row_reduce(func: str, args, scope: Scope, span: Span) -> Typed:
     # Where each warpgroup holds its own tile, each has its own part (buf[wg]).
     name = scope.fresh(f"{args[0].id}_{func}_partials", span)
     groups = scope.running // tile.threads
-    buffer = ir.SharedBuffer(name, DType.F32, (scope.running // 32, -(-rows // 4) * 4), 1,
-                             Swizzle.NONE, span)
+    # argmax's partials are the warps' values, then their columns (as f32)
+    warps = scope.running // 32 * (2 if op == "argmax" else 1)
+    buffer = ir.SharedBuffer(name, DType.F32, (warps, -(-rows // 4) * 4), 1, Swizzle.NONE, span)
     part = ir.ViewPart(ir.Scalar(ir.ScalarKind.BUILTIN, "wg"), groups) if groups > 1 else None
     view = ir.BufferView(name, part=part)
     scope.row_partials.append((ir.RowPartials(op, args[0].id, view, span), buffer))

@@ -134,7 +134,8 @@ class ElementCode:
         place = self.place(stmt.partials, lanes, stmt.span)
         self.register_use(stmt.tile, stmt.span)
         mine = np.zeros(self.block.space.shape(place), dtype=bool)
-        mine[self.local % mine.shape[0]] = True  # its row of its warpgroup's part
+        warps = mine.shape[0] // (2 if stmt.op == "argmax" else 1)
+        mine[self.local % warps::warps] = True  # its row (argmax: and column) of its part
         chunks = self.block.space.region(place, mine, ("partials", self.local))
         self.block.memory.write(self.agent, self.clock, chunks,
                                 Site(f"st.shared of {self.label(place)}", stmt.span),

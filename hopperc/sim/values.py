@@ -192,7 +192,8 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
             case ir.RowReduce(op=op, partials=ir.BufferView() as partials):
                 # the warps' partials in shared memory (f32 [warps, rows padded])
                 parts = shared(ir.SharedRead(partials, "rows"))[:, :shape[0]]
-                return _ROW_REDUCTIONS[op](parts, axis=0)
+                return combine_argmax(parts) if op == "argmax" else \
+                    _ROW_REDUCTIONS[op](parts, axis=0)
             case ir.RowReduce(op=op, name=name):
                 return _ROW_REDUCTIONS[op](tile(name), axis=1)
             case ir.ThreadRowSum(name=name):
@@ -277,11 +278,30 @@ def row_partials(op: str, values: np.ndarray, threads: int, width: int) -> np.nd
     reduction of each row (element (r, c) lies in thread c % threads), then
     zeros to `width`."""
     rows, cols = values.shape
-    by_warp = values.reshape(rows, cols // threads, threads // 32, 32)
-    reduced = _ROW_REDUCTIONS[op](by_warp, axis=(1, 3))
-    out = np.zeros((threads // 32, width), dtype=np.float32)
-    out[:, :rows] = reduced.T
+    warps = threads // 32
+    by_warp = values.reshape(rows, cols // threads, warps, 32)
+    if op == "argmax":  # each warp's first maximum, then its column (argmax's partials)
+        mine = by_warp.transpose(2, 0, 1, 3).reshape(warps, rows, -1)  # in column order
+        first = np.argmax(mine, axis=2)
+        columns = (first // 32) * threads + np.arange(warps)[:, None] * 32 + first % 32
+        reduced = np.concatenate([np.take_along_axis(mine, first[..., None], 2)[..., 0],
+                                  columns.astype(np.float32)])
+    else:
+        reduced = _ROW_REDUCTIONS[op](by_warp, axis=(1, 3)).T
+    out = np.zeros((reduced.shape[0], width), dtype=np.float32)
+    out[:, :rows] = reduced
     return out
+
+
+def combine_argmax(parts: np.ndarray) -> np.ndarray:
+    """argmax from its partials ([2 * warps, rows]: the warps' first maxima, then
+    their columns): the lowest column among the warps holding the row's maximum,
+    or a NaN where one does (numpy.argmax's order)."""
+    values, columns = np.split(parts, 2)
+    nan = np.isnan(values)
+    top = np.max(np.where(nan, -np.inf, values), axis=0)
+    holders = np.where(nan.any(axis=0), nan, values == top)
+    return np.min(np.where(holders, columns, np.inf), axis=0).astype(np.float32)
 
 
 def global_vector(data: np.ndarray, start: int, length: int) -> np.ndarray:

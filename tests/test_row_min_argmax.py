@@ -186,3 +186,30 @@ def test_negative_without_a_partials_barrier_the_stored_reduction_races(which):
     report = simulate(broken, front_end, make_problem(broken, default_dims(broken)), 2, 30,
                       first_finding=True)
     assert report.findings and report.findings[0].category.value == "race"
+
+
+WARPGROUPS = """kernel k(X: f32[M, 256], ARG: i32[M])
+    tile(BM = 32) grid(m: M / BM) threads 256
+{
+    shared sx: f32[BM, 256]
+    tma sx <- X[tile.m, 0]
+    x: f32[16, 256] = sx[wg]
+    ARG[BM * tile.m + 16 * wg : M] = i32(argmax(x))
+}
+"""
+
+
+def test_each_warpgroup_reduces_its_own_argmax():
+    """Each warpgroup's part of the partials ([2 * 4 warps, 16] of 2): its values,
+    then its columns 4 rows (256 bytes) further; the columns count from the
+    warpgroup's own first thread."""
+    source = SourceFile("k.hk", WARPGROUPS)
+    cuda = driver.generate(source).cuda
+    assert "* 16 + hk_k) * 4) + 256u, static_cast<float>(hk_i));" in cuda
+    front_end = driver.check(source)
+    problem = make_problem(driver.lower(front_end), {"M": 64})
+    x = problem.inputs["X"] = _with_ties((64, 256), 4)
+    assert expected_outputs(front_end, problem)["ARG"].tolist() == \
+        np.argmax(x.astype(np.float64), axis=1).tolist()
+    report = driver.simulate(source, None, {"M": 64}, seeds=2, search=20)
+    assert report.ok, [f.headline() for f in report.findings]

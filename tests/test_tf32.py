@@ -14,6 +14,9 @@ from hopperc.ir.dtypes import DType
 from hopperc.sim.problem import make_problem
 from hopperc.sim.reference import expected_outputs
 from hopperc.sim.values import matrix_product, to_tf32
+from tests.conftest import ROOT
+
+SAMPLE = ROOT / "samples" / "gemm_tf32.hk"
 
 # 32 f32 = 128 bytes of K per row: one 128B span, four k8 steps of 32 bytes.
 TF32_GEMM = """kernel tf32_gemm(A: f32[M, K], B: f32[N, K], C: f32[M, N])
@@ -92,5 +95,26 @@ def test_matches_float64_within_tf32_error_at_ragged_shapes():
 
 def test_check_is_clean():
     report = driver.simulate(SourceFile("t.hk", TF32_GEMM), None, {"M": 97, "N": 72, "K": 80},
+                             seeds=2, search=40)
+    assert report.ok, [line for f in report.findings for line in f.lines()]
+
+
+def test_sample_matches_float64_within_tf32_error():
+    """samples/gemm_tf32.hk at ragged shapes (partial tiles on every axis, K's last
+    span zero-filled): the reference is float64 of the tf32 inputs; float64 of the
+    f32 inputs is within tf32's error of it."""
+    front_end = driver.check(driver.read_source(SAMPLE))
+    problem = make_problem(driver.lower(front_end), {"M": 136, "N": 200, "K": 104})
+    got = expected_outputs(front_end, problem)["C"]
+    a, b = (problem.inputs[t] for t in ("A", "B"))
+    tf32 = to_tf32(a).astype(np.float64) @ to_tf32(b).astype(np.float64).T
+    np.testing.assert_allclose(got, tf32, rtol=2 ** -22, atol=1e-6)
+    exact = a.astype(np.float64) @ b.astype(np.float64).T
+    assert (np.abs(got - exact) <= 2 * 2 ** -10 * (np.abs(a) @ np.abs(b).T) + 1e-6).all()
+
+
+def test_sample_check_is_clean():
+    """Both warpgroups, the ring wrapping (8 k-blocks through 4 stages), ragged."""
+    report = driver.simulate(driver.read_source(SAMPLE), None, {"M": 200, "N": 136, "K": 256},
                              seeds=2, search=40)
     assert report.ok, [line for f in report.findings for line in f.lines()]

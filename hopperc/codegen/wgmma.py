@@ -2,7 +2,8 @@
 inline-PTX operand lists of each k-step of a product.
 
 A product of K columns runs as K / k wgmma instructions (k = 32 bytes of K:
-16 for 16-bit inputs, 32 for fp8, 8 for f32 operands, which run as .tf32), one batch. Shared operands are swizzle atoms of 8 rows x the swizzle
+16 for 16-bit inputs, 32 for fp8, 8 for f32 operands, which run as .tf32),
+one batch. Shared operands are swizzle atoms of 8 rows x the swizzle
 span, the layout a TMA load with that swizzle writes (checked in the front
 end); rows wider than the span lie in column blocks one span wide, each
 holding every row (ir/layout.py). The descriptor's fields (PTX ISA, matrix

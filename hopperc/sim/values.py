@@ -51,9 +51,9 @@ def round_to(dtype: DType, values) -> np.ndarray:
 def to_tf32(values: np.ndarray) -> np.ndarray:
     """f32 values as a .tf32 wgmma reads them: the PTX ISA gives tf32 the range of
     f32 and at least 10 mantissa bits, its layout implementation-defined, and
-    converts nothing on the way in (no cvt.rna.tf32.f32). The model keeps exactly
-    10 bits and drops the low 13 toward zero, the coarsest reading allowed (and
-    the tensor cores' observed one); inf and NaN pass unchanged."""
+    the generated code passes the f32 bits as they are (no cvt.rna.tf32.f32). The
+    model keeps exactly 10 bits and drops the low 13 toward zero, the coarsest
+    reading allowed; inf and NaN pass unchanged."""
     values = np.asarray(values, dtype=np.float32)
     kept = (values.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
     return np.where(np.isfinite(values), kept, values)

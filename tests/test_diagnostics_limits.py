@@ -59,6 +59,18 @@ LIMITS = [
                                            ("sa: bf16", "sa: e4m3"), ("sb: bf16", "sb: e4m3"),
                                            ("sa @ sb^T", "sa @ sa")],
          "sa @ sa", "fp8 wgmma needs K-major operands"),
+    # tf32: f32 operands, K-major only (no transpose immediates), A from shared memory
+    case("wgmma_tf32_needs_k_major", GEMM, [("A: bf16", "A: f32"), ("B: bf16", "B: f32"),
+                                            ("sa: bf16", "sa: f32"), ("sb: bf16", "sb: f32"),
+                                            ("BK = 64", "BK = 32"), ("sa @ sb^T", "sa^T @ sb^T")],
+         "sa^T @ sb^T", "tf32 wgmma needs K-major operands", "a as [M, K]"),
+    case("wgmma_register_a_tf32", GEMM, [("A: bf16", "A: f32"), ("B: bf16", "B: f32"),
+                                         ("sa: bf16", "sa: f32"), ("sb: bf16", "sb: f32"),
+                                         ("BK = 64", "BK = 32"),
+                                         ("acc += sa @ sb^T", "a: f32[BM, BK] = sa * 2.0\n"
+                                                              "        acc += a @ sb^T")],
+         "a @", "a register A operand must be bf16 or f16",
+         "tf32 wgmma reads A from shared memory"),
     case("wgmma_below_a_warpgroup", GEMM, [("threads 128", "threads 64")], "acc += sa",
          "wgmma runs on whole warpgroups"),
     case("wgmma_operand_not_swizzled", GEMM, [("sb: bf16[BN, BK] swizzle 128B",

@@ -190,6 +190,14 @@ def test_gemm_relu_sass(built):
     assert len(_nodes(b, ir.WgmmaFence)) == 1 and len(arrives) == 2
 
 
+def test_gemm_tf32_sass(built):
+    """f32 operands run as HGMMA .TF32, k8: BK = 32 is four per product, and the
+    loop's first iteration is rendered apart, so eight in all."""
+    _, sass = built["gemm_tf32"]
+    hgmma = [op for op in _opcodes(sass, "gemm_tf32") if op.startswith("HGMMA")]
+    assert hgmma == ["HGMMA.64x128x8.F32.TF32"] * 8
+
+
 def test_every_sample_has_a_gpu_test_with_a_torch_reference():
     from tests.gpu.test_gpu_samples import TORCH_REFERENCE
 

@@ -19,7 +19,7 @@ from hopperc.ir.accesses import bodies, leaves, walk
 from hopperc.ir.layout import column_blocks, wgmma_k
 
 INSTRUCTION_BYTES = 16
-# The wgmma opcodes: HGMMA for 16-bit inputs, QGMMA for fp8 ones.
+# The wgmma opcodes: HGMMA for 16-bit and tf32 inputs, QGMMA for fp8 ones.
 WGMMA = ("HGMMA", "QGMMA")
 
 

@@ -1,8 +1,9 @@
 """wgmma operands: shared-memory matrix descriptors, register fragments and the
 inline-PTX operand lists of each k-step of a product.
 
-A product of K columns runs as K / k wgmma instructions (k = 16, or 32 for
-fp8), one batch. Shared operands are swizzle atoms of 8 rows x the swizzle
+A product of K columns runs as K / k wgmma instructions (k = 32 bytes of K:
+16 for 16-bit inputs, 32 for fp8, 8 for f32 operands, which run as .tf32),
+one batch. Shared operands are swizzle atoms of 8 rows x the swizzle
 span, the layout a TMA load with that swizzle writes (checked in the front
 end); rows wider than the span lie in column blocks one span wide, each
 holding every row (ir/layout.py). The descriptor's fields (PTX ISA, matrix
@@ -122,10 +123,12 @@ def steps(mma: ir.Mma, acc: str, acc_slots: int, a: SharedOperand | str, a_dtype
     _, n, k_total = mma.shape
     k = wgmma_k(a_dtype)
     register_a = isinstance(a, str)
-    trans = [] if a_dtype.is_fp8 else (
+    # Only 16-bit inputs take transpose immediates (PTX ISA); fp8 and tf32 are K-major.
+    trans = [] if a_dtype.nbytes != 2 else (
         ["1" if not b.k_major else "0"] if register_a
         else ["0" if a.k_major else "1", "0" if b.k_major else "1"])
-    form = WgmmaForm(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{a_dtype}.{b.buffer.dtype}",
+    form = WgmmaForm(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32."
+                     f"{_input_type(a_dtype)}.{_input_type(b.buffer.dtype)}",
                      acc_slots, register_a, ", ".join(["1", "1", *trans]))
     out = []
     for step in range(k_total // k):
@@ -134,3 +137,8 @@ def steps(mma: ir.Mma, acc: str, acc_slots: int, a: SharedOperand | str, a_dtype
         scale_d = 0 if step == 0 and (overwrites or not mma.accumulate) else 1
         out.append(WgmmaStep(form, scale_d, acc, a_args, descriptor(b, step, k)))
     return out
+
+
+def _input_type(dtype: DType) -> str:
+    """The instruction's name of an input type: f32 in shared memory is read as tf32."""
+    return "tf32" if dtype is DType.F32 else str(dtype)

@@ -83,7 +83,7 @@ def check_copy_alignment(buf: ir.SharedBuffer, part_count: int | None, engine: s
 
 def check_wgmma(shape: tuple[int, int, int], dtype: DType, span: Span) -> None:
     """wgmma.mma_async: M = 64 per warpgroup, N a multiple of 8 up to 256,
-    K a multiple of the instruction K (16 for 16-bit inputs, 32 for fp8)."""
+    K a multiple of the instruction K (16 for 16-bit inputs, 32 for fp8, 8 for tf32)."""
     m, n, k = shape
     if m != WGMMA_M:
         raise ResourceLimitError(span, f"wgmma computes {WGMMA_M} rows per warpgroup, but this product "

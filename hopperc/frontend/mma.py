@@ -8,7 +8,8 @@ from hopperc.frontend.scope import Scope, TileSymbol
 from hopperc.frontend.tiles import buffer_view
 from hopperc.ir import nodes as ir
 
-MMA_INPUT_TYPES = {DType.BF16, DType.F16, DType.E4M3, DType.E5M2}
+# f32 operands run as .tf32: the tensor cores read the f32 bits at tf32 precision.
+MMA_INPUT_TYPES = {DType.BF16, DType.F16, DType.E4M3, DType.E5M2, DType.F32}
 
 
 def lower_mma(acc: str, acc_symbol: TileSymbol, product: ast.BinOp, accumulate: bool,
@@ -33,14 +34,18 @@ def lower_mma(acc: str, acc_symbol: TileSymbol, product: ast.BinOp, accumulate: 
                                              f"{_shape(shape)}")
     for dtype, operand in ((a_dtype, product.left), (b_dtype, product.right)):
         if dtype not in MMA_INPUT_TYPES:
-            raise CompileError(operand.span, f"wgmma takes bf16, f16 or fp8 inputs, not {dtype}")
+            raise CompileError(operand.span, f"wgmma takes bf16, f16, fp8 or f32 (as tf32) "
+                                             f"inputs, not {dtype}")
     if a_dtype.is_fp8 != b_dtype.is_fp8 or (not a_dtype.is_fp8 and a_dtype is not b_dtype):
         raise CompileError(product.span, f"dtype mismatch: wgmma operands are {a_dtype} and "
                                          f"{b_dtype}")
-    if a_dtype.is_fp8 and (not b_view.view.transposed
-                           or (isinstance(a, ir.BufferView) and a.transposed)):
-        raise CompileError(product.span, "fp8 wgmma needs K-major operands: a as [M, K] and "
-                                         "b^T from a [N, K] buffer")
+    # PTX ISA, wgmma: only .f16/.bf16 take the transpose immediates; the other
+    # input types read both operands K-major.
+    if a_dtype.nbytes != 2 and (not b_view.view.transposed
+                                or (isinstance(a, ir.BufferView) and a.transposed)):
+        kind = "fp8" if a_dtype.is_fp8 else "tf32"
+        raise CompileError(product.span, f"{kind} wgmma needs K-major operands: a as [M, K] "
+                                         "and b^T from a [N, K] buffer")
     m, k = a_shape
     k_b, n = b_view.shape
     if k != k_b:
@@ -54,9 +59,10 @@ def lower_mma(acc: str, acc_symbol: TileSymbol, product: ast.BinOp, accumulate: 
     if a_buffer is not None:
         limits.check_wgmma_shared_operand(a_buffer, "A", not a.transposed,
                                           product.left.span)
-    elif a_dtype.is_fp8:
+    elif a_dtype.nbytes != 2:
         raise CompileError(product.left.span, "a register A operand must be bf16 or f16; "
-                                              "fp8 wgmma reads A from shared memory")
+                                              f"{'fp8' if a_dtype.is_fp8 else 'tf32'} wgmma "
+                                              "reads A from shared memory")
     limits.check_wgmma_shared_operand(b_view.buffer, "B", b_view.view.transposed,
                                       product.right.span)
     return ir.Mma(acc, a, b_view.view, accumulate, (m, n, k), span)

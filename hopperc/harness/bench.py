@@ -80,7 +80,14 @@ def bench(source: SourceFile, defines: dict[str, int] | None = None,
             def cublas() -> None:
                 for (a, b), out in zip(operands, outs):
                     torch.matmul(a, b, out=out)
-            baseline = timer.time(cublas, warmup, runs)
+            # wgmma reads f32 operands as tf32: time cuBLAS's tf32 path, not its f32 one.
+            tf32 = any(a.dtype == torch.float32 for a, _ in operands)
+            allowed = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = allowed or tf32
+            try:
+                baseline = timer.time(cublas, warmup, runs)
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = allowed
     torch.cuda.synchronize(device)
     return BenchResult(lowered.name, dims, timing, tuple(products),
                        sum(p.flops(shapes_of) for p in products), baseline)

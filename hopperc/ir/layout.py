@@ -19,8 +19,9 @@ def launch_registers(threads: int) -> int:
 
 
 def wgmma_k(dtype: DType) -> int:
-    """K of one wgmma instruction: 32 bytes of K, i.e. 16 for 16-bit inputs, 32 for fp8."""
-    return 32 if dtype.is_fp8 else 16
+    """K of one wgmma instruction: 32 bytes of K, i.e. 16 for 16-bit inputs, 32 for
+    fp8, 8 for f32 (read as tf32)."""
+    return 32 // dtype.nbytes
 
 
 def element_threads(running: int) -> int:

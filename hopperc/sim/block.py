@@ -11,6 +11,7 @@ import numpy as np
 
 from hopperc.diagnostics import Span
 from hopperc.ir import nodes as ir
+from hopperc.ir.dtypes import DType
 from hopperc.ir.accesses import tile_operands
 from hopperc.ir.elements import tensor_elements_in
 from hopperc.ir.global_accesses import global_vectors
@@ -155,6 +156,7 @@ class Product:
     acc: str
     a: Place | str  # a shared view or a register tile
     b: Place
+    inputs: DType  # the operands' element type (f32: read as tf32)
     accumulate: bool
     site: Site
     done: bool = False

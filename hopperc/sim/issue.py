@@ -106,7 +106,8 @@ class AsyncIssue:
         clock = {**self.clock, queue.agent: queue.issued}
         operands = " and ".join(self.label(p) for p in (a, b) if isinstance(p, Place))
         overwrite = stmt.overwrite_when is not None and self.value(stmt.overwrite_when, lanes, span)
-        queue.add(Product(clock, stmt.acc, a, b, stmt.accumulate and not overwrite,
+        inputs = self.block.kernel.buffer(stmt.b.buffer).dtype
+        queue.add(Product(clock, stmt.acc, a, b, inputs, stmt.accumulate and not overwrite,
                           Site(f"wgmma read of {operands}", span)))
         self.block.event(self.name, span, f"issues wgmma on {stmt.acc}")
 
@@ -120,7 +121,7 @@ class AsyncIssue:
         memory.read(self.wgmma.agent, op.clock, space.region(op.b), op.site)
         if self.block.tensors is not None:
             a = space.view(op.a)[rows] if isinstance(op.a, Place) else self.tiles[op.a][rows]
-            product = matrix_product(a, space.view(op.b))  # converts: no copy needed
+            product = matrix_product(a, space.view(op.b), op.inputs)  # converts: no copy
             acc = self.tiles[op.acc]
             acc[rows] = (acc[rows] + product) if op.accumulate else product
         op.done = True

@@ -245,7 +245,8 @@ class _Block:
         if isinstance(stmt, ir.Mma):
             a = tiles[stmt.a.name] if isinstance(stmt.a, ir.TileRef) else \
                 self.read(self.place(stmt.a, instance))
-            product = matrix_product(a, self.read(self.place(stmt.b, instance)))
+            product = matrix_product(a, self.read(self.place(stmt.b, instance)),
+                                     self.kernel.buffer(stmt.b.buffer).dtype)
             overwrite = stmt.overwrite_when is not None and self.scalar(stmt.overwrite_when, instance)
             tiles[stmt.acc] = tiles[stmt.acc] + product if stmt.accumulate and not overwrite \
                 else product

@@ -48,16 +48,30 @@ def round_to(dtype: DType, values) -> np.ndarray:
     return values.astype(_NUMPY[dtype]).astype(np.float32)
 
 
-def matrix_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b of f32 (or narrower) operands, rounded once to f32.
+def to_tf32(values: np.ndarray) -> np.ndarray:
+    """f32 values as a .tf32 wgmma reads them: the PTX ISA gives tf32 the range of
+    f32 and at least 10 mantissa bits, its layout implementation-defined, and
+    the generated code passes the f32 bits as they are (no cvt.rna.tf32.f32). The
+    model keeps exactly 10 bits and drops the low 13 toward zero, the coarsest
+    reading allowed; inf and NaN pass unchanged."""
+    values = np.asarray(values, dtype=np.float32)
+    kept = (values.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.where(np.isfinite(values), kept, values)
+
+
+def matrix_product(a: np.ndarray, b: np.ndarray, inputs: DType) -> np.ndarray:
+    """a @ b of operands of dtype `inputs` (held as f32), rounded once to f32;
+    f32 operands run as tf32 (`to_tf32`).
 
     The tensor cores' summation order is unspecified, and so is BLAS's (it
-    changes with the slice shape and the thread count). Products of 16-bit and
-    fp8 inputs are exact in f64 and a sum in f64 differs between orders by far
+    changes with the slice shape and the thread count). Products of 16-bit, fp8
+    and tf32 inputs are exact in f64 and a sum in f64 differs between orders by far
     less than an f32 ulp, so the simulator (16 rows per warp) and the reference
     (a warpgroup's 64 rows) round to the same f32 unless the exact sum lies within that difference of
     an f32 rounding boundary.
     """
+    if inputs is DType.F32:
+        a, b = to_tf32(a), to_tf32(b)
     # Contiguous operands: numpy's matmul of a transposed view (a `b^T` operand)
     # can miss BLAS and take 100 times longer.
     return (np.ascontiguousarray(a, dtype=np.float64) @

@@ -70,6 +70,14 @@ def _blockscaled(torch, t):
     return {"C": ((a * sa) @ (b * sb).T).bfloat16()}
 
 
+def _tf32_mm(torch, t):
+    """A @ B^T of the inputs as a .tf32 wgmma reads them (docs/language.md § 10:
+    the low 13 mantissa bits dropped), summed in float64, stored as f32."""
+    a, b = (t[n].view(torch.int32).bitwise_and(-8192).view(torch.float32).double()
+            for n in "AB")
+    return {"C": (a @ b.T).float()}
+
+
 TORCH_REFERENCE = {
     "tma_copy": lambda torch, t: {"Y": t["X"]},
     "scale_rows": lambda torch, t: {"Y": (t["X"].float() * t["S"][:, None]).bfloat16()},
@@ -94,6 +102,7 @@ TORCH_REFERENCE = {
     "grouped_gemm": _grouped,
     "grouped_gemm_masked": _grouped_masked,
     "gemm_fp8_blockscaled": _blockscaled,
+    "gemm_tf32": _tf32_mm,
     "rmsnorm": lambda torch, t: {"Y": (t["X"].float() * torch.rsqrt(
         (t["X"].float() ** 2).mean(dim=1, keepdim=True) + 1e-6) * t["W"].float()).bfloat16()},
 }

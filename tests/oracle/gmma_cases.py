@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from tests.oracle.hopperc_side import (CUTE_TYPES, SWIZZLE_BITS, Generated, Operand, Product,
                                        fragment_expressions, host_prelude)
 
-# Every swizzle for K-major and MN-major operands, 16-bit and fp8, shared and
-# register A; K spans several k-steps wherever the row width allows.
+# Every swizzle for K-major and MN-major operands, 16-bit, fp8 and tf32 (f32
+# operands, K-major only), shared and register A; K spans several k-steps
+# wherever the row width allows.
 PRODUCTS = (
     Product("bf16_k128_k128", Operand("bf16", "128B", True, 64, 64),
             Operand("bf16", "128B", True, 128, 64)),
@@ -30,6 +31,10 @@ PRODUCTS = (
     Product("e4m3_k64_e5m2_k64", Operand("e4m3", "64B", True, 64, 64),
             Operand("e5m2", "64B", True, 64, 64)),
     Product("e5m2_k32_k32", Operand("e5m2", "32B", True, 64, 32), Operand("e5m2", "32B", True, 8, 32)),
+    Product("tf32_k128_k128", Operand("f32", "128B", True, 64, 32),
+            Operand("f32", "128B", True, 128, 32)),
+    Product("tf32_k64_k64", Operand("f32", "64B", True, 64, 16), Operand("f32", "64B", True, 64, 16)),
+    Product("tf32_k32_k32", Operand("f32", "32B", True, 64, 8), Operand("f32", "32B", True, 8, 8)),
     Product("bf16_reg_k128", Operand("bf16", "128B", True, 64, 64),
             Operand("bf16", "128B", True, 64, 64), a_register=True),
     Product("f16_reg_mn64", Operand("f16", "128B", True, 64, 64),
@@ -47,6 +52,10 @@ PRODUCTS = (
             Operand("bf16", "32B", True, 256, 64)),
     Product("e4m3_kw256_kw256", Operand("e4m3", "128B", True, 64, 256),
             Operand("e4m3", "128B", True, 128, 256)),
+    Product("tf32_kw128_kw128", Operand("f32", "128B", True, 64, 64),
+            Operand("f32", "128B", True, 256, 64)),
+    Product("tf32_kw64_kw64", Operand("f32", "64B", True, 64, 48),
+            Operand("f32", "64B", True, 64, 48)),
     Product("f16_kw64_kw64", Operand("f16", "64B", True, 64, 64),
             Operand("f16", "64B", True, 176, 64)),
     Product("bf16_k128_mnw128", Operand("bf16", "128B", True, 64, 64),
@@ -87,6 +96,8 @@ def atom(product: Product) -> str:
     shape = f"SM90_64x{b.mn}x{product.k_step}"
     if product.k_step == 32:  # fp8: K-major only ("TN"), A and B types in the name
         return f"{shape}_F32{a.dtype.upper()}{b.dtype.upper()}_SS_TN<>"
+    if product.k_step == 8:  # tf32: K-major only
+        return f"{shape}_F32TF32TF32_SS_TN<>"
     return f"{shape}_{ATOM_KIND[(a.dtype, product.a_register)]}<{major(a)}, {major(b)}>"
 
 

@@ -15,7 +15,7 @@ from hopperc.ir.dtypes import DType, Swizzle
 
 # CuTe's name of each element type (cute/numeric).
 CUTE_TYPES = {"bf16": "cute::bfloat16_t", "f16": "cute::half_t", "e4m3": "cute::float_e4m3_t",
-              "e5m2": "cute::float_e5m2_t"}
+              "e5m2": "cute::float_e5m2_t", "f32": "cute::tfloat32_t"}
 # CuTe's B of Swizzle<B,4,3>: the span is 2^B 16-byte chunks.
 SWIZZLE_BITS = {"32B": 1, "64B": 2, "128B": 3}
 
@@ -85,7 +85,7 @@ class Product:
 
     @property
     def k_step(self) -> int:
-        return 32 if nbytes(self.a.dtype) == 1 else 16
+        return 32 // nbytes(self.a.dtype)  # 32 bytes of K: 16, 32 for fp8, 8 for tf32
 
     def source(self) -> str:
         a, b = self.a, self.b

@@ -78,6 +78,13 @@ def _tf32_mm(torch, t):
     return {"C": (a @ b.T).float()}
 
 
+def _layernorm(torch, t):
+    x = t["X"].float()
+    var, mean = torch.var_mean(x, dim=1, unbiased=False)
+    y = torch.nn.functional.layer_norm(x, x.shape[1:], t["W"].float(), t["B"].float(), 1e-5)
+    return {"Y": y.bfloat16(), "Mean": mean, "Rstd": torch.rsqrt(var + 1e-5)}
+
+
 TORCH_REFERENCE = {
     "tma_copy": lambda torch, t: {"Y": t["X"]},
     "scale_rows": lambda torch, t: {"Y": (t["X"].float() * t["S"][:, None]).bfloat16()},
@@ -105,6 +112,7 @@ TORCH_REFERENCE = {
     "gemm_tf32": _tf32_mm,
     "rmsnorm": lambda torch, t: {"Y": (t["X"].float() * torch.rsqrt(
         (t["X"].float() ** 2).mean(dim=1, keepdim=True) + 1e-6) * t["W"].float()).bfloat16()},
+    "layernorm": _layernorm,
 }
 
 

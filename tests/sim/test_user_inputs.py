@@ -78,6 +78,35 @@ def test_rmsnorm_against_float64(rng):
     assert_within(out["Y"], want, 2 * (BF16_EPS + 210 * F32_EPS) * np.abs(want))
 
 
+def test_layernorm_against_float64(rng):
+    # rows far from zero against their spread (mean 40, deviation 2): the one-pass
+    # E[x^2] - mean^2 would lose about 200 * 2^-24 * 1604 / 4 ~ 3e-3 of the variance
+    # here, a hundred times the bound below; the two-pass form does not
+    m, n = 70, 200
+    x = rng.normal(40, 2, (m, n)).astype(np.float32)
+    w = rng.uniform(0.5, 2, n).astype(np.float32)
+    b = rng.normal(0, 1, n).astype(np.float32)
+    out = hopperc.simulate(SAMPLES / "layernorm.hk", {"X": x, "W": w, "B": b})
+    assert set(out) == {"Y", "Mean", "Rstd"}
+    xs = bf16(x)
+    mean = xs.mean(axis=1)
+    dev = xs - mean[:, None]
+    rstd = 1 / np.sqrt((dev * dev).mean(axis=1) + 1e-5)
+    want = dev * rstd[:, None] * bf16(w) + bf16(b)
+    # the mean: a 200-term f32 sum and a division
+    mean_err = (n + 1) * F32_EPS * np.abs(xs).mean(axis=1)
+    assert_within(out["Mean"], mean, 2 * mean_err)
+    # rstd: 200 f32 subtractions, squares and sums, a division, the eps and the
+    # rsqrt (the mean's error adds only its square, n mean_err^2, to the sum)
+    rstd_rel = (n + 6) * F32_EPS
+    assert_within(out["Rstd"], rstd, 2 * rstd_rel * rstd)
+    # y: the subtraction carries the mean's error, the products and the add one
+    # rounding each (and rstd's), then bf16
+    bound = (BF16_EPS * np.abs(want) + (mean_err * rstd)[:, None] * bf16(w)
+             + (rstd_rel + 4 * F32_EPS) * (np.abs(dev * rstd[:, None] * bf16(w)) + np.abs(bf16(b))))
+    assert_within(out["Y"], want, 2 * bound)
+
+
 def test_softmax_against_float64(rng):
     x = rng.normal(0, 3, (70, 200)).astype(np.float32)
     out = hopperc.simulate(SAMPLES / "softmax.hk", {"X": x})

@@ -1,5 +1,5 @@
 """SASS figures of the row-reducing samples (softmax, softmax_wide, rmsnorm,
-attention_fwd): for each loop of the kernel in address order, the source loop it
+layernorm, attention_fwd): for each loop of the kernel in address order, the source loop it
 compiles (its line, and the part: the whole loop, or the interior or a boundary
 of one split at its boundary iterations), its instructions per source
 iteration (nested loops apart), how many are block barriers, shuffles, MUFU,
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from hopperc import driver  # noqa: E402
 from hopperc.backend import sass_metrics as sm  # noqa: E402
 
-SAMPLES = ("softmax", "softmax_wide", "rmsnorm", "attention_fwd")
+SAMPLES = ("softmax", "softmax_wide", "rmsnorm", "layernorm", "attention_fwd")
 COUNTED = ("BAR", "SHFL", "MUFU", "HGMMA", "FSETP", "FSEL")
 
 

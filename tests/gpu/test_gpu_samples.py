@@ -79,10 +79,11 @@ def _tf32_mm(torch, t):
 
 
 def _layernorm(torch, t):
-    x = t["X"].float()
+    """torch's layer_norm (eps 1e-5) and the statistics it saves, in float64."""
+    x = t["X"].double()
     var, mean = torch.var_mean(x, dim=1, unbiased=False)
-    y = torch.nn.functional.layer_norm(x, x.shape[1:], t["W"].float(), t["B"].float(), 1e-5)
-    return {"Y": y.bfloat16(), "Mean": mean, "Rstd": torch.rsqrt(var + 1e-5)}
+    y = torch.nn.functional.layer_norm(x, x.shape[1:], t["W"].double(), t["B"].double(), 1e-5)
+    return {"Y": y.bfloat16(), "Mean": mean.float(), "Rstd": torch.rsqrt(var + 1e-5).float()}
 
 
 TORCH_REFERENCE = {

@@ -198,6 +198,15 @@ def test_gemm_tf32_sass(built):
     assert hgmma == ["HGMMA.64x128x8.F32.TF32"] * 8
 
 
+def test_gemm_bias_gelu_sass(built):
+    """Exact GELU is erff per element, branch-free: one MUFU.EX2 for each of the 128
+    elements a consumer thread holds (64 x 256 per warpgroup), no call, no loop in
+    the epilogue; the stores stay gemm_bias_relu's 16 stmatrix.x4."""
+    _, sass = built["gemm_bias_gelu"]
+    ops = _opcodes(sass, "gemm_bias_gelu")
+    assert ops.count("MUFU.EX2") == 128 and "CALL.REL.NOINC" not in ops
+    assert ops.count("STSM.16.M88.4") == 16 and ops.count("UTMASTG.2D") == 4
+
 def test_every_sample_has_a_gpu_test_with_a_torch_reference():
     from tests.gpu.test_gpu_samples import TORCH_REFERENCE
 

@@ -17,13 +17,15 @@ from hopperc.backend.cubin_tools import opcode
 from hopperc.codegen.names import kernel_symbol
 from tests.conftest import SAMPLES
 
-WS_SAMPLES = ("gemm_bf16", "gemm_bias_relu", "mlp_two_mma", "two_producers", "gemm_chain",
-              "gemm_persistent", "gemm_pipelined")
-MBARRIERS = {"gemm_bf16": 8, "gemm_bias_relu": 8, "mlp_two_mma": 8, "two_producers": 8,
-             "gemm_chain": 8, "gemm_persistent": 8, "gemm_pipelined": 8}
-OWN_LOADS = {"gemm_bias_relu": 1}  # the math role's bias load: one barrier, one stage
-FLUSHES = {"gemm_bf16": 1, "gemm_bias_relu": 1, "mlp_two_mma": 1, "two_producers": 0,
-           "gemm_chain": 2, "gemm_persistent": 1,  # in the code: it runs once per tile
+WS_SAMPLES = ("gemm_bf16", "gemm_bias_relu", "gemm_bias_gelu", "mlp_two_mma", "two_producers",
+              "gemm_chain", "gemm_persistent", "gemm_pipelined")
+MBARRIERS = {"gemm_bf16": 8, "gemm_bias_relu": 8, "gemm_bias_gelu": 8, "mlp_two_mma": 8,
+             "two_producers": 8, "gemm_chain": 8, "gemm_persistent": 8, "gemm_pipelined": 8}
+# the math role's bias load: one barrier, one stage
+OWN_LOADS = {"gemm_bias_relu": 1, "gemm_bias_gelu": 1}
+FLUSHES = {"gemm_bf16": 1, "gemm_bias_relu": 1, "gemm_bias_gelu": 1, "mlp_two_mma": 1,
+           "two_producers": 0, "gemm_chain": 2,
+           "gemm_persistent": 1,  # in the code: it runs once per tile
            "gemm_pipelined": 1}
 
 
@@ -70,8 +72,8 @@ def test_gemm_bf16_sass(built):
     assert b.generated.launch.dynamic_shared_bytes > 0 and b.generated.kernel.threads == 384
 
 
-@pytest.mark.parametrize("name", ["gemm_bf16", "gemm_bias_relu", "mlp_two_mma", "gemm_chain",
-                                  "gemm_persistent", "gemm_pipelined"])
+@pytest.mark.parametrize("name", ["gemm_bf16", "gemm_bias_relu", "gemm_bias_gelu",
+                                  "mlp_two_mma", "gemm_chain", "gemm_persistent", "gemm_pipelined"])
 def test_main_loop_keeps_one_batch_in_flight_and_nothing_else_waits(built, name):
     """Steady state: wait for the stage, fence, the batch, wait_group 1, release.
     No block-wide or named barrier, no proxy fence, no flush inside the loop."""

@@ -98,6 +98,8 @@ TORCH_REFERENCE = {
     "gemm_multicast": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
     "gemm_bias_relu": lambda torch, t: {"C": torch.relu(
         t["A"].float() @ t["B"].float().T + t["bias"][None, :]).bfloat16()},
+    "gemm_bias_gelu": lambda torch, t: {"C": torch.nn.functional.gelu(
+        t["A"].float() @ t["B"].float().T + t["bias"][None, :]).bfloat16()},
     "mlp_two_mma": lambda torch, t: {"H": (_relu_mm(torch, t["X"], t["Wg"]) * (
         t["X"].float() @ t["Wu"].float().T)).bfloat16()},
     "gemm_chain": lambda torch, t: {"D1": _relu_mm(torch, t["A1"], t["B1"]).bfloat16(),

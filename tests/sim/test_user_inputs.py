@@ -12,6 +12,7 @@ one. Each bound below is twice the sum of those, so an error past it is a wrong
 result, not rounding."""
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -131,6 +132,24 @@ def test_gemm_bf16_against_float64(rng):
     magnitude = np.abs(bf16(a)) @ np.abs(bf16(b)).T
     assert_within(out["C"], want, 2 * (BF16_EPS * np.abs(want) + 96 * F32_EPS * magnitude))
 
+
+def test_gemm_bias_gelu_against_float64(rng):
+    # M = 130, N = 264, K = 96 as gemm_bf16's; y = A @ B^T + bias spread over about
+    # [-10, 10] so that GELU's tail, its bend and its linear part all occur.
+    a = rng.standard_normal((130, 96)).astype(np.float32)
+    b = rng.normal(0, 0.3, (264, 96)).astype(np.float32)
+    bias = rng.uniform(-2, 2, 264).astype(np.float32)
+    out = hopperc.simulate(SAMPLES / "gemm_bias_gelu.hk", {"A": a, "B": b, "bias": bias})
+    y = bf16(a) @ bf16(b).T + bias.astype(np.float64)[None, :]
+    erf = np.vectorize(math.erf)
+    want = y * 0.5 * (1.0 + erf(y / math.sqrt(2.0)))
+    # y: f32 accumulation over K = 96 terms and the bias add; GELU's slope is at most
+    # 1.13, so y's error passes on at most that; erf's argument rounding, erff's 2 ulps
+    # and the f32 products and sum add a few f32 ulps of |y| times (1 + |y|); then bf16
+    magnitude = np.abs(bf16(a)) @ np.abs(bf16(b)).T + np.abs(bias)[None, :]
+    y_error = (96 + 1) * F32_EPS * magnitude
+    gelu_error = 8 * F32_EPS * np.abs(y) * (1 + np.abs(y))
+    assert_within(out["C"], want, 2 * (BF16_EPS * np.abs(want) + 1.2 * y_error + gelu_error))
 
 def test_attention_fwd_against_float64(rng):
     # L = 200: two query tiles and two key tiles (BM = BN = 128), the last partial.

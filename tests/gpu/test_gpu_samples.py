@@ -41,6 +41,14 @@ def _attention_varlen(torch, t, g=2, d=128):
     return {"O": o.bfloat16(), "LSE": lse}
 
 
+def _cross_entropy(torch, t):
+    """logsumexp(X[m]) - X[m, T[m]]; a label outside 0 .. V-1 picks no logit."""
+    x, labels = t["X"].float(), t["T"].long()
+    inside = (labels >= 0) & (labels < x.shape[1])
+    picked = x.gather(1, labels.clamp(0, x.shape[1] - 1)[:, None])[:, 0]
+    return {"Loss": torch.logsumexp(x, dim=1) - torch.where(inside, picked, 0.0)}
+
+
 def _grouped(torch, t):
     """Expert g's rows OFFS[g] .. OFFS[g + 1] - 1 of A times B[g]; C's other rows
     as the kernel left them (the reference of its statements checks those)."""
@@ -107,6 +115,7 @@ TORCH_REFERENCE = {
     "two_producers": lambda torch, t: {"Z": (t["X"].float() + t["Y"].float()).bfloat16()},
     "softmax": lambda torch, t: {"Y": torch.softmax(t["X"].float(), dim=1).bfloat16()},
     "softmax_wide": lambda torch, t: {"Y": torch.softmax(t["X"].float(), dim=1).bfloat16()},
+    "cross_entropy": _cross_entropy,
     "attention_fwd": lambda torch, t: _attention(torch, t),
     "attention_varlen": _attention_varlen,
     "grouped_gemm": _grouped,

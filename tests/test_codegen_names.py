@@ -219,7 +219,7 @@ static_cast struct unroll unsigned void volatile while x y z threadIdx
 __align__ __cvta_generic_to_shared __expf __float2int_rn __forceinline__ __global__
 __grid_constant__ __host__ __device__ __launch_bounds__ __ldg __restrict__ __shared__
 __shfl_sync __shfl_xor_sync __syncthreads __trap __uint_as_float __int_as_float char constexpr rsqrtf
-fabsf fmaxf fminf long opaque short
+erff fabsf fmaxf fminf long opaque short
 bool n r l f h _Pragma""".split())
 _STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|^#line[^\n]*', re.M)
 

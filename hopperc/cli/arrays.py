@@ -7,7 +7,7 @@ import io
 import zipfile
 from pathlib import Path
 
-from hopperc.diagnostics import CompileError
+from hopperc.diagnostics import input_error, unreadable_input
 
 
 def load_arrays(path: str) -> dict[str, object]:
@@ -16,22 +16,18 @@ def load_arrays(path: str) -> dict[str, object]:
     try:
         with open(path, "rb") as handle:
             magic = handle.read(6)
-    except FileNotFoundError:
-        raise _error(path, "no such file") from None
-    except IsADirectoryError:
-        raise _error(path, "is a directory, not a file") from None
     except OSError as exc:
-        raise _error(path, f"cannot read ({exc.strerror})") from None
+        raise unreadable_input(path, exc) from None
     if magic == b"\x93NUMPY":
-        raise _error(path, "holds one array (.npy), not a .npz archive of arrays named as the "
+        raise input_error(path, "holds one array (.npy), not a .npz archive of arrays named as the "
                            "kernel's tensors (np.savez)")
     if not magic.startswith(b"PK"):
-        raise _error(path, "is not a .npz archive (np.savez writes one)")
+        raise input_error(path, "is not a .npz archive (np.savez writes one)")
     try:
         with np.load(path, allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise _error(path, f"cannot read the arrays of this .npz archive: {exc}") from None
+        raise input_error(path, f"cannot read the arrays of this .npz archive: {exc}") from None
 
 
 def save_arrays(path: str, arrays: dict) -> None:
@@ -45,7 +41,3 @@ def save_arrays(path: str, arrays: dict) -> None:
     buffer = io.BytesIO()
     np.savez(buffer, **portable)
     write_atomically({Path(path): buffer.getvalue()})
-
-
-def _error(path: str, message: str) -> CompileError:
-    return CompileError(None, message, file=path, rule="input")

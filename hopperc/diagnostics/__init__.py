@@ -98,27 +98,23 @@ def read_input(path: str | Path) -> str:
     UTF-8 or holds a NUL byte is the user's error, named (rule "input")."""
     path = Path(path)
     if "\0" in str(path):  # no file system names one
-        raise _input_error(Path(str(path).replace("\0", "\\0")), "a path cannot hold a NUL "
+        raise input_error(Path(str(path).replace("\0", "\\0")), "a path cannot hold a NUL "
                                                                   "character")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise _input_error(path, "no such file") from None
-    except IsADirectoryError:
-        raise _input_error(path, "is a directory, not a file") from None
     except OSError as exc:
-        raise _input_error(path, f"cannot read ({exc.strerror})") from None
+        raise unreadable_input(path, exc) from None
     try:
         if stat.S_ISDIR(os.fstat(fd).st_mode):
-            raise _input_error(path, "is a directory, not a file")
+            raise input_error(path, "is a directory, not a file")
         os.set_blocking(fd, True)  # opened non-blocking only so a FIFO's open returns
         data = _read_at_most(fd, MAX_INPUT_BYTES + 1)
     except OSError as exc:
-        raise _input_error(path, f"cannot read ({exc.strerror})") from None
+        raise unreadable_input(path, exc) from None
     finally:
         os.close(fd)
     if len(data) > MAX_INPUT_BYTES:
-        raise _input_error(path, f"is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB; "
+        raise input_error(path, f"is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB; "
                                  "an input file is source text")
     return decode_input(str(path), data)
 
@@ -211,5 +207,15 @@ def _char_span(name: str, text: str, offset: int) -> Span:
     return Span(name, line, col, line, col + 1)
 
 
-def _input_error(path: Path, message: str) -> CompileError:
+def input_error(path: str | Path, message: str) -> CompileError:
+    """An error about an input file as a whole (rule "input"): no line to point at."""
     return CompileError(None, message, file=str(path), rule="input")
+
+
+def unreadable_input(path: str | Path, exc: OSError) -> CompileError:
+    """The user's input file that could not be opened or read, said in words."""
+    if isinstance(exc, FileNotFoundError):
+        return input_error(path, "no such file")
+    if isinstance(exc, IsADirectoryError):
+        return input_error(path, "is a directory, not a file")
+    return input_error(path, f"cannot read ({exc.strerror})")

@@ -5,6 +5,7 @@ in any way is one failure (the command's one warning: test_cache.py's
 unusable-tiers test) and the build goes on."""
 from __future__ import annotations
 
+import contextlib
 import http.server
 import socket
 import subprocess
@@ -125,7 +126,34 @@ def test_a_read_only_remote_is_read_and_never_written(dav, tmp_path):
     assert BuildCache(tmp_path).get(OTHER_KEY) == ENTRY  # the local tier took it
 
 
-class _Answer(http.server.BaseHTTPRequestHandler):
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """Every WebDAV method the remote tier sends goes to `_answer`; nothing logged."""
+
+    def do_GET(self):
+        self._answer()
+
+    do_PUT = do_HEAD = do_MKCOL = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def _serving(*handlers):
+    """A local HTTP server per handler class, in threads; their servers."""
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+               for handler in handlers]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
+class _Answer(_Handler):
     """A server that answers every request with the status its path names
     (`/500/...`) and records the requests' headers; `/hang` never answers."""
     seen: list = []
@@ -139,20 +167,11 @@ class _Answer(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    do_GET = do_PUT = do_HEAD = do_MKCOL = _answer
-
-    def log_message(self, *args):
-        pass
-
 
 @pytest.fixture(scope="module")
 def answering():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with _serving(_Answer) as (server,):
+        yield f"http://127.0.0.1:{server.server_address[1]}"
 
 
 @pytest.mark.parametrize("path, method, failure", [
@@ -193,7 +212,7 @@ def test_cache_info_names_the_remote(dav, tmp_path):
     assert "Traceback" not in bad.stderr
 
 
-class _Redirect(http.server.BaseHTTPRequestHandler):
+class _Redirect(_Handler):
     """Answers every request with `status` and a Location on `target` (another
     server); `seen` records what each server received (method, path, headers)."""
     status, target, seen = 302, "", []
@@ -208,11 +227,6 @@ class _Redirect(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    do_GET = do_PUT = do_HEAD = do_MKCOL = _answer
-
-    def log_message(self, *args):
-        pass
-
 
 @pytest.fixture(scope="module")
 def redirecting_servers():
@@ -224,15 +238,9 @@ def redirecting_servers():
     class Redirector(_Redirect):
         seen = []
 
-    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-               for handler in (Elsewhere, Redirector)]
-    Redirector.target = f"http://localhost:{servers[0].server_address[1]}"
-    for server in servers:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{servers[1].server_address[1]}", Redirector, Elsewhere
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    with _serving(Elsewhere, Redirector) as (elsewhere, redirector):
+        Redirector.target = f"http://localhost:{elsewhere.server_address[1]}"
+        yield f"http://127.0.0.1:{redirector.server_address[1]}", Redirector, Elsewhere
 
 
 @pytest.fixture

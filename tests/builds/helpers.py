@@ -9,6 +9,20 @@ TMA_COPY = (ROOT / "samples" / "tma_copy.hk").read_text()
 SCALE_ROWS = (ROOT / "samples" / "scale_rows.hk").read_text()
 
 
+# Two variants of a source that fails at one line (a tensor the kernel lacks).
+FAILING_VARIANTS = """[[kernel]]
+source = "copy.hk"
+defines = { BN = 64 }
+[[kernel.variant]]
+name = "copy_bm32"
+defines = { BM = 32 }
+[[kernel.variant]]
+name = "copy_bm256"
+defines = { BM = 256 }
+"""
+FAILING_SOURCES = {"copy.hk": TMA_COPY.replace("tma buf <- X", "tma buf <- Z")}
+
+
 def write_library(directory: Path, body: str, kernels: dict[str, str] | None = None) -> Path:
     """`directory/kernels.toml` with `body`, beside the .hk files it names."""
     for name, text in (kernels or {"copy.hk": TMA_COPY, "scale.hk": SCALE_ROWS}).items():

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from tests.builds.helpers import THREE_VARIANTS, TMA_COPY, write_library
+from tests.builds.helpers import (FAILING_SOURCES, FAILING_VARIANTS, THREE_VARIANTS, TMA_COPY,
+                                  write_library)
 
 
 def _outputs(directory, names):
@@ -210,16 +211,7 @@ def test_a_failing_variant_is_named_in_its_errors_and_the_manifest(hopperc_cli, 
     """Both variants of a source fail at one line: each error names its variant,
     and the manifest records its name and the kernel the source declares. Not on a
     terminal, no progress line: nothing is rewritten with a carriage return."""
-    write_library(tmp_path, """[[kernel]]
-source = "copy.hk"
-defines = { BN = 64 }
-[[kernel.variant]]
-name = "copy_bm32"
-defines = { BM = 32 }
-[[kernel.variant]]
-name = "copy_bm256"
-defines = { BM = 256 }
-""", {"copy.hk": TMA_COPY.replace("tma buf <- X", "tma buf <- Z")})
+    write_library(tmp_path, FAILING_VARIANTS, FAILING_SOURCES)
     proc = hopperc_cli("build", "kernels.toml", "--out-dir", "out", "--manifest", "lib.json",
                        "--no-cache", cwd=tmp_path)
     assert proc.returncode == 1 and "\r" not in proc.stderr + proc.stdout

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from hopperc.cli.progress import Progress
-from tests.builds.helpers import TMA_COPY, write_library
+from tests.builds.helpers import FAILING_SOURCES, FAILING_VARIANTS, TMA_COPY, write_library
 
 ERASE = "\r\x1b[K"
 
@@ -55,15 +55,7 @@ def test_no_line_where_no_person_watches_it(stream, form, quiet, total):
 def test_a_library_build_on_a_terminal_shows_and_erases_it(tmp_path):
     """stderr a pseudo-terminal: each kernel's line, erased before its error is
     printed; the errors read as without it."""
-    write_library(tmp_path, """[[kernel]]
-source = "copy.hk"
-[[kernel.variant]]
-name = "copy_bm32"
-defines = { BM = 32 }
-[[kernel.variant]]
-name = "copy_bm256"
-defines = { BM = 256 }
-""", {"copy.hk": TMA_COPY.replace("tma buf <- X", "tma buf <- Z")})
+    write_library(tmp_path, FAILING_VARIANTS, FAILING_SOURCES)
     controller, terminal = pty.openpty()
     try:
         proc = subprocess.run([sys.executable, "-m", "hopperc", "build", "kernels.toml",

@@ -22,7 +22,7 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import issued_per_warpgroup, leaf_accesses, walk
 from hopperc.ir.handoffs import uses
 from hopperc.ir.read_sites import multi_site_buffers
-from hopperc.ir.layout import element_threads
+from hopperc.ir.layout import element_threads, shared_layout
 from hopperc.ir.raster import TILE_LOOP, turn_warpgroups
 from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
@@ -30,7 +30,7 @@ from hopperc.sim.row_stores import stored_elements
 from hopperc.sim.scalars import PER_THREAD, per_lane, scalar, started_walk, taken_tile
 from hopperc.sim.values import (elementwise, matrix_product, read_box, row_partials, undefined,
                                 write_box)
-from hopperc.sim.views import Place, place_shape
+from hopperc.sim.views import Place, alias_index, alias_root, place_shape
 
 
 class ReferenceUnavailable(Exception):
@@ -302,7 +302,25 @@ class _Block:
         self.fills[(self.role, buffer)] = (context, count)
         return count
 
+    def _alias(self, place: Place) -> tuple[np.ndarray, np.ndarray] | None:
+        """A buffer sharing the data of one of its dtype (sim/views.py): its root's
+        storage and the index in it of each element of the view. Only where the
+        root is one array here (not versioned per iteration or fill) and the view
+        lies in its first stage's memory; elsewhere the buffer keeps its own."""
+        root = alias_root(self.kernel, place.buffer)
+        if root is None or root.name in self.versioned or root.name in self.by_fill:
+            return None
+        offset = shared_layout(self.kernel.buffers, 0)[0][root.name]
+        flat = alias_index(self.kernel.buffer(place.buffer), root, offset,
+                           Place(place.buffer, 0, place.part, place.parts, False))
+        if flat.min() < 0 or flat.max() >= int(np.prod(root.shape)):
+            return None
+        return self._storage(root.name).reshape(-1), flat
+
     def _region(self, place: Place):
+        alias = self._alias(place)
+        if alias is not None:
+            return alias
         buf = self.kernel.buffer(place.buffer)
         data = self._storage(place.buffer)
         if place.part is None:

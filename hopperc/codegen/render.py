@@ -26,6 +26,7 @@ from hopperc.ir import nodes as ir
 from hopperc.ir import raster
 from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.dataflow import overwrites_on_first_iteration, runs_at_most_once
+from hopperc.ir.index_algebra import names as scalar_names
 from hopperc.ir.elements import element_tensors
 from hopperc.ir.printer import explain, statement
 from hopperc.ir.layout import packs_pairs, tile_registers
@@ -103,6 +104,26 @@ def _param_decl(p) -> str:
     return f"const {p.ctype} {names.user(p.name)}"
 
 
+# Loop-invariant wgmma descriptors a loop may keep in registers (_loop_body):
+# attention_fwd at D = 256 keeps 16 without a spill, attention_bwd spilled with 32.
+INVARIANT_DESCRIPTORS = 24
+
+
+def invariant_descriptors(kernel: ir.Kernel, body: ir.Block) -> int:
+    """The descriptors of `body`'s products that are the same in every iteration:
+    one per 32-byte k-step of each shared operand that neither a stage nor a loop
+    variable moves."""
+    count = 0
+    for mma in (s for s in walk(body) if isinstance(s, ir.Mma)):
+        for view in (mma.a, mma.b):
+            if not isinstance(view, ir.BufferView) or view.stage is not None:
+                continue
+            if view.part is not None and scalar_names(view.part.index, ir.ScalarKind.LOOP):
+                continue
+            count += mma.shape[2] * kernel.buffer(view.buffer).dtype.nbytes // 32
+    return count
+
+
 class _Context:
     """What the node macros call back into: operands as C++ text."""
 
@@ -118,6 +139,7 @@ class _Context:
         # `k == start` of each peeled loop being rendered: whether this copy of
         # the body is the first iteration
         self.first_iteration: dict[ir.ScalarExpr, bool] = {}
+        self.loop_windows = 0  # depth of loop bodies that declare hk_loop_window
         self.wgmma_forms: dict[WgmmaForm, None] = {}  # in order of first use
         self.tiles = self.exprs.tiles
         # registers holding elements read before the statement or loop that uses them
@@ -190,7 +212,7 @@ class _Context:
                     lines.append(f"{pad}{INDENT}for (int {var} = {start_c} + 1; {var} < "
                                  f"{stop_c}; ++{var}) {{")
                     self.first_iteration[first] = False
-                    self._scoped(body, role, depth + 2, lines)
+                    self._loop_body(body, role, depth + 2, lines)
                     lines.append(f"{pad}{INDENT}}}")
                 del self.first_iteration[first]
                 lines.append(f"{pad}}}")
@@ -198,7 +220,7 @@ class _Context:
                 var = names.user(var)
                 lines.append(f"{pad}for (int {var} = {scalar(start, role)}; {var} < "
                              f"{scalar(stop, role)}; ++{var}) {{")
-                self._scoped(body, role, depth + 1, lines)
+                self._loop_body(body, role, depth + 1, lines)
                 lines.append(f"{pad}}}")
             case ir.IfThen(cond=cond, then=ir.Block(stmts=(ir.ElectLane() as elect,)),
                            orelse=ir.Block(stmts=())) if _only_releases(elect):
@@ -271,6 +293,24 @@ class _Context:
         self.divergent -= divergent
         self.declared.pop()
 
+    def _loop_body(self, body: ir.Block, role: RoleContext, depth: int,
+                   lines: list[str]) -> None:
+        """A loop's body. ptxas keeps each loop-invariant wgmma descriptor (one per
+        k-step of a shared operand that no stage or loop variable moves) in a
+        register across the loop; past INVARIANT_DESCRIPTORS of them, the uniform
+        registers (63) run out, the rest go to ordinary registers and spill. Such a
+        body reads the shared window's address through hk_opaque once per
+        iteration and forms its descriptors from that, so ptxas computes each next
+        to its wgmma with a uniform add. (Below the limit hoisting is cheaper:
+        attention_fwd's key loop would grow by 17 instructions.)"""
+        products = invariant_descriptors(self.kernel, body) > INVARIANT_DESCRIPTORS
+        if products:
+            lines.append(f"{INDENT * depth}const unsigned hk_loop_window = "
+                         f"hk_opaque(hk_smem_base >> 4);")
+        self.loop_windows += products
+        self._scoped(body, role, depth, lines)
+        self.loop_windows -= products
+
     # ---- operands for the macros
     def why(self, stmt) -> str:
         """`fence.proxy.async.shared::cta: sc written by st.shared (k.hk:31), ...`."""
@@ -328,7 +368,8 @@ class _Context:
         return out
 
     def _shared_operand(self, view: ir.BufferView, k_major: bool) -> SharedOperand:
-        return SharedOperand(self.exprs.view_base_16(view, self.role),
+        window = "hk_loop_window" if self.loop_windows else "(hk_smem_base >> 4)"
+        return SharedOperand(self.exprs.view_base_16(view, self.role, window),
                              self.kernel.buffer(view.buffer), k_major)
 
     def pinned(self, stmt: ir.WgmmaFence | ir.WgmmaWait | ir.TileDef | ir.TileAssign

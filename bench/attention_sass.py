@@ -4,14 +4,17 @@ loops apart), per 64 query rows x 64 keys of one consumer warpgroup. A loop's
 work is its HGMMA multiply-adds over those of a 64x64 tile, 2 * 64 * 64 * D
 (S = Q K^T and O += P V), so tiles of any shape compare.
 
-hopperc: samples/attention_fwd.hk at each head dimension, causal or not.
+hopperc: samples/attention_fwd.hk at each head dimension, causal or not; with
+--backward, samples/attention_bwd.hk (D = 128), whose iteration does five
+products per 64x64 tile (S^T, dP^T, dV, dK and its share of dQ), so its work is
+counted in units of 5 * 64 * 64 * D multiply-adds.
 FlashAttention-3: the sm_90a cubins of the `fa3-fwd` wheel (`make peer-sass`
 installs it; skipped where absent), its bf16 non-varlen forward kernels of the
 same head dimension, picked by the demangled template arguments of
 `CollectiveMainloopFwdSm90`. Needs the SASS tools (`pip install 'hopperc[sass]'`)
 and c++filt; no GPU.
 
-Usage: python bench/attention_sass.py [--head-dim D ...] [--causal]
+Usage: python bench/attention_sass.py [--head-dim D ...] [--causal] [--backward]
 """
 from __future__ import annotations
 
@@ -53,8 +56,10 @@ def multiply_adds(instruction: sm.Instruction) -> int:
     return m * n * k
 
 
-def key_loops(code: list[sm.Instruction], head_dim: int) -> list[LoopFigures]:
-    """Every loop holding HGMMAs that holds no shorter such loop, in code order."""
+def key_loops(code: list[sm.Instruction], head_dim: int,
+              products: int = 2) -> list[LoopFigures]:
+    """Every loop holding HGMMAs that holds no shorter such loop, in code order;
+    a 64x64 tile's work is `products` products of 64 * 64 * head_dim."""
     found = [lp for lp in sm.loops(code) if any(i.is_wgmma for i in lp.body(code))]
     innermost = [lp for lp in found
                  if not any(o is not lp and lp.start <= o.start and o.end <= lp.end for o in found)]
@@ -62,9 +67,16 @@ def key_loops(code: list[sm.Instruction], head_dim: int) -> list[LoopFigures]:
     for lp in sorted(innermost, key=lambda lp: lp.start):
         body = lp.body(code)
         work = sum(multiply_adds(i) for i in body if i.is_wgmma)
-        figures.append(LoopFigures(lp.start, len(lp), work / (2 * 64 * 64 * head_dim),
+        figures.append(LoopFigures(lp.start, len(lp), work / (products * 64 * 64 * head_dim),
                                    sum(i.base in MASK_OPCODES for i in body), tuple(body)))
     return figures
+
+
+def hopperc_backward_loops(causal: bool) -> list[LoopFigures]:
+    built = driver.build(driver.read_source(ROOT / "samples" / "attention_bwd.hk"),
+                         {"CAUSAL": int(causal)})
+    (code,) = sm.functions(built.result.cubin).values()
+    return key_loops(code, 128, products=5)
 
 
 def hopperc_loops(head_dim: int, causal: bool) -> list[LoopFigures]:
@@ -145,7 +157,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--head-dim", type=int, action="append", choices=(64, 128, 256))
     parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--backward", action="store_true",
+                        help="samples/attention_bwd.hk's query loop (D = 128)")
     options = parser.parse_args()
+    if options.backward:
+        case = f"D=128{' causal' if options.causal else ''}"
+        print("\n".join(describe(f"hopperc attention_bwd {case}",
+                                 hopperc_backward_loops(options.causal))))
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         peers = fa3_kernels(Path(tmp))
         if not peers:

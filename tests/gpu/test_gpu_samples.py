@@ -24,6 +24,19 @@ def _attention(torch, t):
     return {"O": (torch.softmax(s, dim=-1) @ v).bfloat16(), "LSE": torch.logsumexp(s, dim=-1)}
 
 
+def _attention_bwd(torch, t):
+    """samples/attention_bwd.hk by hand from its inputs (LSE and DELTA as given):
+    P = exp(s Q K^T - LSE), dV = P^T dO, dS = P * (dO V^T - Delta), dK = s dS^T Q,
+    and dQ = s dS K added to DQ's values before the run."""
+    q, k, v, do = (t[n].float() for n in ("Q", "K", "V", "DO"))
+    scale = q.shape[-1] ** -0.5
+    p = torch.exp(q @ k.transpose(-1, -2) * scale - t["LSE"][..., None])
+    ds = p * (do @ v.transpose(-1, -2) - t["DELTA"][..., None])
+    return {"DV": (p.transpose(-1, -2) @ do).bfloat16(),
+            "DK": (ds.transpose(-1, -2) @ q * scale).bfloat16(),
+            "DQ": (t["DQ_before"].double() + (ds @ k * scale).double()).float()}
+
+
 def _attention_varlen(torch, t, g=2, d=128):
     """samples/attention_varlen.hk by hand: head h's columns h*d .. of Q and O,
     kv head h // g's of K and V, per sequence CU[b] .. CU[b + 1]; O and LSE
@@ -118,6 +131,9 @@ TORCH_REFERENCE = {
     "cross_entropy": _cross_entropy,
     "attention_fwd": lambda torch, t: _attention(torch, t),
     "attention_varlen": _attention_varlen,
+    "attention_bwd": _attention_bwd,
+    "attention_bwd_delta": lambda torch, t: {
+        "DELTA": (t["O"].float() * t["DO"].float()).sum(dim=-1)},
     "grouped_gemm": _grouped,
     "grouped_gemm_masked": _grouped_masked,
     "gemm_fp8_blockscaled": _blockscaled,

@@ -110,11 +110,12 @@ INVARIANT_DESCRIPTORS = 24
 
 
 def invariant_descriptors(kernel: ir.Kernel, body: ir.Block) -> int:
-    """The descriptors of `body`'s products that are the same in every iteration:
-    one per 32-byte k-step of each shared operand that neither a stage nor a loop
+    """The descriptors of `body`'s own products (not those of loops inside it,
+    which count for those loops) that are the same in every iteration: one per
+    32-byte k-step of each shared operand that neither a stage nor a loop
     variable moves."""
     count = 0
-    for mma in (s for s in walk(body) if isinstance(s, ir.Mma)):
+    for mma in _own_products(body):
         for view in (mma.a, mma.b):
             if not isinstance(view, ir.BufferView) or view.stage is not None:
                 continue
@@ -122,6 +123,18 @@ def invariant_descriptors(kernel: ir.Kernel, body: ir.Block) -> int:
                 continue
             count += mma.shape[2] * kernel.buffer(view.buffer).dtype.nbytes // 32
     return count
+
+
+def _own_products(block: ir.Block):
+    for stmt in block.stmts:
+        if isinstance(stmt, ir.Mma):
+            yield stmt
+        elif isinstance(stmt, ir.IfThen):
+            yield from _own_products(stmt.then)
+            yield from _own_products(stmt.orelse)
+        elif not isinstance(stmt, ir.ForLoop) and isinstance(getattr(stmt, "body", None),
+                                                             ir.Block):
+            yield from _own_products(stmt.body)
 
 
 class _Context:

@@ -13,7 +13,7 @@ import pytest
 
 from bench.attention_sass import hopperc_backward_loops
 from hopperc import driver
-from hopperc.codegen.render import INVARIANT_DESCRIPTORS, invariant_descriptors
+from hopperc.codegen.loop_descriptors import INVARIANT_DESCRIPTORS, invariant_descriptors
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from tests.conftest import ROOT

@@ -19,6 +19,7 @@ from hopperc.codegen.element_reads import element_reader, elements_to_read, read
 from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, matrix_store,
                                       per_element, row_partials)
 from hopperc.codegen.launch import LaunchInfo, launch_info
+from hopperc.codegen.loop_descriptors import INVARIANT_DESCRIPTORS, invariant_descriptors
 from hopperc.codegen.row_stores import RowStoreCode, row_store
 from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
@@ -26,7 +27,6 @@ from hopperc.ir import nodes as ir
 from hopperc.ir import raster
 from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.dataflow import overwrites_on_first_iteration, runs_at_most_once
-from hopperc.ir.index_algebra import names as scalar_names
 from hopperc.ir.elements import element_tensors
 from hopperc.ir.printer import explain, statement
 from hopperc.ir.layout import packs_pairs, tile_registers
@@ -102,39 +102,6 @@ def _param_decl(p) -> str:
     if p.kind == "pointer":
         return f"const {p.ctype} __restrict__ {names.user(p.name)}"
     return f"const {p.ctype} {names.user(p.name)}"
-
-
-# Loop-invariant wgmma descriptors a loop may keep in registers (_loop_body):
-# attention_fwd at D = 256 keeps 16 without a spill, attention_bwd spilled with 32 and with 36.
-INVARIANT_DESCRIPTORS = 24
-
-
-def invariant_descriptors(kernel: ir.Kernel, body: ir.Block) -> int:
-    """The descriptors of `body`'s own products (not those of loops inside it,
-    which count for those loops) that are the same in every iteration: one per
-    32-byte k-step of each shared operand that neither a stage nor a loop
-    variable moves."""
-    count = 0
-    for mma in _own_products(body):
-        for view in (mma.a, mma.b):
-            if not isinstance(view, ir.BufferView) or view.stage is not None:
-                continue
-            if view.part is not None and scalar_names(view.part.index, ir.ScalarKind.LOOP):
-                continue
-            count += mma.shape[2] * kernel.buffer(view.buffer).dtype.nbytes // 32
-    return count
-
-
-def _own_products(block: ir.Block):
-    for stmt in block.stmts:
-        if isinstance(stmt, ir.Mma):
-            yield stmt
-        elif isinstance(stmt, ir.IfThen):
-            yield from _own_products(stmt.then)
-            yield from _own_products(stmt.orelse)
-        elif not isinstance(stmt, ir.ForLoop) and isinstance(getattr(stmt, "body", None),
-                                                             ir.Block):
-            yield from _own_products(stmt.body)
 
 
 class _Context:

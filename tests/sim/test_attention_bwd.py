@@ -93,8 +93,8 @@ def test_gradient_against_float64(length, causal):
         limit = 4 * 2.0 ** -9 * bound[name] + 1e-6
         error = np.abs(got - want[name])
         worst = np.unravel_index((error - limit).argmax(), error.shape)
-        assert (error <= limit).all(), \
-            f"{name}{worst}: {got[worst]:.6g}, want {want[name][worst]:.6g} (bound {limit[worst]:.3g})"
+        assert (error <= limit).all(), (f"{name}{worst}: {got[worst]:.6g}, want "
+                                        f"{want[name][worst]:.6g} (bound {limit[worst]:.3g})")
 
 
 def test_delta_against_float64():

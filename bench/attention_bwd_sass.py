@@ -92,7 +92,8 @@ def fa3_cubin(workdir: Path) -> bytes | None:
     return (workdir / FA3_CUBIN).read_bytes()
 
 
-def fa3_loops(cubin: bytes, causal: bool) -> tuple[Fa3BwdKernel, list[LoopFigures], dict] | None:
+def fa3_loops(cubin: bytes, causal: bool
+              ) -> tuple[Fa3BwdKernel, list[LoopFigures], dict, list[sm.Instruction]] | None:
     functions = sm.functions(cubin)
     names = subprocess.run(["c++filt"], input="\n".join(functions), capture_output=True,
                            text=True, check=True).stdout.splitlines()
@@ -101,19 +102,27 @@ def fa3_loops(cubin: bytes, causal: bool) -> tuple[Fa3BwdKernel, list[LoopFigure
     if kernel is None:
         return None
     usage = resource_usage(cubin)[kernel.symbol]
-    return kernel, key_loops(functions[kernel.symbol], kernel.tile[2], PRODUCTS), usage
+    code = functions[kernel.symbol]
+    return kernel, key_loops(code, kernel.tile[2], PRODUCTS), usage, code
 
 
-def hopperc_loops(path: Path, defines: dict[str, int]) -> tuple[list[LoopFigures], object]:
+def hopperc_loops(path: Path, defines: dict[str, int]
+                  ) -> tuple[list[LoopFigures], object, list[sm.Instruction]]:
     built = driver.build(driver.read_source(path), defines)
     (code,) = sm.functions(built.result.cubin).values()
-    return key_loops(code, defines.get("HEAD_DIM", FA3_HEAD_DIM), PRODUCTS), built.result.resources
+    loops = key_loops(code, defines.get("HEAD_DIM", FA3_HEAD_DIM), PRODUCTS)
+    return loops, built.result.resources, code
 
 
-def by_class(loops: list[LoopFigures]) -> list[str]:
-    return ["    per tile by class: " + ", ".join(
+def details(loops: list[LoopFigures], code: list[sm.Instruction]) -> list[str]:
+    """Each loop's instructions per tile by class, and how the kernel adds dQ
+    into global memory (its reduction instructions by kind, the whole kernel)."""
+    lines = ["    per tile by class: " + ", ".join(
         f"{name} {n / lp.tiles:.3g}" for name, n in sm.class_counts(list(lp.body)).items())
         for lp in loops]
+    return lines + ["  reductions: " + "; ".join(
+        f"{kind} " + ", ".join(f"{n} {op}" for op, n in sorted(ops.items()))
+        for kind, ops in sm.reduction_counts(code).items())]
 
 
 def main() -> int:
@@ -129,10 +138,10 @@ def main() -> int:
         defines.setdefault("CAUSAL", 1)
     case = "causal" if options.causal else "non-causal"
     if options.sample.is_file():
-        loops, res = hopperc_loops(options.sample, defines)
+        loops, res, code = hopperc_loops(options.sample, defines)
         print("\n".join(describe(f"hopperc {options.sample.stem} {defines or ''} registers "
                                  f"{res.registers}, spills {res.spill_stores}/{res.spill_loads}",
-                                 loops) + by_class(loops)))
+                                 loops) + details(loops, code)))
     else:
         print(f"{options.sample} is absent: FA3 only")
     with tempfile.TemporaryDirectory() as tmp:
@@ -144,12 +153,12 @@ def main() -> int:
     if found is None:
         print(f"no plain {case} FA3 backward kernel in {FA3_CUBIN}")
         return 1
-    kernel, loops, usage = found
+    kernel, loops, usage, code = found
     bm, bn, d = kernel.tile
     swapped = [f for f in FLAGS[5:] if kernel.flags[f]]
     print("\n".join(describe(f"FA3 backward D={d} {case} {bm}x{bn} (swapped: "
                              f"{', '.join(swapped) or 'none'}) registers {usage['REG']}, "
-                             f"local memory {usage['LOCAL']} B", loops) + by_class(loops)))
+                             f"local memory {usage['LOCAL']} B", loops) + details(loops, code)))
     return 0
 
 

@@ -139,6 +139,6 @@ def test_liger_cross_entropy_compiles_for_sm90a_with_one_softmax_loop():
 def test_fa3_backward_loop_holds_five_products_per_tile():
     with tempfile.TemporaryDirectory() as tmp:
         cubin = attention_bwd_sass.fa3_cubin(Path(tmp))
-    kernel, (loop,), usage = attention_bwd_sass.fa3_loops(cubin, causal=False)
+    kernel, (loop,), usage, _ = attention_bwd_sass.fa3_loops(cubin, causal=False)
     assert kernel.tile == (80, 128, 128) and loop.tiles == 1.25
     assert 300 < loop.per_tile < 600 and usage["LOCAL"] == 0

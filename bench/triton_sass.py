@@ -159,23 +159,33 @@ def specialize(peer: PeerKernel) -> tuple[dict[str, str], dict[str, object], dic
 def compile_peer(peer: PeerKernel, root: Path) -> bytes:
     """The sm_90a cubin Triton compiles for this launch."""
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9's default, said aloud
+    cache = os.environ.get("TRITON_CACHE_DIR")
     with tempfile.TemporaryDirectory() as tmp:
-        os.environ.setdefault("TRITON_CACHE_DIR", str(Path(tmp) / "cache"))
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-        source = Path(tmp) / f"liger_{peer.function.strip('_')}.py"
-        source.write_text(kernel_source(root / peer.module, {peer.function, *peer.globals}))
-        spec = importlib.util.spec_from_file_location(source.stem, source)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        kernel = getattr(module, peer.function)
-        signature, constexprs, attrs = specialize(peer)
-        ordered = {name: signature[name] for name in kernel.arg_names}
-        compiled = triton.compile(ASTSource(kernel, ordered, constexprs, attrs),
-                                  target=GPUTarget("cuda", 90, 32),
-                                  options={"num_warps": peer.warps})
-        return compiled.asm["cubin"]
+        os.environ["TRITON_CACHE_DIR"] = str(Path(tmp) / "cache")  # the user's cache untouched
+        try:
+            return _compile(peer, root, Path(tmp))
+        finally:
+            if cache is None:
+                del os.environ["TRITON_CACHE_DIR"]
+            else:
+                os.environ["TRITON_CACHE_DIR"] = cache
+
+
+def _compile(peer: PeerKernel, root: Path, tmp: Path) -> bytes:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    source = tmp / f"liger_{peer.function.strip('_')}.py"
+    source.write_text(kernel_source(root / peer.module, {peer.function, *peer.globals}))
+    spec = importlib.util.spec_from_file_location(source.stem, source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernel = getattr(module, peer.function)
+    signature, constexprs, attrs = specialize(peer)
+    ordered = {name: signature[name] for name in kernel.arg_names}
+    compiled = triton.compile(ASTSource(kernel, ordered, constexprs, attrs),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": peer.warps})
+    return compiled.asm["cubin"]
 
 
 def straight_line_length(code: list[sm.Instruction]) -> int:

@@ -53,11 +53,10 @@ def multiply_adds(instruction: sm.Instruction) -> int:
     return m * n * k
 
 
-def key_loops(code: list[sm.Instruction], head_dim: int, products: int = 2) -> list[LoopFigures]:
+def key_loops(code: list[sm.Instruction], head_dim: int,
+              products: int = 2) -> list[LoopFigures]:
     """Every loop holding HGMMAs that holds no shorter such loop, in code order;
-    a 64x64 tile's work is `products` products of 64 * 64 * head_dim
-    multiply-adds (the forward's S and P V: 2; the backward's S, dP, dV, dK and
-    dQ: 5)."""
+    a 64x64 tile's work is `products` products of 64 * 64 * head_dim."""
     found = [lp for lp in sm.loops(code) if any(i.is_wgmma for i in lp.body(code))]
     innermost = [lp for lp in found
                  if not any(o is not lp and lp.start <= o.start and o.end <= lp.end for o in found)]

@@ -114,15 +114,20 @@ def hopperc_loops(path: Path, defines: dict[str, int]
     return loops, built.result.resources, code
 
 
-def details(loops: list[LoopFigures], code: list[sm.Instruction]) -> list[str]:
-    """Each loop's instructions per tile by class, and how the kernel adds dQ
-    into global memory (its reduction instructions by kind, the whole kernel)."""
-    lines = ["    per tile by class: " + ", ".join(
-        f"{name} {n / lp.tiles:.3g}" for name, n in sm.class_counts(list(lp.body)).items())
-        for lp in loops]
-    return lines + ["  reductions: " + "; ".join(
+def report(label: str, loops: list[LoopFigures], code: list[sm.Instruction]) -> str:
+    """describe's lines, each loop's followed by its instructions per tile by
+    class, then how the kernel adds dQ into global memory (its reduction
+    instructions by kind, the whole kernel)."""
+    header, *per_loop = describe(label, loops)
+    lines = [header]
+    for line, lp in zip(per_loop, loops):
+        lines += [line, "    per tile by class: " + ", ".join(
+            f"{name} {n / lp.tiles:.3g}" for name, n in sm.class_counts(list(lp.body)).items())]
+    kinds = sm.reduction_counts(code)
+    lines.append("  reductions: " + ("; ".join(
         f"{kind} " + ", ".join(f"{n} {op}" for op, n in sorted(ops.items()))
-        for kind, ops in sm.reduction_counts(code).items())]
+        for kind, ops in kinds.items()) or "none"))
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -139,9 +144,8 @@ def main() -> int:
     case = "causal" if options.causal else "non-causal"
     if options.sample.is_file():
         loops, res, code = hopperc_loops(options.sample, defines)
-        print("\n".join(describe(f"hopperc {options.sample.stem} {defines or ''} registers "
-                                 f"{res.registers}, spills {res.spill_stores}/{res.spill_loads}",
-                                 loops) + details(loops, code)))
+        print(report(f"hopperc {options.sample.stem} {defines or ''} registers "
+                     f"{res.registers}, spills {res.spill_stores}/{res.spill_loads}", loops, code))
     else:
         print(f"{options.sample} is absent: FA3 only")
     with tempfile.TemporaryDirectory() as tmp:
@@ -156,9 +160,8 @@ def main() -> int:
     kernel, loops, usage, code = found
     bm, bn, d = kernel.tile
     swapped = [f for f in FLAGS[5:] if kernel.flags[f]]
-    print("\n".join(describe(f"FA3 backward D={d} {case} {bm}x{bn} (swapped: "
-                             f"{', '.join(swapped) or 'none'}) registers {usage['REG']}, "
-                             f"local memory {usage['LOCAL']} B", loops) + details(loops, code)))
+    print(report(f"FA3 backward D={d} {case} {bm}x{bn} (swapped: {', '.join(swapped) or 'none'}) "
+                 f"registers {usage['REG']}, local memory {usage['LOCAL']} B", loops, code))
     return 0
 
 

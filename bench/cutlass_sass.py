@@ -86,7 +86,8 @@ def sample_lines(path: Path) -> list[str]:
     res = built.result.resources
     return [f"{path.stem}: consumer {main_loop['consumer']} instructions per k-step, producer "
             f"{main_loop['producer']}, {main_loop['wait_to_mma']} from the wgmma wait to the next "
-            f"HGMMA; registers {res.registers}, spills {res.spill_stores}/{res.spill_loads}",
+            f"HGMMA; epilogue stores {main_loop['stores']}; registers {res.registers}, "
+            f"spills {res.spill_stores}/{res.spill_loads}",
             *describe_reductions(code)]
 
 

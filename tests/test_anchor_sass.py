@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import attention_bwd_sass, triton_sass
+from bench import attention_bwd_sass, cutlass_sass, triton_sass
 from bench.attention_sass import key_loops
 from hopperc.backend import sass_metrics as sm
 from tests.conftest import ROOT
@@ -44,6 +44,18 @@ def test_reductions_by_kind_and_the_flag_polling_loop():
         "global load": {"LDG.E": 1}}
     (poll,) = sm.flag_waits(code)  # innermost only: not the outer loop that holds it
     assert (poll.start, poll.end) == (6, 8)
+
+
+def test_cutlass_figures_name_each_kind_and_a_samples_global_traffic():
+    code = _code(("ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU", "PT", "RZ,desc[UR4][R2.64],R6"),
+                 ("LDG.E.STRONG.GPU", "", "R6,desc[UR4][R8.64]"), ("BRA", "@P0", "0x10"))
+    assert cutlass_sass.describe_reductions(code) == [
+        "  element reduce: 1 ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU",
+        "  flag wait: 1 LDG.E.STRONG.GPU", "  flag-polling loops: 1, of 2 instructions"]
+    # scale_rows: no wgmma, and its only global traffic besides TMA is the row scales' loads
+    first, *rest = cutlass_sass.sample_lines(ROOT / "samples" / "scale_rows.hk")
+    assert first.startswith("scale_rows: consumer None") and first.endswith("spills 0/0")
+    assert [line.split(":")[0] for line in rest] == ["  global load"]
 
 
 # A demangled FA3 backward kernel name, cut to the parts parse_kernel reads.

@@ -194,7 +194,8 @@ def reduction_kind(instruction: Instruction) -> str | None:
     None: a TMA or bulk reduce-add (UTMAREDG, UBLKRED), an element-wise
     floating-point red/atom, an integer one (a flag or counter), a strong
     (acquire or relaxed) load of a flag, a GPU-scope memory fence, or a plain
-    global store or load (a workspace's partials)."""
+    global store or load (a fix-up workspace's partials, and any other global
+    traffic of the threads)."""
     base, opcode = instruction.base, instruction.opcode
     if base in ("UTMAREDG", "UBLKRED"):
         return "TMA reduce"

@@ -202,3 +202,21 @@ def test_any_order_of_the_adds_is_within_the_slack():
     assert abs(float(forward) - float(reverse)) <= record.slack("C")[0, 0]
     assert record.slack("C")[0, 0] == pytest.approx(
         ULP[DType.F32] * 5 * np.abs(terms.astype(np.float64)).sum())
+
+
+RAGGED_ADD = """kernel ragged_add(X: f32[M, N], Y: f32[M, N], e: i32)
+    tile(BM = 64, BN = 32) grid(m: M / BM, n: N / BN) threads 128
+{
+    shared buf: f32[BM, BN] swizzle 128B
+    tma buf <- X[tile.m * BM : e, tile.n]
+    tma Y[tile.m * BM : e, tile.n] += buf
+}
+"""
+
+
+def test_ragged_reduce_add_leaves_the_rows_past_end_as_they_were():
+    rng = np.random.default_rng(2)
+    x, y0 = (rng.uniform(-1, 1, (100, 40)).astype(np.float32) for _ in range(2))
+    out = hopperc.simulate(SourceFile("r.hk", RAGGED_ADD), {"X": x, "Y": y0, "e": 70})
+    np.testing.assert_array_equal(out["Y"][:70], y0[:70] + x[:70])
+    np.testing.assert_array_equal(out["Y"][70:], y0[70:])

@@ -15,6 +15,7 @@ import hopperc
 from hopperc import driver
 from hopperc.diagnostics import SourceFile
 from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import walk
 from hopperc.ir.dtypes import DType
 from hopperc.sim.block_accesses import BlockAccesses
 from hopperc.sim.explore import simulate
@@ -220,3 +221,19 @@ def test_ragged_reduce_add_leaves_the_rows_past_end_as_they_were():
     out = hopperc.simulate(SourceFile("r.hk", RAGGED_ADD), {"X": x, "Y": y0, "e": 70})
     np.testing.assert_array_equal(out["Y"][:70], y0[:70] + x[:70])
     np.testing.assert_array_equal(out["Y"][70:], y0[70:])
+
+
+def test_the_mutation_engine_turns_a_reduce_add_into_a_store_and_check_catches_it():
+    """With its only reduce-add a plain store, each split overwrites C (which starts
+    random): a wrong result, blamed on the store's line."""
+    from tests.mutation.engine import mutants, verdict
+
+    front_end, lowered = _lowered(_kernel())
+    (mutant,) = [x for x in mutants(lowered, "split_k.hk") if ":store:AsyncStore" in x.id]
+    (store,) = [s for s in walk(mutant.kernel.body) if isinstance(s, ir.AsyncStore)]
+    assert not store.reduce_add
+    report = simulate(mutant.kernel, front_end, make_problem(lowered, {"M": 100, "N": 72,
+                                                                        "K": 200}),
+                      2, 0, first_finding=True)
+    assert report.findings[0].category is Category.WRONG_RESULT, report.findings
+    assert verdict(mutant, report.findings) == "caught", report.findings

@@ -30,6 +30,7 @@ import numpy as np
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
+from hopperc.ir.dtypes import DType
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Site
 from hopperc.sim.values import ULP, box_index
@@ -47,7 +48,9 @@ def block_accesses(kernel: ir.Kernel, tensors: dict[str, np.ndarray] | None
 
 
 class BlockAccesses:
-    def __init__(self, tensors: dict[str, np.ndarray], reduced: dict[str, object]):
+    """One run of the grid's record (the module's docstring)."""
+
+    def __init__(self, tensors: dict[str, np.ndarray], reduced: dict[str, DType]):
         """`tensors`: the problem's tensors, before the kernel runs; `reduced`:
         the tensors the kernel reduces into, each with its DType."""
         self.reduced = reduced

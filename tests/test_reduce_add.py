@@ -79,3 +79,34 @@ def test_refused_reduce_add(text, marker, keywords, nth, defines) -> None:
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "i32"])
 def test_reduce_add_takes_the_types_ptx_adds(dtype) -> None:
     driver.check(SourceFile("add.hk", ADD.replace("f32", dtype)))
+
+
+READ_BACK = """\
+kernel add_then_read(X: f32[M, N], Y: f32[M, N], Z: f32[M, N])
+    tile(BM = 64, BN = 32) grid(m: M / BM, n: N / BNS) threads 128
+{
+    shared buf: f32[BM, BN] swizzle 128B
+    tma buf <- X[tile.m, tile.n]
+    tma Y[tile.m, tile.n] += buf
+    tma buf <- Y[tile.m, tile.n]
+    tma Z[tile.m, tile.n] <- buf
+}
+"""
+
+
+def test_reading_back_a_blocks_own_adds_waits_for_their_completion():
+    """The plain wait_group (not .read) before the load of the box the block added
+    into: its adds are then complete; `check` is clean."""
+    source = SourceFile("r.hk", READ_BACK.replace("BNS", "BN"))
+    text = print_kernel(driver.lower(driver.check(source)))
+    reload = text.index("tma.load buf <- Y")
+    assert "cp.async.bulk.wait_group 0" in text[text.index("tma.reduce-add"):reload]
+    report = driver.simulate(source, None, {"M": 100, "N": 40}, seeds=2, search=40)
+    assert report.ok, [line for f in report.findings for line in f.lines()]
+
+
+def test_negative_reading_back_what_other_blocks_add_is_refused():
+    """With a second grid axis the box is added into by two blocks: the front end
+    refuses the read (nothing orders the other block's adds before it)."""
+    text = READ_BACK.replace("BNS", "BN, s: 2")
+    expect_error(text, "tma buf <- Y", ["another block may store", "another tile.s"])

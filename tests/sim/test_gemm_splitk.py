@@ -90,8 +90,8 @@ def test_split_k_adds_every_split_into_c_against_float64():
 @pytest.mark.parametrize("k", [264, 328])
 def test_gemm_splitk_sample_against_float64(k):
     """samples/gemm_splitk.hk at ragged M, N and K, both warpgroups, SPLITS = 4:
-    K = 264 is 5 K tiles, runs of 2, 2, 1 and none (the last split is empty: it adds
-    zeros); K = 328 is 6, runs of 2, 2, 2 and none."""
+    K = 264 is 5 K tiles, runs of 2, 2, 1 and none (the last split is empty: it
+    adds nothing); K = 328 is 6, runs of 2, 2, 2 and none."""
     rng = np.random.default_rng(k)
     m_rows, n_cols = 150, 260
     a, b = (rng.uniform(-1, 1, (n, k)).astype(np.float32) for n in (m_rows, n_cols))
@@ -132,7 +132,7 @@ def test_missing_wait_before_the_staging_plane_is_rewritten_is_a_race():
     mutated = m.edit(lowered, m.remove(ir.BulkWaitRead, lambda s: s.read and s.pending == 1))
     findings = _findings(front_end, mutated, {"M": 136, "N": 260, "K": 264})
     assert findings and findings[0].category is Category.RACE, findings
-    assert findings[0].span.line == 38 and "reduce-add" in findings[0].message, findings[0].message
+    assert findings[0].span.line == 39 and "reduce-add" in findings[0].message, findings[0].message
 
 
 def test_missing_wait_before_exit_is_a_race():

@@ -4,17 +4,14 @@ loops apart), per 64 query rows x 64 keys of one consumer warpgroup. A loop's
 work is its HGMMA multiply-adds over those of a 64x64 tile, 2 * 64 * 64 * D
 (S = Q K^T and O += P V), so tiles of any shape compare.
 
-hopperc: samples/attention_fwd.hk at each head dimension, causal or not; with
---backward, samples/attention_bwd.hk (D = 128), whose iteration does five
-products per 64x64 tile (S^T, dP^T, dV, dK and its share of dQ), so its work is
-counted in units of 5 * 64 * 64 * D multiply-adds.
+hopperc: samples/attention_fwd.hk at each head dimension, causal or not.
 FlashAttention-3: the sm_90a cubins of the `fa3-fwd` wheel (`make peer-sass`
 installs it; skipped where absent), its bf16 non-varlen forward kernels of the
 same head dimension, picked by the demangled template arguments of
 `CollectiveMainloopFwdSm90`. Needs the SASS tools (`pip install 'hopperc[sass]'`)
 and c++filt; no GPU.
 
-Usage: python bench/attention_sass.py [--head-dim D ...] [--causal] [--backward]
+Usage: python bench/attention_sass.py [--head-dim D ...] [--causal]
 """
 from __future__ import annotations
 
@@ -70,13 +67,6 @@ def key_loops(code: list[sm.Instruction], head_dim: int,
         figures.append(LoopFigures(lp.start, len(lp), work / (products * 64 * 64 * head_dim),
                                    sum(i.base in MASK_OPCODES for i in body), tuple(body)))
     return figures
-
-
-def hopperc_backward_loops(causal: bool) -> list[LoopFigures]:
-    built = driver.build(driver.read_source(ROOT / "samples" / "attention_bwd.hk"),
-                         {"CAUSAL": int(causal)})
-    (code,) = sm.functions(built.result.cubin).values()
-    return key_loops(code, 128, products=5)
 
 
 def hopperc_loops(head_dim: int, causal: bool) -> list[LoopFigures]:
@@ -157,14 +147,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--head-dim", type=int, action="append", choices=(64, 128, 256))
     parser.add_argument("--causal", action="store_true")
-    parser.add_argument("--backward", action="store_true",
-                        help="samples/attention_bwd.hk's query loop (D = 128)")
     options = parser.parse_args()
-    if options.backward:
-        case = f"D=128{' causal' if options.causal else ''}"
-        print("\n".join(describe(f"hopperc attention_bwd {case}",
-                                 hopperc_backward_loops(options.causal))))
-        return 0
     with tempfile.TemporaryDirectory() as tmp:
         peers = fa3_kernels(Path(tmp))
         if not peers:

@@ -1,7 +1,7 @@
 """samples/attention_bwd.hk's SASS: the query loop without a spill, its products
 as the schedule asks (per iteration and warpgroup: S^T, dP^T and the dQ share as
 8 m64n64k16 each, dV and dK as 4 m64n128k16 each), and the loop's instructions
-per 64x64 tile (bench/attention_sass.py --backward). And the code generation
+per 64x64 tile (bench/attention_bwd_sass.py). And the code generation
 rule that keeps it from spilling: a loop with more than INVARIANT_DESCRIPTORS
 loop-invariant wgmma descriptors forms them from the window read through
 hk_opaque each iteration; one with fewer (attention_fwd's) keeps them hoisted."""
@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from bench.attention_sass import hopperc_backward_loops
+from bench.attention_bwd_sass import hopperc_loops
 from hopperc import driver
 from hopperc.codegen.loop_descriptors import INVARIANT_DESCRIPTORS, invariant_descriptors
 from hopperc.ir import nodes as ir
@@ -31,7 +31,7 @@ def test_no_spill(causal):
 @pytest.mark.parametrize("causal, loops", [(0, 1), (1, 2)])
 def test_query_loop_products_and_length(causal, loops):
     """Causal: the diagonal's masked iterations are a loop of their own."""
-    found = hopperc_backward_loops(bool(causal))
+    found, _, _ = hopperc_loops(SAMPLE, {"CAUSAL": causal})
     assert len(found) == loops
     for loop in found:
         shapes = Counter(i.opcode for i in loop.body if i.is_wgmma)

@@ -23,6 +23,7 @@ from hopperc.sim.barriers import MBarrier, NamedBarrier
 from hopperc.sim.block import Block
 from hopperc.sim.explore import Report, program
 from hopperc.sim.findings import Finding, SimFailure
+from hopperc.sim.block_accesses import block_accesses
 from hopperc.sim.schedule import MODES, Chooser, Replay, run_cluster, stuck
 from hopperc.sim.warp import Warp
 
@@ -307,10 +308,11 @@ def replay(report: Report, finding: Finding | None = None) -> Recording:
         schedule = chooser.describe()
     names = [_block_name(block, len(cluster)) for cluster in clusters for block in cluster]
     recorder = Recorder(Recording(report.lowered, schedule), names)
+    between = block_accesses(prog.kernel, tensors)
     try:
         for index, cluster in enumerate(clusters):
             run_cluster(prog, [problem.env(block) for block in cluster], tensors, chooser, index,
-                        recorder=recorder)
+                        recorder=recorder, between=between)
     except SimFailure as failure:  # with its last events, as the finding shows them
         return recorder.finish(replace(failure.finding, trace=failure.trace), raised=True)
     return recorder.finish(finding)

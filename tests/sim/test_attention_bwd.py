@@ -76,18 +76,23 @@ def _inputs(length, causal, seed):
     return q, k, v, do, p, o, lse, delta
 
 
-@pytest.mark.parametrize("length, causal", [(100, 0), (100, 1)])
+@pytest.mark.parametrize("length, causal", [(100, 0), (200, 0), (200, 1)])
 def test_gradient_against_float64(length, causal):
     """L = 100: one key block (keys 100 .. 127 zero rows, masked), two query
-    blocks, the second partial (queries past L add nothing); causal: the loop
-    starts at the diagonal and masks keys past each query."""
+    blocks, the second partial (queries past L add nothing). L = 200: two key
+    blocks, each adding its dQ into every query block's rows (the second from
+    its first query block on, when causal: the loop starts at the diagonal and
+    masks keys past each query). DQ starts at values of its own, which the adds
+    keep."""
     q, k, v, do, p, _, lse, delta = _inputs(length, causal, seed=7 + causal)
+    start = np.random.default_rng(1).normal(0, 1, q.shape).astype(np.float32)
     inputs = {"Q": q, "K": k, "V": v, "DO": do, "LSE": lse.astype(np.float32),
-              "DELTA": delta.astype(np.float32),
-              "DQ": np.zeros(q.shape, np.float32)}
+              "DELTA": delta.astype(np.float32), "DQ": start}
     out = hopperc.simulate(BWD, inputs, {"CAUSAL": causal})
     want, bound = _gradient(_f64(q), _f64(k), _f64(v), _f64(do), p,
                             _f64(delta.astype(np.float32)))
+    want["DQ"] = want["DQ"] + start
+    bound["DQ"] = bound["DQ"] + np.abs(start)
     for name in ("DQ", "DK", "DV"):
         got = _f64(out[name])
         limit = 4 * 2.0 ** -9 * bound[name] + 1e-6

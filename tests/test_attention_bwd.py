@@ -64,3 +64,19 @@ def test_negative_few_invariant_descriptors_stay_hoisted():
     kernel, bodies = _loop_bodies(path, {"HEAD_DIM": 256})
     assert max(invariant_descriptors(kernel, b) for b in bodies) == 16
     assert "hk_loop_window" not in driver.generate(driver.read_source(path)).cuda
+
+
+def test_delta_kernel_sass():
+    """attention_bwd_delta: O's and dO's tiles as two 64-column TMA boxes each on
+    one barrier, 64 products per thread fused into its sum (FFMA), the quad's two
+    shuffles for each of its two rows, and one predicated STG of the row sums."""
+    from hopperc.backend import sass_metrics as sm
+
+    built = driver.build(driver.read_source(ROOT / "samples" / "attention_bwd_delta.hk"))
+    used = built.result.resources
+    assert (used.spill_stores, used.spill_loads) == (0, 0)
+    (code,) = sm.functions(built.result.cubin).values()
+    ops = Counter(i.opcode for i in code)
+    assert ops["UTMALDG.4D"] == 4 and ops["SYNCS.ARRIVE.TRANS64"] == 1
+    assert ops["FFMA"] + ops["FMUL"] == 64
+    assert ops["SHFL.BFLY"] == 4 and ops["STG.E"] == 1

@@ -12,7 +12,8 @@ from hopperc.codegen import names
 from hopperc.codegen.launch import vector_tensors
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import (ROW_SLOTS, STMATRIX_COLS, element_grid, element_threads,
-                               plane_rows, register_layout, stores_by_matrix, view_shape)
+                               packs_pairs, plane_rows, register_layout, stores_by_matrix,
+                               view_shape)
 
 # Element (row, col) of slot hk_k of thread hk_t in the wgmma layout (ir.Layout.WGMMA).
 WGMMA_ROW = "16 * (hk_t / 32) + (hk_t % 32) / 4 + 8 * ((hk_k / 2) % 2)"
@@ -46,6 +47,10 @@ class MatrixStore:
     pack: str
     address: str
     hoisted: str = ""  # declarations ahead of the stores (see PerElement)
+    # a 16-bit tile of the buffer's dtype stored whole: its packed registers are
+    # stmatrix's operands as they are (register 4 hk_i + m holds slots 8 hk_i + 2m
+    # and + 1), with no unpacking and repacking
+    registers: str = ""
 
 
 def matrix_store(stmt: ir.SharedStore, kernel: ir.Kernel, exprs: ExprRenderer,
@@ -63,6 +68,12 @@ def matrix_store(stmt: ir.SharedStore, kernel: ir.Kernel, exprs: ExprRenderer,
         return None
     columns = _view_shape(buf, stmt.dst)[1]
     thread = thread_among(role, threads)
+    tile = exprs.tiles.get(stmt.value.name) if isinstance(stmt.value, ir.TileRef) else None
+    if (tile is not None and stmt.value.columns is None and packs_pairs(tile)
+            and tile.dtype is buf.dtype):
+        return MatrixStore(columns // STMATRIX_COLS, thread, WGMMA_ROW, WGMMA_COL, "", "",
+                           exprs.element_address(stmt.dst, role),
+                           registers=names.user(tile.name))
     hoisted, names_of = _hoisted_reads(stmt.value, exprs, role, thread)
     value = exprs.value(_unrounded(stmt.value, buf.dtype), role, hoisted=names_of)
     return MatrixStore(columns // STMATRIX_COLS, thread, WGMMA_ROW, WGMMA_COL, value,

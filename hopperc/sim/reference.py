@@ -123,6 +123,8 @@ class _Block:
         self.fills: dict[tuple[str, str], tuple[tuple, int]] = {}
         self.role = self.leaf = None
         self.smem: dict[tuple, np.ndarray] = {}
+        self.aliases = {b.name: alias_root(kernel, b.name) for b in kernel.buffers
+                        if b.reuses is not None}
         self.loops: list[str] = []
         self.threads = self.instances = 0
         self.values: list[dict[str, np.ndarray]] = []
@@ -311,7 +313,7 @@ class _Block:
         storage and the index in it of each element of the view. Only where the
         root is one array here (not versioned per iteration or fill) and the view
         lies in its first stage's memory; elsewhere the buffer keeps its own."""
-        root = alias_root(self.kernel, place.buffer)
+        root = self.aliases.get(place.buffer)
         if root is None or root.name in self.versioned or root.name in self.by_fill:
             return None
         offset = shared_layout(self.kernel.buffers, 0)[0][root.name]

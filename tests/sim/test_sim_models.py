@@ -177,6 +177,19 @@ def test_async_write_over_generic_reads_needs_a_fence_between():
     mem.write(load, {w0: 4, w1: 2, tma: 1, load: 1}, chunks, SITE)
 
 
+def test_a_readers_own_fence_before_its_release_orders_its_reads_before_the_refill():
+    """The reading thread fences after its reads and then releases the stage (its
+    clock reaches the producer through the release and wait): the TMA load that
+    refills it needs no fence of the producer's (drop_implied_refill_fences)."""
+    mem, w0, w1, tma = memory()
+    chunks = np.arange(2)
+    mem.write(tma, {tma: 1}, chunks, SITE)
+    mem.read(w0, {w0: 4, tma: 1}, chunks, SITE)
+    mem.fence(w0, {w0: 5, tma: 1}, ALL)  # the reader's fence, before its release
+    load = mem.agents.add("TMA load 2", False)
+    mem.write(load, {w0: 6, w1: 2, tma: 1, load: 1}, chunks, SITE)
+
+
 def test_write_while_an_earlier_reader_may_still_read_is_a_race():
     mem, w0, w1, _ = memory()
     chunks = np.arange(3)

@@ -12,7 +12,7 @@ from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.rows import row_operands
 from hopperc.frontend.scope import (TileSymbol, VectorSymbol, const_value, did_you_mean,
                                    scalar_expr)
-from hopperc.frontend.tiles import lower_tile_expr
+from hopperc.frontend.tiles import lower_row_values, lower_tile_expr
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import MAX_EVERY_ROW, WGMMA_M, element_threads, register_layout
 
@@ -112,7 +112,8 @@ class RegisterTiles:
     def _tile_value(self, expr: ast.Expr, dtype: DType, shape: tuple[int, ...], span: Span,
                     layout: ir.Layout | None = None, threads: int = 128):
         """The lowered value of a statement whose elements lie in `layout`."""
-        typed = lower_tile_expr(expr, self.scope, self._warpgroups)
+        typed = lower_row_values(expr, self.scope, self._warpgroups,
+                                 layout in (ir.Layout.ROWS, ir.Layout.EVERY_ROW))
         value = row_operands(typed.expr, layout, shape, threads,
                              lambda name: self.scope.lookup(name, span), span)
         if typed.dtype is not None and typed.dtype is not dtype:

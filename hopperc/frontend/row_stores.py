@@ -11,7 +11,7 @@ from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast
 from hopperc.frontend.rows import row_operands
 from hopperc.frontend.scope import DIVERGENT_BUILTINS, Scope, TileSymbol, scalar_expr
-from hopperc.frontend.tiles import lower_tile_expr
+from hopperc.frontend.tiles import lower_row_values
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, tile_operands
 
@@ -40,7 +40,7 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int) -> ir.Globa
         if isinstance(index, (ast.RangeSlice, ast.FullSlice, ast.NewAxis)):
             raise CompileError(index.span, f"only the last dimension of '{name}' takes a slice "
                                            "START : END; index the others by element")
-    typed = lower_tile_expr(stmt.value, scope, warpgroups)
+    typed = lower_row_values(stmt.value, scope, warpgroups, True)
     # A value with a row vector in it is one: a tile or a broadcast beside it
     # would have been refused as a shape mismatch.
     layout, threads = _vector_layout(typed.expr, scope, stmt)

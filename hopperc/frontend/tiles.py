@@ -100,6 +100,17 @@ def _check_warpgroup_planes(index: ir.ScalarExpr, warpgroups: int, name: str, sp
                                  f"c a constant multiple of the {warpgroups} warpgroups")
 
 
+def lower_row_values(expr: ast.Expr, scope: Scope, warpgroups: int, rows: bool) -> Typed:
+    """`expr` lowered as the value of a statement that computes a row vector
+    (`rows`: a loaded vector `t` or 1-D shared buffer `sv` named alone is its
+    value per row, as a register row vector is) or a tile (they need a broadcast)."""
+    scope.rows_statement = rows
+    try:
+        return lower_tile_expr(expr, scope, warpgroups)
+    finally:
+        scope.rows_statement = False
+
+
 def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
     match expr:
         case ast.IntLit(value=v) | ast.FloatLit(value=v):
@@ -116,6 +127,9 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
             if isinstance(symbol, ScalarSymbol):
                 value = symbol.value if symbol.dtype is DType.F32 else ir.ScalarValue(symbol.value)
                 return Typed(value, None, None)
+            if isinstance(symbol, VectorSymbol) and scope.rows_statement:
+                return Typed(ir.GlobalVector(symbol.tensor, symbol.start, "rows", symbol.length),
+                             symbol.dtype, (symbol.length,))
             if isinstance(symbol, VectorSymbol):
                 raise CompileError(span, f"vector '{name}' needs a broadcast: {name}[:, None] "
                                          f"(one value per row) or {name}[None, :] (per column)")
@@ -145,6 +159,7 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
         case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if isinstance(
                 scope.lookup(name, expr.value.span), VectorSymbol):
             vector = scope.lookup(name, expr.value.span)
+            _refuse_row_broadcast(name, scope, expr.span)
             axis, (first, stop) = _axis(a, b, expr.span), _elements(a, b, vector.length, scope)
             start = vector.start if not first else ir.ScalarOp("+", vector.start, ir.const(first))
             return Typed(ir.GlobalVector(vector.tensor, start, axis, stop - first), vector.dtype,
@@ -185,6 +200,9 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
             raise CompileError(span, f"unknown function '{func}'{did_you_mean(func, names)} "
                                      f"(known: {known}, and casts like f32(x))")
     view = buffer_view(expr, scope, warpgroups)
+    if view is not None and scope.rows_statement and len(view.shape) == 1:
+        # a 1-D buffer (or a warpgroup's block of it) in a row vector's statement
+        return Typed(ir.SharedRead(view.view, "rows"), view.buffer.dtype, view.shape)
     if view is not None:
         if not scope.turns:  # in a pingpong turn a warpgroup's tile reads whole buffers
             require_warpgroup_view(view, warpgroups, expr.span)
@@ -204,10 +222,19 @@ def _vector_buffer(inner: ast.Expr, a: ast.Expr, b: ast.Expr, scope: Scope, warp
     running warpgroup's block of its elements (a view part, as `buf[wg]` is a
     warpgroup's rows), so a ring of BM per-row scales serves warpgroups of BM / W rows."""
     info = buffer_view(inner, scope, warpgroups)  # refuses any index but wg on rank 1
+    _refuse_row_broadcast(info.buffer.name, scope, span)
     length = info.shape[0]
     axis, elements = _axis(a, b, span), _elements(a, b, length, scope)
     read = ir.SharedRead(info.view, axis, elements if elements != (0, length) else None)
     return Typed(read, info.buffer.dtype, ("vector", axis, elements[1] - elements[0]))
+
+
+def _refuse_row_broadcast(name: str, scope: Scope, span: Span) -> None:
+    """A row vector's statement has one element per row: there a vector is its
+    value per row, named alone, not broadcast over a tile's columns."""
+    if scope.rows_statement:
+        raise CompileError(span, f"'{name}' is one value per row in a row vector's statement: "
+                                 f"name it alone, {name}")
 
 
 def _axis(first: ast.Expr, second: ast.Expr, span: Span) -> str:

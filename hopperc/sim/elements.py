@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import element_threads, plane_rows
+from hopperc.ir.layout import element_threads
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Site
 from hopperc.sim.row_stores import stored_elements, storing_rows
-from hopperc.sim.values import elementwise, operands, row_partials
+from hopperc.sim.values import elementwise, operands, row_partials, vector_length
 from hopperc.sim.views import Place, owned_elements, owned_parts, owned_rows
 
 
@@ -64,15 +64,12 @@ class ElementCode:
         def integer(e: ir.ScalarExpr) -> int:
             return self.value(e, lanes, span)
 
-        for vector in self.block.program.global_vectors(expr):
-            start = integer(vector.start)
-            length = plane_rows(shape) if vector.axis == "rows" else shape[-1]
-            self.block.global_writes.read(self.clock, vector.tensor, (start,), (length,),
-                                          Site(f"ld.global of '{vector.tensor}'", span))
+        row_vector = len(shape) == 1 and not isinstance(stmt, ir.SharedStore)
+        self.vector_reads(expr, shape, row_vector, integer, span)
         data = self.block.tensors is not None
         if data:
             values = elementwise(expr, shape, dtype, tile, shared, self.block.tensors, integer,
-                                 len(shape) == 1 and not isinstance(stmt, ir.SharedStore), parts)
+                                 row_vector, parts)
         else:
             operands(expr, use, load, integer)
         if isinstance(stmt, ir.SharedStore):
@@ -111,6 +108,7 @@ class ElementCode:
             return self.value(e, lanes, span)
 
         self.check_parts_reads(stmt.value, False, span)
+        self.vector_reads(stmt.value, (stmt.rows,), True, integer, span)
         shape = tuple(self.env[d] if isinstance(d, str) else d for d in tensor.dims)
         rows, index = stored_elements(stmt, shape, integer)
         mine = storing_rows(stmt, self.local, lanes)[rows]
@@ -128,6 +126,15 @@ class ElementCode:
         block.global_writes.store(self.agent, self.clock, stmt.tensor, zip(*map(tuple, index)),
                                   Site(f"st.global of '{stmt.tensor}' by {self.who}", span))
         self.tick()
+
+    def vector_reads(self, expr: ir.TileExpr, shape: tuple[int, ...], row_vector: bool,
+                     integer, span) -> None:
+        """The elements of 1-D tensors `expr` reads (ld.global), which a store of
+        them in the kernel must be ordered against."""
+        for vector in self.block.program.global_vectors(expr):
+            length = vector_length(vector.axis, shape, row_vector)
+            self.block.global_writes.read(self.clock, vector.tensor, (integer(vector.start),),
+                                          (length,), Site(f"ld.global of '{vector.tensor}'", span))
 
     def row_partials(self, stmt: ir.RowPartials, lanes) -> None:
         """Lane 0 of this warp writes its row of the partials (codegen's RowPartials)."""

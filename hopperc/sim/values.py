@@ -196,7 +196,7 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
             case ir.SharedRead(broadcast=axis, elements=(start, stop)):
                 return _broadcast(shared(e)[start:stop], axis, shape)
             case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
-                length = plane_rows(shape) if axis == "rows" else shape[-1]
+                length = vector_length(axis, shape, row_vector)
                 return _broadcast(global_vector(tensors[tensor], integer(start), length),
                                   axis, shape)
             case ir.Literal(value=v):
@@ -227,6 +227,14 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
                 return np.arange(shape[-1], dtype=np.float32)
         raise TypeError(e)
     return round_to(dtype, np.broadcast_to(tile_value(expr, leaf), shape))
+
+
+def vector_length(axis: str, shape: tuple[int, ...], row_vector: bool) -> int:
+    """Values a vector broadcast along `axis` gives a statement of `shape`: a
+    register row vector's statement takes one per row (a loaded vector named alone)."""
+    if row_vector:
+        return shape[0]
+    return plane_rows(shape) if axis == "rows" else shape[-1]
 
 
 def _broadcast(v: np.ndarray, axis: str, shape: tuple[int, ...]) -> np.ndarray:

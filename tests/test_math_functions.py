@@ -106,7 +106,7 @@ def test_check_is_clean_against_the_reference():
      "'inf' is a built-in name and cannot be redeclared"),
     ("exp2(", "softplus(", "unknown function 'softplus' (known: abs, argmax, col(), cos, erf, exp, "
                            "exp2, log, log2, max, min, relu, row(), rowmax, rowmin, rowsum, "
-                           "rsqrt, sigmoid, sin, tanh, where"),
+                           "rsqrt, sigmoid, sin, sqrt, tanh, where"),
     ("exp2(max(sx, -inf) * 0.5)", "log2(sx, 2.0)", "log2() takes 1 argument"),
     ("exp2(max(sx, -inf) * 0.5)", "erf(sx, 2.0)", "erf() takes 1 argument"),
 ])

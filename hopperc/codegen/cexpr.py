@@ -367,6 +367,8 @@ def _elementwise(op: str, vals: list[str]) -> str:
             return f"(hk_lg2({vals[0]}) * {math.log(2.0)!r}f)"
         case "rsqrt":
             return f"rsqrtf({vals[0]})"
+        case "sqrt":
+            return f"sqrtf({vals[0]})"  # sqrt.rn.f32: correctly rounded (NVRTC's -prec-sqrt)
         case "tanh" | "sigmoid" | "sin" | "cos":
             return f"hk_{op}({vals[0]})"
         case "erf":

@@ -19,8 +19,8 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, warpgroup_offset
 from hopperc.ir.layout import MAX_EVERY_ROW, plane_rows
 
-UNARY_FUNCS = {"relu", "abs", "exp", "exp2", "log", "log2", "rsqrt", "tanh", "sigmoid", "erf",
-               "sin", "cos"}
+UNARY_FUNCS = {"relu", "abs", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "tanh", "sigmoid",
+               "erf", "sin", "cos"}
 BINARY_FUNCS = {"max", "min"}
 TERNARY_FUNCS = {"where"}  # where(c, a, b): a where c != 0, else b
 INDEX_FUNCS = {"row", "col"}  # the element's row or column: row(), col()

@@ -151,7 +151,7 @@ _ELEMENTWISE = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "neg": np.negative,
     "relu": lambda x: np.maximum(x, np.float32(0)), "abs": np.abs, "exp": np.exp,
     "exp2": np.exp2, "log2": _log2, "log": _log,
-    "rsqrt": lambda x: np.float32(1) / np.sqrt(x),
+    "rsqrt": lambda x: np.float32(1) / np.sqrt(x), "sqrt": np.sqrt,
     "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "sin": np.sin, "cos": np.cos,
     "max": np.maximum, "min": np.minimum,
     **{op: (lambda f: lambda a, b: np.where(f(a, b), np.float32(1), np.float32(0)))(f)

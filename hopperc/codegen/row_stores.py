@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from hopperc.codegen import names
 from hopperc.codegen.cexpr import ExprRenderer, RoleContext, from_float, scalar
 from hopperc.codegen.elements import ROWS_ROW, thread_among
+from hopperc.codegen.integers import computes_in_integers, integer_value
 from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import ROW_SLOTS
@@ -32,6 +33,7 @@ class RowStoreCode:
     address: str
     stored: str  # hk_v converted to the tensor's dtype
     predicate: str
+    value_type: str  # hk_v's: int where the value is computed in integers, else float
 
 
 def row_store(stmt: ir.GlobalRowStore, kernel: ir.Kernel, exprs: ExprRenderer,
@@ -52,11 +54,14 @@ def row_store(stmt: ir.GlobalRowStore, kernel: ir.Kernel, exprs: ExprRenderer,
     offset = _row_major(stmt.index, dims, role) if stmt.index else "0LL"
     if stmt.end is not None:
         bounds.append(f"hk_e < ({scalar(stmt.end, role)})")
+    integer = computes_in_integers(tensor.dtype, stmt.value, exprs)
+    value = integer_value(exprs, stmt.value, role) if integer else exprs.value(stmt.value, role)
     return RowStoreCode(
-        thread_among(role, stmt.threads), slots, slot_row, exprs.value(stmt.value, role),
+        thread_among(role, stmt.threads), slots, slot_row, value,
         stores, row, scalar(stmt.start, role), _STORE_KIND[tensor.dtype],
-        f"{names.user(stmt.tensor)} + {offset} + hk_e", from_float(tensor.dtype, "hk_v"),
-        " && ".join(bounds))
+        f"{names.user(stmt.tensor)} + {offset} + hk_e",
+        "hk_v" if integer else from_float(tensor.dtype, "hk_v"), " && ".join(bounds),
+        "int" if integer else "float")
 
 
 def _row_major(index: tuple[ir.ScalarExpr, ...], dims: list[str], role: RoleContext) -> str:

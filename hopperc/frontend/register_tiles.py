@@ -99,11 +99,11 @@ class RegisterTiles:
         their threads, every thread holds every row (Layout.EVERY_ROW)."""
         threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
         layout = ir.Layout.ROWS if threads == 128 and length == WGMMA_M else ir.Layout.EVERY_ROW
-        if dtype is not DType.F32 or length > MAX_EVERY_ROW:
-            raise CompileError(d.span, f"a register vector is f32 with at most {MAX_EVERY_ROW} "
-                                       "values, one per row of the tiles it goes with (or it "
-                                       "binds a slice of a 1-D tensor: v: f32[BN] = "
-                                       "bias[tile.n])")
+        if dtype not in (DType.F32, DType.I32) or length > MAX_EVERY_ROW:
+            raise CompileError(d.span, f"a register vector is f32 or i32 with at most "
+                                       f"{MAX_EVERY_ROW} values, one per row of the tiles it "
+                                       "goes with (or it binds a slice of a 1-D tensor: v: "
+                                       "f32[BN] = bias[tile.n])")
         symbol = TileSymbol(dtype, (length,), d.span, layout, threads)
         init = self._tile_value(d.init, dtype, (length,), d.span, layout, threads)
         self.scope.declare_tile(d.name, symbol, d.span)

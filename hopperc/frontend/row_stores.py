@@ -50,7 +50,7 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int) -> ir.Globa
     if tensor.dtype not in STORABLE:
         raise CompileError(target.value.span, f"'{name}' is {tensor.dtype}: a row vector is "
                                               "stored to a tensor of f32, bf16, f16 or i32")
-    if typed.dtype is not tensor.dtype:
+    if typed.dtype is not None and typed.dtype is not tensor.dtype:
         raise CompileError(stmt.span, f"dtype mismatch: the value is {typed.dtype} but '{name}' "
                                       f"is {tensor.dtype}; convert it explicitly, e.g. "
                                       f"{tensor.dtype}(...)")

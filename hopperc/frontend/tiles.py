@@ -300,8 +300,11 @@ def _row_reduce(func: str, args, scope: Scope, span: Span) -> Typed:
         args[0], ast.Name) else None
     if not isinstance(tile, TileSymbol) or len(tile.shape) != 2 or tile.dtype is not DType.F32:
         raise CompileError(span, f"{func}() takes a 2-D register tile of f32 by name")
+    # argmax's column is an index: like a literal it takes the dtype it meets (exact
+    # in an i32 statement, ir/integer_exprs.py; an f32 below 2^24)
+    dtype = None if op == "argmax" else DType.F32
     if tile.layout is ir.Layout.WGMMA:
-        return Typed(ir.RowReduce(op, args[0].id), DType.F32, (tile.shape[0],))
+        return Typed(ir.RowReduce(op, args[0].id), dtype, (tile.shape[0],))
     rows, cols = tile.shape
     if cols % tile.threads or rows > MAX_EVERY_ROW:
         raise CompileError(span, f"{func}() of a row-major tile needs each row spread over all "
@@ -320,7 +323,7 @@ def _row_reduce(func: str, args, scope: Scope, span: Span) -> Typed:
     part = ir.ViewPart(ir.Scalar(ir.ScalarKind.BUILTIN, "wg"), groups) if groups > 1 else None
     view = ir.BufferView(name, part=part)
     scope.row_partials.append((ir.RowPartials(op, args[0].id, view, span), buffer))
-    return Typed(ir.RowReduce(op, args[0].id, view), DType.F32, (rows,))
+    return Typed(ir.RowReduce(op, args[0].id, view), dtype, (rows,))
 
 
 def _columns(name: str, tile: TileSymbol, rows: ast.Expr, cols: ast.Expr, scope: Scope,

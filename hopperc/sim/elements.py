@@ -69,7 +69,7 @@ class ElementCode:
         data = self.block.tensors is not None
         if data:
             values = elementwise(expr, shape, dtype, tile, shared, self.block.tensors, integer,
-                                 row_vector, parts)
+                                 row_vector, parts, self.block.program.integer_exact)
         else:
             operands(expr, use, load, integer)
         if isinstance(stmt, ir.SharedStore):
@@ -115,7 +115,8 @@ class ElementCode:
         rows, index = rows[mine], tuple(i[mine] for i in index)
         if block.tensors is not None:
             values = elementwise(stmt.value, (stmt.rows,), tensor.dtype, tile, shared,
-                                 block.tensors, integer, True)
+                                 block.tensors, integer, True,
+                                 exact=block.program.integer_exact)
             block.tensors[stmt.tensor][index] = values[rows]
             if stmt.tensor in block.writers:
                 block.writers[stmt.tensor][index] = span

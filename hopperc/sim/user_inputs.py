@@ -23,7 +23,7 @@ from hopperc.frontend.scope import did_you_mean
 from hopperc.ir import nodes as ir
 from hopperc.sim.problem import (Problem, check_launch, check_size, given_problem,
                                   stored_tensors)
-from hopperc.sim.values import round_to
+from hopperc.sim.values import holding, round_to
 
 NUMPY_DTYPES = {ir.DType.F32: np.dtype(np.float32), ir.DType.BF16: np.dtype(ml_dtypes.bfloat16),
                 ir.DType.F16: np.dtype(np.float16),
@@ -60,7 +60,8 @@ def problem_from_arrays(kernel: ir.Kernel, inputs: Mapping[str, object],
     arrays = {t.name: _array(t, inputs[t.name]) for t in kernel.tensors if t.name in inputs}
     dims = _dimensions(kernel, arrays, dict(shapes or {}), file)
     tensors = {t.name: arrays[t.name] if t.name in arrays else
-               np.zeros(tuple(dims[d] if isinstance(d, str) else d for d in t.dims), np.float32)
+               np.zeros(tuple(dims[d] if isinstance(d, str) else d for d in t.dims),
+                        holding(t.dtype))
                for t in kernel.tensors}
     scalars = {s.name: _scalar(s, inputs[s.name]) for s in kernel.scalars}
     check_launch(kernel, dims, {s.name: scalars[s.name] for s in kernel.scalars
@@ -112,7 +113,7 @@ def _array(tensor: ir.TensorParam, value: object) -> np.ndarray:
                                  f"shape {array.shape}")
     if tensor.dtype is ir.DType.I32:
         _check_integers(tensor, array)
-        return array.astype(np.float32)
+        return array.astype(holding(tensor.dtype))
     return round_to(tensor.dtype, np.array(array, dtype=np.float32))
 
 

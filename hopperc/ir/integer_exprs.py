@@ -5,11 +5,13 @@ statement whose target is i32 (a tile, a row vector, a store to an i32 tensor
 or buffer) and whose value is made only of integer operations on integer
 operands is computed in 32-bit integers instead, by the generated code and the
 simulator alike, so indices and counts stay exact over the whole i32 range:
-i32 tiles, row vectors and 1-D tensors, integer scalars, whole-number literals,
+i32 tiles, row vectors, 1-D tensors and shared buffers, integer scalars, whole-number
+literals,
 argmax's column and explicit `i32(...)` casts (which round their f32 operand),
 combined by `+ - *`, unary `-`, `abs`, `relu`, `max`, `min`, comparisons of
-two integer operands and `where` (whose condition may be anything). Anything
-else in the value (a division, a function, an f32 operand or shared memory)
+two integer operands and `where` (whose condition may be anything: an integer
+comparison is compared in integers, anything else in f32). Anything
+else in the value (a division, a function, an f32 operand)
 keeps the whole statement in f32, rounded once when written, as before.
 """
 from __future__ import annotations
@@ -31,6 +33,8 @@ def integer_exact(expr: ir.TileExpr, kernel: ir.Kernel, tiles: Mapping[str, ir.T
             return tiles[name].dtype is DType.I32
         case ir.GlobalVector(tensor=tensor):
             return kernel.tensor(tensor).dtype is DType.I32
+        case ir.SharedRead(view=view):
+            return kernel.buffer(view.buffer).dtype is DType.I32
         case ir.ScalarValue(expr=scalar):
             return _integer_scalar(scalar, kernel)
         case ir.Literal(value=value):

@@ -39,7 +39,8 @@ def integer_values(expr: ir.TileExpr, leaf: Callable[[ir.TileExpr], object],
                 return np.asarray(np.rint(np.clip(float_value(operand), -2.0 ** 31,
                                                   2.0 ** 31 - 128)), dtype=np.int64)
             case ir.Elementwise(op="where", args=(cond, a, b)):
-                return np.where(float_value(cond) != 0, value(a), value(b))
+                test = value(cond) if exact(cond) else float_value(cond)
+                return np.where(test != 0, value(a), value(b))
             case ir.Elementwise(op=op, args=args):
                 return _wrap(_OPERATIONS[op](*[value(a) for a in args]))
         return np.asarray(leaf(e), dtype=np.int64)

@@ -29,8 +29,8 @@ from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
 from hopperc.sim.row_stores import stored_elements
 from hopperc.sim.scalars import PER_THREAD, per_lane, scalar, started_walk, taken_tile
-from hopperc.sim.values import (elementwise, matrix_product, read_box, row_partials, undefined,
-                                write_box)
+from hopperc.sim.values import (elementwise, holding, matrix_product, read_box, row_partials,
+                                undefined, write_box)
 from hopperc.sim.views import Place, place_shape
 
 
@@ -296,7 +296,8 @@ class _Block:
             version = ("fill", self._fill(buffer, version))
         key = (buffer, version)
         if key not in self.smem:
-            self.smem[key] = np.zeros(self.kernel.buffer(buffer).shape, dtype=np.float32)
+            buf = self.kernel.buffer(buffer)
+            self.smem[key] = np.zeros(buf.shape, dtype=holding(buf.dtype))
         return self.smem[key]
 
     def _fill(self, buffer: str, indices: tuple) -> int:

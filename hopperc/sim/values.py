@@ -362,7 +362,7 @@ def read_box(data: np.ndarray, origin: tuple[int, ...], box: tuple[int, ...],
              clip: Clip = None) -> np.ndarray:
     """A TMA box at element coordinates `origin`; parts outside the tensor (or
     at or past a ragged END) read 0."""
-    out = np.zeros(box, dtype=np.float32)
+    out = np.zeros(box, dtype=data.dtype)
     src, dst = _clip(_bounds(data.shape, clip), origin, box)
     if src is not None:
         out[dst] = data[src]

@@ -29,9 +29,12 @@ class ElementCode:
             expr = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
         parts = not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.ROW_PARTS
         self.check_parts_reads(expr, parts, span)
+        row_store = isinstance(stmt, ir.SharedStore) and stmt.row_layout is not None
         if parts:
             shape = (shape[0], 4)  # each row's part in each lane of its quad
             owned = owned_parts(shape[0], threads, self.local, lanes)
+        elif row_store:  # each row by one of the threads that hold it
+            owned = storing_rows(stmt.row_layout, shape[0], stmt.row_threads, self.local, lanes)
         elif not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.ROWS:
             owned = owned_rows(shape[0], threads, self.local, lanes)
         elif not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.EVERY_ROW:
@@ -40,7 +43,8 @@ class ElementCode:
             owned = owned_elements(shape, threads, self.local, lanes)
         selection = (shape, threads, self.local, lanes)
         # A row vector's rows lie in other lanes than a tile's elements of one shape.
-        region_key = selection + (None if isinstance(stmt, ir.SharedStore) else tile.layout,)
+        region_key = selection + (stmt.row_layout if isinstance(stmt, ir.SharedStore)
+                                  else tile.layout,)
 
         def use(name: str) -> None:
             self.register_use(name, span)
@@ -64,7 +68,7 @@ class ElementCode:
         def integer(e: ir.ScalarExpr) -> int:
             return self.value(e, lanes, span)
 
-        row_vector = len(shape) == 1 and not isinstance(stmt, ir.SharedStore)
+        row_vector = len(shape) == 1 and (row_store or not isinstance(stmt, ir.SharedStore))
         self.vector_reads(expr, shape, row_vector, integer, span)
         data = self.block.tensors is not None
         if data:
@@ -111,7 +115,7 @@ class ElementCode:
         self.vector_reads(stmt.value, (stmt.rows,), True, integer, span)
         shape = tuple(self.env[d] if isinstance(d, str) else d for d in tensor.dims)
         rows, index = stored_elements(stmt, shape, integer)
-        mine = storing_rows(stmt, self.local, lanes)[rows]
+        mine = storing_rows(stmt.layout, stmt.rows, stmt.threads, self.local, lanes)[rows]
         rows, index = rows[mine], tuple(i[mine] for i in index)
         if block.tensors is not None:
             values = elementwise(stmt.value, (stmt.rows,), tensor.dtype, tile, shared,

@@ -272,7 +272,8 @@ class _Block:
         values = elementwise(expr, shape, dtype, tiles.__getitem__,
                              lambda read: self.read(self.place(read.view, instance)), self.tensors,
                              lambda e: self.scalar(e, instance),
-                             len(shape) == 1 and not isinstance(stmt, ir.SharedStore),
+                             len(shape) == 1 and (not isinstance(stmt, ir.SharedStore)
+                                                  or stmt.row_layout is not None),
                              exact=self.integer_exact)
         if isinstance(stmt, ir.SharedStore):
             self.write(place, values)

@@ -146,6 +146,7 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
                 scope.lookup(name, expr.value.span), TileSymbol):
             tile = scope.lookup(name, expr.value.span)
             if tile.layout in (ir.Layout.ROWS, ir.Layout.EVERY_ROW):
+                _refuse_row_broadcast(name, scope, expr.span)
                 if not (isinstance(a, ast.FullSlice) and isinstance(b, ast.NewAxis)):
                     raise CompileError(expr.span, f"a register vector is broadcast along its "
                                                   f"rows: {name}[:, None]")

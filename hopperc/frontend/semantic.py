@@ -15,8 +15,7 @@ from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.global_reads import check_global_reads
 from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.register_tiles import RegisterTiles, accumulator_names
-from hopperc.frontend.row_stores import (is_tensor_target, lower_row_store,
-                                         lower_shared_row_store)
+from hopperc.frontend.row_stores import is_tensor_target, lower_row_store, lower_shared_row_store
 from hopperc.frontend.specialize import specialize
 from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, ScalarSymbol, TileSymbol,
                                    const_value, did_you_mean, scalar_expr)

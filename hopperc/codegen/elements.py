@@ -9,6 +9,7 @@ from hopperc.codegen.argmax import argmax_keep, argmax_shuffle
 from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, local_thread,
                                    reduction, shared_store, tile_store)
 from hopperc.codegen import names
+from hopperc.codegen.integers import computes_in_integers, integer_value
 from hopperc.codegen.launch import vector_tensors
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import (ROW_SLOTS, STMATRIX_COLS, element_grid, element_threads,
@@ -100,7 +101,9 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
     stacked = in_plane if in_plane != rows else None
     hoisted, names_of = _hoisted_reads(value, exprs, role, thread, stacked) if wgmma \
         else ("", {})
-    text = from_float(dtype, exprs.value(_unrounded(value, dtype), role, plane_row, names_of))
+    text = integer_value(exprs, value, role, plane_row) if computes_in_integers(
+        dtype, value, exprs) else from_float(dtype, exprs.value(_unrounded(value, dtype), role,
+                                                               plane_row, names_of))
     if isinstance(stmt, ir.SharedStore):
         assign = shared_store(dtype, exprs.element_address(stmt.dst, role), text) + ";"
     else:

@@ -19,7 +19,8 @@ from hopperc.codegen.element_reads import element_reader, elements_to_read, read
 from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, matrix_store,
                                       per_element, row_partials)
 from hopperc.codegen.launch import LaunchInfo, launch_info
-from hopperc.codegen.row_stores import RowStoreCode, row_store
+from hopperc.codegen.row_stores import (RowStoreCode, SharedRowStoreCode, row_store,
+                                       shared_row_store)
 from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
@@ -309,6 +310,9 @@ class _Context:
 
     def row_store(self, stmt: ir.GlobalRowStore) -> RowStoreCode:
         return row_store(stmt, self.kernel, self.exprs, self.role)
+
+    def shared_row_store(self, stmt: ir.SharedStore) -> SharedRowStoreCode:
+        return shared_row_store(stmt, self.kernel, self.exprs, self.role)
 
     def row_partials(self, stmt: ir.RowPartials) -> RowPartialsCode:
         return row_partials(stmt, self.kernel, self.exprs, self.role)

@@ -23,6 +23,14 @@ def check_store_reads(store: ir.SharedStore, buffer: Callable[[str], ir.SharedBu
     for read in tile_reads(store.value):
         if (read.storage or read.buffer) != (dst.storage or dst.buffer):
             continue
+        if store.row_layout is not None:
+            # every lane computes every row its quad (or warp) holds, but only one
+            # stores each: the others' reads would meet the stores unordered
+            raise CompileError(store.span, f"this row vector's store to '{dst.buffer}' reads "
+                                           "the same memory: each row is computed by threads "
+                                           "other than the one that stores it. Read it into a "
+                                           f"register row vector first (v: f32[...] = "
+                                           f"{read.buffer}), then store from that")
         if _aligned(read, dst, buffer):
             continue
         how = ("transposed" if read.transposed and read.buffer == dst.buffer else

@@ -12,7 +12,7 @@ from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.rows import row_operands
 from hopperc.frontend.scope import (TileSymbol, VectorSymbol, const_value, did_you_mean,
                                    scalar_expr)
-from hopperc.frontend.tiles import lower_tile_expr
+from hopperc.frontend.tiles import lower_row_values, lower_tile_expr
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import MAX_EVERY_ROW, WGMMA_M, element_threads, register_layout
 
@@ -99,11 +99,11 @@ class RegisterTiles:
         their threads, every thread holds every row (Layout.EVERY_ROW)."""
         threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
         layout = ir.Layout.ROWS if threads == 128 and length == WGMMA_M else ir.Layout.EVERY_ROW
-        if dtype is not DType.F32 or length > MAX_EVERY_ROW:
-            raise CompileError(d.span, f"a register vector is f32 with at most {MAX_EVERY_ROW} "
-                                       "values, one per row of the tiles it goes with (or it "
-                                       "binds a slice of a 1-D tensor: v: f32[BN] = "
-                                       "bias[tile.n])")
+        if dtype not in (DType.F32, DType.I32) or length > MAX_EVERY_ROW:
+            raise CompileError(d.span, f"a register vector is f32 or i32 with at most "
+                                       f"{MAX_EVERY_ROW} values, one per row of the tiles it "
+                                       "goes with (or it binds a slice of a 1-D tensor: v: "
+                                       "f32[BN] = bias[tile.n])")
         symbol = TileSymbol(dtype, (length,), d.span, layout, threads)
         init = self._tile_value(d.init, dtype, (length,), d.span, layout, threads)
         self.scope.declare_tile(d.name, symbol, d.span)
@@ -112,7 +112,8 @@ class RegisterTiles:
     def _tile_value(self, expr: ast.Expr, dtype: DType, shape: tuple[int, ...], span: Span,
                     layout: ir.Layout | None = None, threads: int = 128):
         """The lowered value of a statement whose elements lie in `layout`."""
-        typed = lower_tile_expr(expr, self.scope, self._warpgroups)
+        typed = lower_row_values(expr, self.scope, self._warpgroups,
+                                 layout in (ir.Layout.ROWS, ir.Layout.EVERY_ROW))
         value = row_operands(typed.expr, layout, shape, threads,
                              lambda name: self.scope.lookup(name, span), span)
         if typed.dtype is not None and typed.dtype is not dtype:

@@ -172,6 +172,12 @@ class _Barriers(ForwardRewrite[Pending]):
         vector's values lie in other threads than a tile's elements (a
         warpgroup's quads, or every thread), so its reads have no owner."""
         accesses = leaf_accesses(leaf)
+        if isinstance(leaf, ir.SharedStore) and leaf.row_layout is not None:
+            # a row vector's store: row r by a thread that holds it (its own mapping)
+            grid = self.grid(leaf.dst)
+            return [replace(a, owner=self.owner(a, grid, leaf.row_threads,
+                                                f"row vector {leaf.row_layout.name}"))
+                    if a.write else a for a in accesses]
         if isinstance(leaf, ir.SharedStore):
             buf = self.kernel.buffer(leaf.dst.buffer)
             threads = element_threads(self.running)

@@ -20,6 +20,7 @@ import numpy as np
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import issued_per_warpgroup, leaf_accesses, walk
+from hopperc.ir.integer_exprs import integer_exact
 from hopperc.ir.handoffs import uses
 from hopperc.ir.read_sites import multi_site_buffers
 from hopperc.ir.layout import element_threads
@@ -28,8 +29,8 @@ from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
 from hopperc.sim.row_stores import stored_elements
 from hopperc.sim.scalars import PER_THREAD, per_lane, scalar, started_walk, taken_tile
-from hopperc.sim.values import (add_box, elementwise, matrix_product, read_box, row_partials, undefined,
-                                write_box)
+from hopperc.sim.values import (add_box, elementwise, holding, matrix_product, read_box,
+                                row_partials, undefined, write_box)
 from hopperc.sim.views import Place, place_shape
 
 
@@ -234,13 +235,18 @@ class _Block:
                     f"condition on the thread ({span.file}:{span.line})")
         self.block(body)
 
+    def integer_exact(self, expr: ir.TileExpr) -> bool:
+        """ir/integer_exprs.py's test (an i32 statement computed in integers)."""
+        return integer_exact(expr, self.kernel, self.tiles)
+
     def row_store(self, stmt: ir.GlobalRowStore, instance: int) -> None:
         """The warpgroup's row vector to the elements it reaches (sim/row_stores.py)."""
         data = self.tensors[stmt.tensor]
         values = elementwise(stmt.value, (stmt.rows,), self.kernel.tensor(stmt.tensor).dtype,
                              self.values[instance].__getitem__,
                              lambda read: self.read(self.place(read.view, instance)),
-                             self.tensors, lambda e: self.scalar(e, instance), True)
+                             self.tensors, lambda e: self.scalar(e, instance), True,
+                             exact=self.integer_exact)
         rows, index = stored_elements(stmt, data.shape, lambda e: self.scalar(e, instance))
         data[index] = values[rows]
 
@@ -270,7 +276,9 @@ class _Block:
         values = elementwise(expr, shape, dtype, tiles.__getitem__,
                              lambda read: self.read(self.place(read.view, instance)), self.tensors,
                              lambda e: self.scalar(e, instance),
-                             len(shape) == 1 and not isinstance(stmt, ir.SharedStore))
+                             len(shape) == 1 and (not isinstance(stmt, ir.SharedStore)
+                                                  or stmt.row_layout is not None),
+                             exact=self.integer_exact)
         if isinstance(stmt, ir.SharedStore):
             self.write(place, values)
         else:
@@ -293,7 +301,8 @@ class _Block:
             version = ("fill", self._fill(buffer, version))
         key = (buffer, version)
         if key not in self.smem:
-            self.smem[key] = np.zeros(self.kernel.buffer(buffer).shape, dtype=np.float32)
+            buf = self.kernel.buffer(buffer)
+            self.smem[key] = np.zeros(buf.shape, dtype=holding(buf.dtype))
         return self.smem[key]
 
     def _fill(self, buffer: str, indices: tuple) -> int:

@@ -17,6 +17,7 @@ import numpy as np
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import (element_grid, element_offset, part_bytes, register_layout,
                                shared_layout, view_shape)
+from hopperc.sim.values import holding
 
 CHUNK = 16
 
@@ -58,7 +59,7 @@ class SharedSpace:
             self._cache["offsets"] = shared_layout(kernel.buffers, 0)
         self.offsets, total = self._cache["offsets"]
         self.chunks = -(-total // CHUNK)
-        self.data = {b.name: np.zeros((b.stages,) + b.shape, dtype=np.float32)
+        self.data = {b.name: np.zeros((b.stages,) + b.shape, dtype=holding(b.dtype))
                      for b in kernel.buffers} if data else {}
 
     def shape(self, place: Place) -> tuple[int, ...]:

@@ -29,7 +29,7 @@ from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.dataflow import overwrites_on_first_iteration, runs_at_most_once
 from hopperc.ir.elements import element_tensors
 from hopperc.ir.printer import explain, statement
-from hopperc.ir.layout import packs_pairs, tile_registers
+from hopperc.ir.layout import holds_fp8_fragment, packs_pairs, tile_registers
 from hopperc.local_files import cache_root, data_directory
 
 GRID_REGISTERS = ("x", "y", "z")
@@ -358,7 +358,7 @@ class _Context:
 
     def tile_storage(self, tile: ir.TileDef) -> str:
         """The C++ declaration of a register tile."""
-        ctype = "unsigned" if packs_pairs(tile) else tile.dtype.storage
+        ctype = "unsigned" if packs_pairs(tile) or holds_fp8_fragment(tile) else tile.dtype.storage
         return f"{ctype} {names.user(tile.name)}[{tile_registers(tile)}];"
 
     def take_tile(self, stmt: ir.TakeTile) -> str:
@@ -379,7 +379,7 @@ class _Context:
 
 
 def _constraint(tile: ir.TileDef) -> str:
-    if packs_pairs(tile):
+    if packs_pairs(tile) or holds_fp8_fragment(tile):
         return "+r"
     return "+f" if tile.dtype is ir.DType.F32 else "+h"
 

@@ -59,10 +59,9 @@ def lower_mma(acc: str, acc_symbol: TileSymbol, product: ast.BinOp, accumulate: 
     if a_buffer is not None:
         limits.check_wgmma_shared_operand(a_buffer, "A", not a.transposed,
                                           product.left.span)
-    elif a_dtype.nbytes != 2:
-        raise CompileError(product.left.span, "a register A operand must be bf16 or f16; "
-                                              f"{'fp8' if a_dtype.is_fp8 else 'tf32'} wgmma "
-                                              "reads A from shared memory")
+    elif a_dtype is DType.F32:
+        raise CompileError(product.left.span, "a register A operand must be bf16, f16 or fp8; "
+                                              "tf32 wgmma reads A from shared memory")
     limits.check_wgmma_shared_operand(b_view.buffer, "B", b_view.view.transposed,
                                       product.right.span)
     return ir.Mma(acc, a, b_view.view, accumulate, (m, n, k), span)

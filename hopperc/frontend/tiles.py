@@ -121,6 +121,7 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
         case ast.Name(id=name, span=span):
             symbol = scope.lookup(name, span)
             if isinstance(symbol, TileSymbol):
+                _check_not_fp8_fragment(name, symbol, span)
                 return Typed(ir.TileRef(name), symbol.dtype, symbol.shape)
             if isinstance(symbol, ir.ScalarParam):
                 return Typed(ir.ScalarValue(ir.Scalar(ir.ScalarKind.PARAM, name)), None, None)
@@ -333,6 +334,7 @@ def _columns(name: str, tile: TileSymbol, rows: ast.Expr, cols: ast.Expr, scope:
     which are a contiguous run of each thread's slots (a subtile an epilogue stores)."""
     if not isinstance(rows, ast.FullSlice) or not isinstance(cols, ast.RangeSlice):
         raise CompileError(span, f"a register tile is sliced by columns: {name}[:, start : stop]")
+    _check_not_fp8_fragment(name, tile, span)
     start = const_value(cols.start, scope, "a column slice's start")
     stop = const_value(cols.stop, scope, "a column slice's end")
     if tile.layout is not ir.Layout.WGMMA:
@@ -345,6 +347,17 @@ def _columns(name: str, tile: TileSymbol, rows: ast.Expr, cols: ast.Expr, scope:
         raise CompileError(cols.span, f"a column slice starts and ends on a multiple of 8 "
                                       f"(the wgmma layout's column groups), not {start} : {stop}")
     return Typed(ir.TileRef(name, (start, stop)), tile.dtype, (tile.shape[0], stop - start))
+
+
+def _check_not_fp8_fragment(name: str, tile: TileSymbol, span: Span) -> None:
+    """A warpgroup's fp8 [64, N] tile is held as wgmma's A fragment, four
+    elements to a register in another thread than the accumulator layout's
+    (layout.holds_fp8_fragment): it is read only as the A of a product."""
+    if tile.layout is ir.Layout.WGMMA and tile.dtype.is_fp8:
+        raise CompileError(span, f"'{name}' is a warpgroup's {tile.dtype} tile, held as "
+                                 "wgmma's register A fragment: it can only be the A of a "
+                                 f"product ('acc += {name} @ sv^T'); compute with the f32 "
+                                 "values it was converted from")
 
 
 def _combine_broadcast(vector_shape: tuple, shape: tuple | None, op: str, span: Span):

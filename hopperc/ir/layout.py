@@ -61,6 +61,20 @@ def packs_pairs(tile: ir.TileDef) -> bool:
     return tile.layout is ir.Layout.WGMMA and tile.dtype.nbytes == 2
 
 
+def holds_fp8_fragment(tile: ir.TileDef) -> bool:
+    """fp8 tiles in the wgmma layout are held as wgmma's register A fragment
+    (PTX ISA, wgmma .m64nNk32 register fragment of A for .e4m3/.e5m2): four
+    8-bit elements per 32-bit register, register j of k-step s of lane l holding
+    row 16w + l/4 + 8(j%2), columns 32s + 16(j/2) + 4(l%4) .. +3. Their values
+    are computed slot by slot in the accumulator's layout, then exchanged
+    within each quad into that fragment (prelude: hk_fp8_a_fragment); they are
+    read only as a wgmma's A."""
+    return tile.layout is ir.Layout.WGMMA and tile.dtype.is_fp8
+
+
+FP8_FRAGMENT_COLUMNS = 32  # columns of one k-step of an fp8 A fragment
+
+
 ROW_SLOTS = 2  # rows of a warpgroup's wgmma tile each thread holds (Layout.ROWS)
 MAX_EVERY_ROW = 64  # rows of a Layout.EVERY_ROW vector, each a register of every thread
 
@@ -72,6 +86,8 @@ def tile_registers(tile: ir.TileDef) -> int:
     if tile.layout is ir.Layout.EVERY_ROW:
         return tile.shape[0]
     slots = tile.shape[0] * tile.shape[1] // tile.threads
+    if holds_fp8_fragment(tile):
+        return slots // 4
     return slots // 2 if packs_pairs(tile) else slots
 
 

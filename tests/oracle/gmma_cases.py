@@ -41,6 +41,13 @@ PRODUCTS = (
             Operand("f16", "64B", False, 32, 64), a_register=True),
     Product("bf16_reg_mn128", Operand("bf16", "128B", True, 64, 64),
             Operand("bf16", "128B", False, 64, 64), a_register=True),
+    # fp8 register A: the accumulator layout's values exchanged into the fragment.
+    Product("e4m3_reg_k128", Operand("e4m3", "128B", True, 64, 128),
+            Operand("e4m3", "128B", True, 64, 128), a_register=True),
+    Product("e4m3_reg_e5m2_k64_n256", Operand("e4m3", "64B", True, 64, 64),
+            Operand("e5m2", "64B", True, 256, 64), a_register=True),
+    Product("e5m2_reg_k32_n8", Operand("e5m2", "32B", True, 64, 32),
+            Operand("e5m2", "32B", True, 8, 32), a_register=True),
     # Rows wider than the span (column blocks one span wide): K-major K of 2 to
     # 4 spans, MN-major N (and an f16 64B A's M) of 2 to 4 spans, shared and
     # register A (attention's P V), N up to 256.
@@ -95,7 +102,8 @@ def atom(product: Product) -> str:
     a, b = product.a, product.b
     shape = f"SM90_64x{b.mn}x{product.k_step}"
     if product.k_step == 32:  # fp8: K-major only ("TN"), A and B types in the name
-        return f"{shape}_F32{a.dtype.upper()}{b.dtype.upper()}_SS_TN<>"
+        where = "RS" if product.a_register else "SS"
+        return f"{shape}_F32{a.dtype.upper()}{b.dtype.upper()}_{where}_TN<>"
     if product.k_step == 8:  # tf32: K-major only
         return f"{shape}_F32TF32TF32_SS_TN<>"
     return f"{shape}_{ATOM_KIND[(a.dtype, product.a_register)]}<{major(a)}, {major(b)}>"
@@ -139,11 +147,16 @@ def cases_header(generated: dict[str, Generated]) -> str:
                   f"        [](int hk_t, int hk_k) {{ return {col}; }});"]
         if product.a_register:
             lines.append(f"  register_a<{atom(product)}>(\"{product.name}\");")
+        if product.a_register and product.k_step == 32:
+            lines += [f'  fp8_register_a<{slots}>("{product.name}", '
+                      f"[](int hk_t, int hk_k) {{ return {row}; }},",
+                      f"                 [](int hk_t, int hk_k) {{ return {col}; }});"]
     return "\n".join(lines + ["}", ""])
 
 
 def prelude_header() -> str:
-    return host_prelude("hk_wgmma_desc", "hk_swizzle")
+    return host_prelude("hk_wgmma_desc", "hk_swizzle", "hk_byte_perm", "hk_fp8_quad_exchange",
+                        "hk_fp8_a_exchange")
 
 
 @dataclass
@@ -160,6 +173,8 @@ class GmmaOutput:
         default_factory=lambda: defaultdict(list))  # product -> by thread
     tiled: dict[str, dict[str, list[int]]] = field(
         default_factory=lambda: defaultdict(dict))  # buffer -> {"cute"|"hopperc": addresses}
+    fp8_registers: dict[str, list[list[list[tuple[int, int]]]]] = field(
+        default_factory=lambda: defaultdict(list))  # product -> thread -> register -> bytes
     stsm_src: list[list[int]] = field(default_factory=list)  # lane -> bit of each register bit
     stsm_dst: list[tuple[int, int]] = field(default_factory=list)  # lane -> (row's bit, bits)
 
@@ -182,6 +197,11 @@ def parse(stdout: str) -> GmmaOutput:
             name, thread, *pairs = rest
             assert int(thread) == len(out.slots[name])
             out.slots[name].append(_pairs(pairs))
+        elif tag == "fp8a":
+            name, thread, *pairs = rest
+            assert int(thread) == len(out.fp8_registers[name])
+            values = _pairs(pairs)
+            out.fp8_registers[name].append([values[i:i + 4] for i in range(0, len(values), 4)])
         elif tag == "stsm" and rest[0] == "src":
             assert int(rest[1]) == len(out.stsm_src)
             out.stsm_src.append([int(x) for x in rest[2:]])

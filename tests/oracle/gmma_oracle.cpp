@@ -9,9 +9,11 @@
 // prelude (plain bit arithmetic), `hopperc_cases.h` the cases, with
 // expressions cut from generated kernels, calling the templates below with
 // the matching CuTe types. Every line printed starts with a tag (desc,
-// swizzle, frag, slot, tiled, stsm); the test parses and compares them.
+// swizzle, frag, slot, fp8a, tiled, stsm); the test parses and compares them.
+#include <array>
 #include <cstdint>
 #include <cstdio>
+#include <vector>
 
 #include <cute/atom/copy_traits_sm90.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
@@ -142,6 +144,50 @@ void accumulator(const char* name) {
 template <class Op>
 void register_a(const char* name) {
   fragment(name, "A", typename MMA_Traits<Op>::ALayout{});
+}
+
+// hopperc's fp8 register A: every thread's SLOTS values in the accumulator
+// layout (tagged with their row, then their column: integers below 256, which
+// the stand-in pack keeps as bytes) exchanged by the prelude's
+// hk_fp8_a_exchange, each shuffle answered with what the source lane of the
+// quad sent (a first pass records every lane's sends, which do not depend on
+// what it receives). One line per thread: the (row, col) of each byte of each
+// register, low byte first.
+template <int SLOTS, class Tag>
+void fp8_exchanged(std::vector<std::array<unsigned, SLOTS / 4>>& out, Tag tag) {
+  std::vector<std::vector<unsigned>> sent(128);
+  auto pack = [](float lo, float hi) { return unsigned(lo) | unsigned(hi) << 8; };
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int t = 0; t < 128; ++t) {
+      float v[SLOTS];
+      for (int k = 0; k < SLOTS; ++k) v[k] = float(tag(t, k));
+      size_t call = 0;
+      auto shuffle = [&](unsigned value, int source) {
+        if (pass == 0) {
+          sent[t].push_back(value);
+          return 0u;
+        }
+        return sent[(t & ~3) | source].at(call++);
+      };
+      unsigned a[SLOTS / 4];
+      hk_fp8_a_exchange<SLOTS>(a, v, t % 32, pack, shuffle);
+      for (int i = 0; i < SLOTS / 4; ++i) out[t][i] = a[i];
+    }
+  }
+}
+
+template <int SLOTS, class Row, class Col>
+void fp8_register_a(const char* name, Row row, Col col) {
+  std::vector<std::array<unsigned, SLOTS / 4>> rows(128), cols(128);
+  fp8_exchanged<SLOTS>(rows, row);
+  fp8_exchanged<SLOTS>(cols, col);
+  for (int t = 0; t < 128; ++t) {
+    std::printf("fp8a %s %d", name, t);
+    for (int i = 0; i < SLOTS / 4; ++i)
+      for (int b = 0; b < 4; ++b)
+        std::printf(" %u,%u", (rows[t][i] >> 8 * b) & 0xffu, (cols[t][i] >> 8 * b) & 0xffu);
+    std::printf("\n");
+  }
 }
 
 #include "hopperc_cases.h"

@@ -29,9 +29,10 @@ def span(swizzle: str) -> int:
 
 
 def prelude_function(name: str) -> str:
-    """The definition of device helper `name`, as the rendered prelude has it."""
+    """The definition of device helper `name` (with its template head, if any),
+    as the rendered prelude has it."""
     prelude = _environment().get_template("prelude.cu.j2").render()
-    match = re.search(rf"^__[^\n]*\b{name}\(", prelude, re.MULTILINE)
+    match = re.search(rf"^(?:template <[^\n]*>\n)?__[^\n]*\b{name}\(", prelude, re.MULTILINE)
     assert match, f"{name} is not in the prelude"
     depth, i = 0, prelude.index("{", match.end())
     while True:

@@ -164,7 +164,7 @@ class ExprRenderer:
             parts.append(f"({scalar(view.stage, role)}) * {buf.stage_bytes // unit}u")
         if view.part is not None:
             parts.append(f"({scalar(view.part.index, role)}) * "
-                         f"{part_bytes(buf, view.part.count) // unit}u")
+                         f"{part_bytes(buf, view.part.count, view.part.columns) // unit}u")
         return " + ".join(parts)
 
     def view_base_16(self, view: ir.BufferView, role: RoleContext) -> str:
@@ -184,7 +184,8 @@ class ExprRenderer:
         # repeat in use, so a view that starts on its buffer's repeat swizzles its
         # own offsets (ptxas folds the base); any other swizzles the window offset.
         steps = ([buf.stage_bytes] if view.stage is not None else []) + (
-            [part_bytes(buf, view.part.count)] if view.part is not None else [])
+            [part_bytes(buf, view.part.count, view.part.columns)] if view.part is not None
+            else [])
         if all(step % buf.swizzle.alignment == 0 for step in steps):
             return f"{self.view_base(view, role)} + hk_swizzle({offset}, {mask}u)"
         return f"hk_smem_base + hk_swizzle({self.view_offset(view, role)} + {offset}, {mask}u)"

@@ -14,7 +14,7 @@ from hopperc.codegen.launch import vector_tensors
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import (ROW_SLOTS, STMATRIX_COLS, element_grid, element_threads,
                                holds_fp8_fragment, plane_rows, register_layout,
-                               stores_by_matrix, view_shape)
+                               part_shape, stores_by_matrix)
 
 # Element (row, col) of slot hk_k of thread hk_t in the wgmma layout (ir.Layout.WGMMA).
 WGMMA_ROW = "16 * (hk_t / 32) + (hk_t % 32) / 4 + 8 * ((hk_k / 2) % 2)"
@@ -183,7 +183,7 @@ def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:
 
 
 def _view_shape(buf: ir.SharedBuffer, view: ir.BufferView) -> tuple[int, ...]:
-    return view_shape(buf, view.part.count if view.part else None)
+    return part_shape(buf, view.part)
 
 
 @dataclass(frozen=True)

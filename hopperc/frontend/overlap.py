@@ -51,7 +51,8 @@ def _aligned(read: ir.BufferView, dst: ir.BufferView,
         return False
     if read.buffer == dst.buffer:
         return read.part == dst.part or (read.part is not None and dst.part is not None
-                                         and read.part.count == dst.part.count)
+                                         and read.part.count == dst.part.count
+                                         and read.part.columns == dst.part.columns)
     a, b = buffer(read.buffer), buffer(dst.buffer)
     return read.part == dst.part and (
         (a.dtype, a.shape, a.stages, a.swizzle) == (b.dtype, b.shape, b.stages, b.swizzle))

@@ -36,7 +36,7 @@ def view(v: ir.BufferView) -> str:
     if v.stage is not None:
         text += f"{{stage {scalar(v.stage)}}}"
     if v.part is not None:
-        text += f"[{scalar(v.part.index)} of {v.part.count}]"
+        text += f"[{scalar(v.part.index)} of {v.part.count}{' columns' if v.part.columns else ''}]"
     return text + ("^T" if v.transposed else "")
 
 

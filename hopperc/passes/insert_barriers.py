@@ -47,7 +47,7 @@ from hopperc.ir.accesses import (Access, Proxy, bodies, completed, finished_by_i
 from hopperc.ir.global_accesses import global_accesses
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 from hopperc.ir.rewrite import map_bodies
-from hopperc.ir.layout import element_grid, element_threads, stores_by_matrix, view_shape
+from hopperc.ir.layout import element_grid, element_threads, part_shape, stores_by_matrix
 
 Pending = frozenset[Access]
 NAMED_BARRIERS = 16  # bar.sync ids 0..15
@@ -206,7 +206,7 @@ class _Barriers(ForwardRewrite[Pending]):
                 view.transposed, grid, threads)
 
     def grid(self, view: ir.BufferView) -> tuple[int, int]:
-        shape = view_shape(self.kernel.buffer(view.buffer), view.part.count if view.part else None)
+        shape = part_shape(self.kernel.buffer(view.buffer), view.part)
         return element_grid(shape[::-1] if view.transposed else shape)
 
     @property

@@ -290,7 +290,8 @@ class _Block:
         if part is not None and not 0 <= part < view.part.count:
             # The simulated warps report the access as a finding, at its line.
             raise ReferenceUnavailable(f"index {part} of '{view.buffer}' is out of range")
-        return Place(view.buffer, 0, part, view.part.count if view.part else 1, view.transposed)
+        return Place(view.buffer, 0, part, view.part.count if view.part else 1, view.transposed,
+                     bool(view.part and view.part.columns))
 
     def shape(self, place: Place) -> tuple[int, ...]:
         return place_shape(self.kernel.buffer(place.buffer), place)
@@ -322,6 +323,9 @@ class _Block:
             return data, (slice(None),)
         if len(buf.shape) >= 3:
             return data, (place.part,)
+        if place.columns:
+            cols = buf.shape[1] // place.parts
+            return data, (slice(None), slice(place.part * cols, (place.part + 1) * cols))
         rows = buf.shape[0] // place.parts
         return data, (slice(place.part * rows, (place.part + 1) * rows),)
 

@@ -31,6 +31,7 @@ class Place:
     part: int | None
     parts: int
     transposed: bool
+    columns: bool = False  # the parts are blocks of a rank-2 buffer's columns
 
     def label(self, stages: int) -> str:
         text = self.buffer
@@ -42,7 +43,7 @@ class Place:
 
 
 def place_shape(buf: ir.SharedBuffer, place: Place) -> tuple[int, ...]:
-    shape = view_shape(buf, place.parts if place.part is not None else None)
+    shape = view_shape(buf, place.parts if place.part is not None else None, place.columns)
     return tuple(reversed(shape)) if place.transposed else shape
 
 
@@ -72,8 +73,12 @@ class SharedSpace:
     def view(self, place: Place) -> np.ndarray:
         """The view's elements without a copy, read-only. A view is a contiguous run
         of its buffer (swizzle moves chunks, not data indices), so a slice
-        replaces a gather."""
+        replaces a gather; a part of the columns is gathered."""
         flat, _ = self.index(place)
+        if place.columns and place.part is not None:
+            view = self.data[place.buffer].reshape(-1)[flat]
+            view.flags.writeable = False
+            return view
         start = int(flat.flat[0])
         run = self.data[place.buffer].reshape(-1)[start:start + flat.size]
         view = run.reshape(flat.T.shape).T if place.transposed else run.reshape(flat.shape)
@@ -128,17 +133,23 @@ def _index(buf: ir.SharedBuffer, offset: int, place: Place) -> tuple[np.ndarray,
     stage_elems = int(np.prod(buf.shape))
     base = place.stage * stage_elems
     start = offset + place.stage * buf.stage_bytes
-    if place.part is not None:
+    if place.part is not None and not place.columns:
         base += place.part * (stage_elems // place.parts)
         start += place.part * part_bytes(buf, place.parts)
-    shape = view_shape(buf, place.parts if place.part is not None else None)
+    shape = view_shape(buf, place.parts if place.part is not None else None, place.columns)
     local = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    _, cols = element_grid(shape)
+    row, col = local // cols, local % cols
+    if place.part is not None and place.columns:
+        # a block of the buffer's columns: its elements are the buffer's own
+        # (row, part * cols + col), laid out as the buffer lays those out
+        col = col + place.part * cols
+        local = row * buf.shape[-1] + col
     flat = base + local
     # Data is indexed logically; chunks by address, laid out as the generated code
     # lays the view out. Swizzle is a function of the address: of the offset in
     # the window, which the kernel aligns to every swizzle repeat in use.
-    _, cols = element_grid(shape)
-    address = start + element_offset(buf, local // cols, local % cols)
+    address = start + element_offset(buf, row, col)
     chunk = buf.swizzle.of_address(address) // CHUNK
     if place.transposed:
         flat, chunk = flat.T, chunk.T

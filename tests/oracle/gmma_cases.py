@@ -4,7 +4,7 @@ program, and the parser of its output."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tests.oracle.hopperc_side import (CUTE_TYPES, SWIZZLE_BITS, Generated, Operand, Product,
                                        fragment_expressions, host_prelude)
@@ -75,6 +75,14 @@ PRODUCTS = (
             Operand("bf16", "128B", False, 128, 128), a_register=True),
     Product("bf16_reg_mnw256", Operand("bf16", "128B", True, 64, 64),
             Operand("bf16", "128B", False, 256, 64), a_register=True),
+    # A^T per warpgroup: each of two warpgroups its block of a [K, 2 * 64]
+    # buffer's columns (sa^T[wg]), one span or two spans (64B) wide.
+    Product("bf16_mnpart128_k128", Operand("bf16", "128B", False, 128, 64),
+            Operand("bf16", "128B", True, 64, 64), a_parts=2),
+    Product("f16_mnpart64_mnw64", Operand("f16", "64B", False, 128, 32),
+            Operand("f16", "64B", False, 64, 32), a_parts=2),
+    Product("bf16_mnpart32_k32", Operand("bf16", "32B", False, 128, 16),
+            Operand("bf16", "32B", True, 32, 16), a_parts=2),
 )
 # Two shared-window bases (both aligned as the kernel aligns its window): the
 # address field, not only the offsets within the window, is compared.
@@ -89,7 +97,7 @@ ATOM_KIND = {("bf16", False): "F32BF16BF16_SS", ("f16", False): "F32F16F16_SS",
 # its extension headers, too large to compile here: those products'
 # descriptors are compared, their accumulator (the same per-8-column pattern) is not.
 CUTE_ATOM_N = (8, 16, 32, 64, 96, 128, 192, 256)
-FRAGMENT_PRODUCTS = tuple(p for p in PRODUCTS if p.b.mn in CUTE_ATOM_N) + (
+FRAGMENT_PRODUCTS = tuple(p for p in PRODUCTS if p.b.mn in CUTE_ATOM_N and p.a_parts == 1) + (
     Product("bf16_n8", Operand("bf16", "128B", True, 64, 64), Operand("bf16", "128B", True, 8, 64)),
     Product("f16_n16", Operand("f16", "64B", True, 64, 32), Operand("f16", "64B", True, 16, 32),
             a_register=True),
@@ -114,8 +122,14 @@ def major(op: Operand) -> str:
 
 
 def operands(product: Product) -> list[tuple[str, Operand, str]]:
-    """(label, operand, buffer) of each shared operand, in descriptor order."""
-    found = [] if product.a_register else [("A", product.a, "sa")]
+    """(label, operand, buffer) of each shared operand, in descriptor order; an A
+    in warpgroups' parts is one operand per part (label A0, A1, ..., M one part's)."""
+    a = product.a
+    if product.a_parts > 1:
+        part = replace(a, mn=a.mn // product.a_parts)
+        found = [(f"A{p}", part, "sa") for p in range(product.a_parts)]
+    else:
+        found = [] if product.a_register else [("A", a, "sa")]
     return found + [("B", product.b, "sb")]
 
 
@@ -124,17 +138,23 @@ def cases_header(generated: dict[str, Generated]) -> str:
              "static void hk_descriptor_cases() {"]
     for product in PRODUCTS:
         gen = generated[product.name]
-        for index, (label, op, buffer) in enumerate(operands(product)):
+        for label, op, buffer in operands(product):
+            # one descriptor expression per operand, the parts of A sharing A's
+            index = 0 if label.startswith("A") else len(gen.steps[0].descriptors) - 1
+            part = int(label[1:]) if label[1:] else 0
+            parts = product.a_parts if label.startswith("A") else 1
             exprs = [step.descriptors[index] for step in gen.steps]
             for base in SMEM_BASES:
                 name = f"{product.name}.{label}@{base:#x}"
                 lines += [f"  {{  // {name}: {op.dtype}{list(op.shape)} {op.swizzle}",
                           f"    const unsigned hk_smem_base = {base}u;",
+                          f"    [[maybe_unused]] const int hk_warp = {4 * part};",
                           "    const unsigned long long hopperc[] = {",
                           *(f"      {e}," for e in exprs), "    };",
                           f"    descriptors<{CUTE_TYPES[op.dtype]}, {major(op)}, "
-                          f"{SWIZZLE_BITS[op.swizzle]}, {op.mn}, {op.k}, {product.k_step}>"
-                          f'("{name}", hk_smem_base + {gen.offsets[buffer]}u, hopperc, '
+                          f"{SWIZZLE_BITS[op.swizzle]}, {op.mn * parts}, {op.k}, "
+                          f"{product.k_step}, {parts}>"
+                          f'("{name}", hk_smem_base + {gen.offsets[buffer]}u, {part}, hopperc, '
                           f"{len(exprs)});", "  }"]
     lines += ["}", "", "static void hk_fragment_cases() {"]
     for product in FRAGMENT_PRODUCTS:

@@ -46,19 +46,24 @@ auto gmma_atom() {
 // The tile is hopperc's buffer layout: atoms down the buffer's rows first, so
 // along MN first for a K-major operand ([MN, K] buffer) and along K first for
 // an MN-major one ([K, MN] buffer): each span-wide column block holds every row.
-template <class T, Major major, int bits, int MN, int K, int KSTEP>
-void descriptors(const char* name, uint32_t address, const unsigned long long* hopperc,
-                 int steps) {
+// With PARTS > 1 the operand is block `part` of PARTS along MN (a warpgroup's
+// M of an MN-major A^T), cut from the tile with local_tile.
+template <class T, Major major, int bits, int MN, int K, int KSTEP, int PARTS>
+void descriptors(const char* name, uint32_t address, int part,
+                 const unsigned long long* hopperc, int steps) {
   using RowsFirst = conditional_t<major == Major::K, Step<_1, _2>, Step<_2, _1>>;
   auto layout = tile_to_shape(gmma_atom<T, major, bits>(), Shape<Int<MN>, Int<K>>{},
                               RowsFirst{});
   // Only the layout matters on the host: make_gmma_desc cannot read a shared
-  // address there (it prints a warning and uses 0), so the address is added
-  // below in 16-byte units, exactly as the device field takes it.
+  // address there (it prints a warning and uses 0), so the address (and the
+  // part's offset in the tile, from the layout) is added below in 16-byte
+  // units, exactly as the device field takes it.
   Tensor smem = make_tensor(make_smem_ptr(static_cast<T*>(nullptr)), layout);
-  Tensor ksteps = zipped_divide(smem, Shape<Int<MN>, Int<KSTEP>>{});
+  Tensor block = local_tile(smem, Shape<Int<MN / PARTS>, Int<K>>{}, make_coord(part, 0));
+  const uint32_t offset = uint32_t(layout(part * (MN / PARTS), 0)) * sizeof(T);
+  Tensor ksteps = zipped_divide(block, Shape<Int<MN / PARTS>, Int<KSTEP>>{});
   Tensor descs = MakeTensor<SM90::GMMA::smem_desc<major>>{}(ksteps);
-  auto base = descs.data() + static_cast<int>(address / 16);
+  auto base = descs.data() + static_cast<int>((address + offset) / 16);
   for (int step = 0; step < steps; ++step) {
     uint64_t cute_desc = base[descs.layout()(0, step)];
     std::printf("desc %s %d %d %016llx %016llx\n", name, step, int(major),

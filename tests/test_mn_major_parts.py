@@ -149,7 +149,8 @@ def test_p_transposed_times_v_matches_float64():
     (("shared sa: bf16[BK, BM]", "shared sa: bf16[BK, 64]"),
      "64 columns of 'sa' do not split into 2 warpgroups' blocks of whole 128-byte"),
     (("acc += sa^T[wg] @ sb^T", "acc += sa^T[wg] @ sb^T\n        sc[wg] = f32(sa^T[wg])"),
-     "sa^T[wg] (a warpgroup's columns of 'sa') is only a wgmma operand"),
+     "sa^T[wg] (a warpgroup's columns of 'sa') is only a product's A, MN-major"),
+    (("acc += sa^T[wg] @ sb^T", "acc += sa^T[wg] @ sb^T[wg]"), "is only a product's A"),
 ])
 def test_columns_view_refusals(edit, message):
     with pytest.raises(CompileError) as caught:

@@ -24,7 +24,7 @@ def lower_mma(acc: str, acc_symbol: TileSymbol, product: ast.BinOp, accumulate: 
         raise CompileError(span, f"accumulator '{acc}' is {acc_symbol.dtype}; wgmma "
                                  "accumulates in f32")
     a, a_dtype, a_shape, a_buffer = _operand_a(product.left, scope, warpgroups)
-    b_view = buffer_view(product.right, scope, warpgroups, wgmma_operand=True)
+    b_view = buffer_view(product.right, scope, warpgroups, operand="B")
     if b_view is None:
         raise CompileError(product.right.span, "wgmma's B operand must be a shared buffer")
     b_dtype = b_view.buffer.dtype
@@ -72,7 +72,7 @@ def _operand_a(expr: ast.Expr, scope: Scope, warpgroups: int):
         symbol = scope.lookup(expr.id, expr.span)
         if isinstance(symbol, TileSymbol):
             return ir.TileRef(expr.id), symbol.dtype, symbol.shape, None
-    view = buffer_view(expr, scope, warpgroups, wgmma_operand=True)
+    view = buffer_view(expr, scope, warpgroups, operand="A")
     if view is None:
         raise CompileError(expr.span, "wgmma's A operand must be a shared buffer or a register "
                                       "tile")

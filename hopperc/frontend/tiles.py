@@ -48,11 +48,11 @@ class ViewInfo:
 
 
 def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int,
-                wgmma_operand: bool = False) -> ViewInfo | None:
-    """`buf`, `buf[wg]`, `buf[i]` (rank >= 3) or any of them `^T`, and for a wgmma
-    operand `buf^T[wg]`; None if not a buffer."""
+                operand: str | None = None) -> ViewInfo | None:
+    """`buf`, `buf[wg]`, `buf[i]` (rank >= 3) or any of them `^T`, and for a
+    wgmma's A (`operand` "A") `buf^T[wg]`; None if not a buffer."""
     if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Transpose):
-        return _columns_view(expr, scope, warpgroups, wgmma_operand)
+        return _columns_view(expr, scope, warpgroups, operand)
     transposed = isinstance(expr, ast.Transpose)
     inner = expr.value if transposed else expr
     index = None
@@ -94,7 +94,7 @@ def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int,
 
 
 def _columns_view(expr: ast.Subscript, scope: Scope, warpgroups: int,
-                  wgmma_operand: bool) -> ViewInfo | None:
+                  operand: str | None) -> ViewInfo | None:
     """`buf^T[wg]`: each warpgroup's rows of the transposed view, i.e. its block of
     the columns of a rank-2 buffer, as wgmma's MN-major A^T of a `[K, M]` buffer
     each warpgroup multiplies its M rows of (attention backward's dS^T, P^T).
@@ -109,9 +109,10 @@ def _columns_view(expr: ast.Subscript, scope: Scope, warpgroups: int,
         raise CompileError(expr.span, f"a transposed view takes one index, wg, on a rank-2 "
                                       f"buffer: {name.id}^T[wg] (each warpgroup's block of "
                                       f"'{name.id}''s columns)")
-    if not wgmma_operand:
+    if operand != "A":
         raise CompileError(expr.span, f"{name.id}^T[wg] (a warpgroup's columns of "
-                                      f"'{name.id}') is only a wgmma operand")
+                                      f"'{name.id}') is only a product's A, MN-major "
+                                      "(each warpgroup's M of a [K, M] buffer)")
     if warpgroups < 1:
         raise CompileError(index.span, "'wg' is only available in warpgroup roles")
     rows, cols = symbol.shape

@@ -47,12 +47,15 @@ class ViewInfo:
     shape: tuple[int, ...]  # logical shape of the view (after part and transpose)
 
 
-def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int,
-                operand: str | None = None) -> ViewInfo | None:
-    """`buf`, `buf[wg]`, `buf[i]` (rank >= 3) or any of them `^T`, and for a
-    wgmma's A (`operand` "A") `buf^T[wg]`; None if not a buffer."""
-    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Transpose):
-        return _columns_view(expr, scope, warpgroups, operand)
+def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int) -> ViewInfo | None:
+    """`buf`, `buf[wg]`, `buf[i]` (rank >= 3) or any of them `^T`; None if not a
+    buffer (`buf^T[wg]`, a product's A only, is refused: frontend/mma.py)."""
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Transpose) and \
+            isinstance(name := expr.value.value, ast.Name) and \
+            isinstance(scope.lookup(name.id, name.span), ir.SharedBuffer):
+        raise CompileError(expr.span, f"{name.id}^T[wg] (a warpgroup's columns of "
+                                      f"'{name.id}') is only a product's A, MN-major "
+                                      "(each warpgroup's M of a [K, M] buffer)")
     transposed = isinstance(expr, ast.Transpose)
     inner = expr.value if transposed else expr
     index = None
@@ -91,39 +94,6 @@ def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int,
         shape = (shape[1], shape[0])
     return ViewInfo(ir.BufferView(symbol.name, None, part, transposed, symbol.reuses), symbol,
                     shape)
-
-
-def _columns_view(expr: ast.Subscript, scope: Scope, warpgroups: int,
-                  operand: str | None) -> ViewInfo | None:
-    """`buf^T[wg]`: each warpgroup's rows of the transposed view, i.e. its block of
-    the columns of a rank-2 buffer, as wgmma's MN-major A^T of a `[K, M]` buffer
-    each warpgroup multiplies its M rows of (attention backward's dS^T, P^T).
-    The blocks are whole column blocks of the swizzled layout (layout.column_blocks),
-    so each is an MN-major operand of its own whose descriptor starts at its block."""
-    name = expr.value.value
-    if not isinstance(name, ast.Name) or not isinstance(
-            symbol := scope.lookup(name.id, name.span), ir.SharedBuffer):
-        return None
-    index = expr.indices[0] if len(expr.indices) == 1 else None
-    if not (isinstance(index, ast.Name) and index.id == "wg") or len(symbol.shape) != 2:
-        raise CompileError(expr.span, f"a transposed view takes one index, wg, on a rank-2 "
-                                      f"buffer: {name.id}^T[wg] (each warpgroup's block of "
-                                      f"'{name.id}''s columns)")
-    if operand != "A":
-        raise CompileError(expr.span, f"{name.id}^T[wg] (a warpgroup's columns of "
-                                      f"'{name.id}') is only a product's A, MN-major "
-                                      "(each warpgroup's M of a [K, M] buffer)")
-    if warpgroups < 1:
-        raise CompileError(index.span, "'wg' is only available in warpgroup roles")
-    rows, cols = symbol.shape
-    width = cols // warpgroups * symbol.dtype.nbytes
-    if cols % warpgroups or (symbol.swizzle is not Swizzle.NONE and width % symbol.swizzle.span):
-        raise CompileError(index.span, f"{cols} columns of '{name.id}' do not split into "
-                                       f"{warpgroups} warpgroups' blocks of whole "
-                                       f"{symbol.swizzle.span}-byte swizzle spans")
-    part = ir.ViewPart(ir.Scalar(ir.ScalarKind.BUILTIN, "wg"), warpgroups, columns=True)
-    return ViewInfo(ir.BufferView(symbol.name, None, part, True, symbol.reuses), symbol,
-                    (cols // warpgroups, rows))
 
 
 def _check_warpgroup_planes(index: ir.ScalarExpr, warpgroups: int, name: str, span: Span):

@@ -77,8 +77,9 @@ def test_chain_matches_float64_with_p_rounded(dtype, bn, inline):
 def test_attention_matches_float64_within_fp8_error():
     """The FP8 attention forward at a ragged length against float64 attention
     (P unrounded): within e4m3's rounding of P (3 mantissa bits: at most a
-    relative 2^-4 per element, averaged over the keys to less than 2^-6; a
-    value in a wrong place of the fragment is off by the values themselves)."""
+    relative 2^-4 per element, averaged over the keys to less than 2^-6). The
+    simulator holds P by position; where the exchange puts each value is the
+    oracle's check (tests/oracle/test_fragments.py)."""
     rng = np.random.default_rng(1)
     h, length = 1, 208  # Vt's rows: multiples of 16 bytes
     q, k, v = (rng.uniform(-1, 1, (h, length, 128)).astype(ml_dtypes.float8_e4m3fn)

@@ -47,7 +47,7 @@ from gpu_report import (FAIL, NOT_RUN, PASS, REFUSED, SANITIZER_TOOLS, Ran, Step
 from gpu_wheels import PIP, SOURCE_DIGEST, package_digest  # noqa: E402
 # Every sample computing C = A @ B^T from A, B and C (a test keeps this list whole).
 GEMM_SAMPLES = ("gemm_bf16", "gemm_multicast", "gemm_one_role", "gemm_persistent",
-                "gemm_pingpong", "gemm_pipelined", "gemm_relu", "gemm_tf32")
+                "gemm_pingpong", "gemm_pipelined", "gemm_relu", "gemm_splitk", "gemm_tf32")
 FP8_BENCH = "bench gemm_fp8_blockscaled vs torch._scaled_mm"
 ATTENTION_BENCH = "bench attention_fwd vs FA3 and SDPA"
 ATTENTION_CAUSAL_BENCH = "bench attention_fwd causal vs FA3 and SDPA"

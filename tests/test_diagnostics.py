@@ -200,7 +200,8 @@ SEMANTIC = [
          "grid axis 'm' is already declared"),
     case("builtin_redeclared", COPY, [("shared buf:", "shared lane:")], "shared lane",
          "'lane' is a built-in name"),
-    case("unknown_function", EW, [("f32(sx) *", "sqrt(sx) *")], "sqrt(", "unknown function 'sqrt'"),
+    case("unknown_function", EW, [("f32(sx) *", "softplus(sx) *")], "softplus(",
+         "unknown function 'softplus'"),
     # a misspelt name or function: the closest one the kernel has
     case("unknown_name_did_you_mean", EW, [("t + 1.0", "tt + 1.0")], "tt + 1.0",
          "unknown name 'tt'; did you mean 't'?"),

@@ -106,7 +106,7 @@ def test_check_is_clean_against_the_reference():
      "'inf' is a built-in name and cannot be redeclared"),
     ("exp2(", "softplus(", "unknown function 'softplus' (known: abs, argmax, col(), cos, erf, exp, "
                            "exp2, log, log2, max, min, relu, row(), rowmax, rowmin, rowsum, "
-                           "rsqrt, sigmoid, sin, tanh, where"),
+                           "rsqrt, sigmoid, sin, sqrt, tanh, where"),
     ("exp2(max(sx, -inf) * 0.5)", "log2(sx, 2.0)", "log2() takes 1 argument"),
     ("exp2(max(sx, -inf) * 0.5)", "erf(sx, 2.0)", "erf() takes 1 argument"),
 ])
@@ -292,8 +292,10 @@ def test_integer_min_and_max_of_scalars_are_integer_operations(k):
 
 
 def test_integer_min_max_fold_and_check_their_arguments():
-    assert "fmaxf(hk_i32_to_f32(hk_ld_shared_i32(hk_smem_base + 0u + static_cast<unsigned>(" \
-        "((hk_r) * 64 + (hk_c)) * 4))), (3 + u_k))" in driver.generate(SourceFile(
+    # an i32 statement of integer operations: int max (ir/integer_exprs.py), the
+    # scalar folded to 3 + k
+    assert "max(hk_ld_shared_i32(hk_smem_base + 0u + static_cast<unsigned>(" \
+        "((hk_r) * 64 + (hk_c)) * 4)), static_cast<int>((3 + u_k)))" in driver.generate(SourceFile(
             "c.hk", CLAMP.replace("max(min(k, 3), -2)", "max(-1, 4 - 1) + k"))).cuda
     assert "max() takes 2 arguments" in edit_error(CLAMP, "max(min(k, 3), -2)",
                                                    "max(k)").message

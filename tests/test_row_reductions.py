@@ -87,7 +87,8 @@ def test_reductions_become_slot_loops_and_quad_shuffles():
     ("m: f32[BM] = -inf", "m: f32[32] = -inf", "shape mismatch in 'max': [32] and [64]"),
     ("rowmax(x)", "rowmax(sx)", "rowmax() takes a 2-D register tile of f32 by name"),
     ("x - m_new[:, None]", "x - m_new[None, :]", "a register vector is broadcast along its rows"),
-    ("m: f32[BM] = -inf", "m: f32[65] = -inf", "a register vector is f32 with at most 64 values"),
+    ("m: f32[BM] = -inf", "m: f32[65] = -inf",
+     "a register vector is f32 or i32 with at most 64 values"),
 ])
 def test_diagnostics(old, new, message):
     assert message in edit_error(SOFTMAX, old, new).message

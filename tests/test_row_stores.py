@@ -171,8 +171,8 @@ def test_every_row_vectors_store_one_row_per_thread_in_the_box_form():
     (STORE, "q: f32[BM, BN] = sx\n    LSE[1, first : last] = q",
      "the value stored to a tensor is a register row vector (m: f32[64] = rowmax(s)) or an "
      "expression of them; tiles are stored through shared memory (tma)"),
-    (STORE, "LSE[1, first : last] = m[:, None]", "the value stored to a tensor is a register row "
-                                                 "vector"),
+    (STORE, "LSE[1, first : last] = m[:, None]", "'m' is one value per row in a row vector's "
+                                                 "statement: name it alone, m"),
     (STORE, "LSE[1, first : last] = 1.0", "the value stored to a tensor is a register row "
                                           "vector"),
     (STORE, "LSE[first : last] = m", "'LSE' has rank 2: give one index per dimension"),

@@ -9,8 +9,9 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.layout import tile_registers
 
 
-def row_argmax(name: str, tile: ir.TileDef) -> str:
-    """Slot hk_k of argmax of a wgmma-layout f32 tile, as f32: (value, column)
+def row_argmax(name: str, tile: ir.TileDef, integer: bool = False) -> str:
+    """Slot hk_k of argmax of a wgmma-layout f32 tile, as f32 (as an int where
+    `integer`: ir/integer_exprs.py): (value, column)
     pairs, the thread's slots of the row, then the quad's lanes (xor 1, 2), each
     step keeping the pair hk_argmax_takes prefers (the larger value, NaN above
     all, ties to the lower column: numpy.argmax), so the order is free."""
@@ -20,7 +21,12 @@ def row_argmax(name: str, tile: ir.TileDef) -> str:
             f"for (int hk_s = 2 * hk_k + 1; hk_s < {tile_registers(tile)}; ++hk_s) "
             f"if ((hk_s / 2) % 2 == hk_k) "
             f"{argmax_keep(f'{tile_name}[hk_s]', column.format('hk_s'))} "
-            f"{argmax_shuffle(1)} {argmax_shuffle(2)} return static_cast<float>(hk_i); }}()")
+            f"{argmax_shuffle(1)} {argmax_shuffle(2)} return {column_value(integer)}; }}()")
+
+
+def column_value(integer: bool) -> str:
+    """argmax's result hk_i as the expression uses it: an int, or an f32."""
+    return "hk_i" if integer else "static_cast<float>(hk_i)"
 
 
 def argmax_keep(value: str, column: str) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from hopperc.codegen import names
-from hopperc.codegen.argmax import argmax_keep, row_argmax
+from hopperc.codegen.argmax import argmax_keep, column_value, row_argmax
 from hopperc.codegen.launch import LaunchInfo
 from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
@@ -164,7 +164,7 @@ class ExprRenderer:
             parts.append(f"({scalar(view.stage, role)}) * {buf.stage_bytes // unit}u")
         if view.part is not None:
             parts.append(f"({scalar(view.part.index, role)}) * "
-                         f"{part_bytes(buf, view.part.count) // unit}u")
+                         f"{part_bytes(buf, view.part.count, view.part.columns) // unit}u")
         return " + ".join(parts)
 
     def view_base_16(self, view: ir.BufferView, role: RoleContext,
@@ -186,7 +186,8 @@ class ExprRenderer:
         # repeat in use, so a view that starts on its buffer's repeat swizzles its
         # own offsets (ptxas folds the base); any other swizzles the window offset.
         steps = ([buf.stage_bytes] if view.stage is not None else []) + (
-            [part_bytes(buf, view.part.count)] if view.part is not None else [])
+            [part_bytes(buf, view.part.count, view.part.columns)] if view.part is not None
+            else [])
         if all(step % buf.swizzle.alignment == 0 for step in steps):
             return f"{self.view_base(view, role)} + hk_swizzle({offset}, {mask}u)"
         return f"hk_smem_base + hk_swizzle({self.view_offset(view, role)} + {offset}, {mask}u)"
@@ -256,7 +257,7 @@ class ExprRenderer:
 
 
     def row_combine(self, op: str, tile: ir.TileDef, partials: ir.BufferView,
-                    role: RoleContext) -> str:
+                    role: RoleContext, integer: bool = False) -> str:
         """Row hk_k (Layout.EVERY_ROW) of rowmax / rowsum of a row-major tile: its
         warps' partials (RowPartials), partials[w, hk_k] for each warp w."""
         warps, width = tile.threads // 32, self.kernel.buffer(partials.buffer).shape[1]
@@ -270,7 +271,7 @@ class ExprRenderer:
                              f"{argmax_keep('hk_ov', 'hk_oi')} }}" for w in range(1, warps))
             return (f"[&] {{ const unsigned hk_p = {base}; float hk_v = {at(0)}; "
                     f"int hk_i = static_cast<int>({at(warps)}); {steps} "
-                    "return static_cast<float>(hk_i); }()")
+                    f"return {column_value(integer)}; }}()")
         combine = reduction(op)[0]
         steps = " ".join(
             f"hk_v = {combine.format(shared_load(DType.F32, f'hk_p + {w * width * 4}u'))};"
@@ -369,6 +370,8 @@ def _elementwise(op: str, vals: list[str]) -> str:
             return f"(hk_lg2({vals[0]}) * {math.log(2.0)!r}f)"
         case "rsqrt":
             return f"rsqrtf({vals[0]})"
+        case "sqrt":
+            return f"sqrtf({vals[0]})"  # sqrt.rn.f32: correctly rounded (NVRTC's -prec-sqrt)
         case "tanh" | "sigmoid" | "sin" | "cos":
             return f"hk_{op}({vals[0]})"
         case "erf":

@@ -9,11 +9,12 @@ from hopperc.codegen.argmax import argmax_keep, argmax_shuffle
 from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, local_thread,
                                    reduction, shared_store, tile_store)
 from hopperc.codegen import names
+from hopperc.codegen.integers import computes_in_integers, integer_value
 from hopperc.codegen.launch import vector_tensors
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import (ROW_SLOTS, STMATRIX_COLS, element_grid, element_threads,
-                               packs_pairs, plane_rows, register_layout, stores_by_matrix,
-                               view_shape)
+                               holds_fp8_fragment, packs_pairs, plane_rows, register_layout,
+                               part_shape, stores_by_matrix)
 
 # Element (row, col) of slot hk_k of thread hk_t in the wgmma layout (ir.Layout.WGMMA).
 WGMMA_ROW = "16 * (hk_t / 32) + (hk_t % 32) / 4 + 8 * ((hk_k / 2) % 2)"
@@ -32,6 +33,7 @@ class PerElement:
     col: str
     assign: str
     hoisted: str = ""  # declarations ahead of the loop (row vectors' values)
+    gather: str = ""  # after the loop: the values it staged, exchanged into the tile
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,12 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
     stacked = in_plane if in_plane != rows else None
     hoisted, names_of = _hoisted_reads(value, exprs, role, thread, stacked) if wgmma \
         else ("", {})
-    text = from_float(dtype, exprs.value(_unrounded(value, dtype), role, plane_row, names_of))
+    text = integer_value(exprs, value, role, plane_row) if computes_in_integers(
+        dtype, value, exprs) else from_float(dtype, exprs.value(_unrounded(value, dtype), role,
+                                                               plane_row, names_of))
+    if not isinstance(stmt, ir.SharedStore) and holds_fp8_fragment(definition):
+        return _fp8_fragment(definition, thread, exprs.value(_unrounded(value, dtype), role,
+                                                             plane_row, names_of), hoisted)
     if isinstance(stmt, ir.SharedStore):
         assign = shared_store(dtype, exprs.element_address(stmt.dst, role), text) + ";"
     else:
@@ -132,6 +139,18 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
         if elements % threads:  # the last slot holds elements for some threads only
             assign = f"if (hk_k * {threads} + hk_t < {elements}) {{ {assign} }}"
     return PerElement(-(-elements // threads), thread, row, col, assign)
+
+
+def _fp8_fragment(tile: ir.TileDef, thread: str, value: str, hoisted: str) -> PerElement:
+    """An fp8 tile's values, computed at this thread's slots of the accumulator
+    layout into `hk_fp8_values`, then rounded and exchanged within each quad
+    into wgmma's register A fragment (layout.holds_fp8_fragment)."""
+    slots = tile.shape[0] * tile.shape[1] // tile.threads
+    staged = f"float hk_fp8_values[{slots}];"
+    gather = (f"hk_fp8_a_fragment<{slots}, hk_pack_{tile.dtype.text}x2>("
+              f"{names.user(tile.name)}, hk_fp8_values);")
+    return PerElement(slots, thread, WGMMA_ROW, WGMMA_COL, f"hk_fp8_values[hk_k] = {value};",
+                      f"{hoisted} {staged}".strip(), gather)
 
 
 def _hoisted_reads(value: ir.TileExpr, exprs: ExprRenderer, role: RoleContext,
@@ -174,7 +193,7 @@ def _unrounded(value: ir.TileExpr, target: ir.DType) -> ir.TileExpr:
 
 
 def _view_shape(buf: ir.SharedBuffer, view: ir.BufferView) -> tuple[int, ...]:
-    return view_shape(buf, view.part.count if view.part else None)
+    return part_shape(buf, view.part)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, 
                                       per_element, row_partials)
 from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.loop_descriptors import INVARIANT_DESCRIPTORS, invariant_descriptors
-from hopperc.codegen.row_stores import RowStoreCode, row_store
+from hopperc.codegen.row_stores import (RowStoreCode, SharedRowStoreCode, row_store,
+                                       shared_row_store)
 from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
@@ -29,7 +30,7 @@ from hopperc.ir.accesses import mma_registers, walk
 from hopperc.ir.dataflow import overwrites_on_first_iteration, runs_at_most_once
 from hopperc.ir.elements import element_tensors
 from hopperc.ir.printer import explain, statement
-from hopperc.ir.layout import packs_pairs, tile_registers
+from hopperc.ir.layout import holds_fp8_fragment, packs_pairs, tile_registers
 from hopperc.local_files import cache_root, data_directory
 
 GRID_REGISTERS = ("x", "y", "z")
@@ -330,6 +331,9 @@ class _Context:
     def row_store(self, stmt: ir.GlobalRowStore) -> RowStoreCode:
         return row_store(stmt, self.kernel, self.exprs, self.role)
 
+    def shared_row_store(self, stmt: ir.SharedStore) -> SharedRowStoreCode:
+        return shared_row_store(stmt, self.kernel, self.exprs, self.role)
+
     def row_partials(self, stmt: ir.RowPartials) -> RowPartialsCode:
         return row_partials(stmt, self.kernel, self.exprs, self.role)
 
@@ -375,7 +379,7 @@ class _Context:
 
     def tile_storage(self, tile: ir.TileDef) -> str:
         """The C++ declaration of a register tile."""
-        ctype = "unsigned" if packs_pairs(tile) else tile.dtype.storage
+        ctype = "unsigned" if packs_pairs(tile) or holds_fp8_fragment(tile) else tile.dtype.storage
         return f"{ctype} {names.user(tile.name)}[{tile_registers(tile)}];"
 
     def take_tile(self, stmt: ir.TakeTile) -> str:
@@ -396,7 +400,7 @@ class _Context:
 
 
 def _constraint(tile: ir.TileDef) -> str:
-    if packs_pairs(tile):
+    if packs_pairs(tile) or holds_fp8_fragment(tile):
         return "+r"
     return "+f" if tile.dtype is ir.DType.F32 else "+h"
 

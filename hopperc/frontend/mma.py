@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from hopperc.diagnostics import CompileError, Span
-from hopperc.ir.dtypes import DType
+from hopperc.ir.dtypes import DType, Swizzle
 from hopperc.frontend import ast, limits
 from hopperc.frontend.scope import Scope, TileSymbol
-from hopperc.frontend.tiles import buffer_view
+from hopperc.frontend.tiles import ViewInfo, buffer_view
 from hopperc.ir import nodes as ir
 
 # f32 operands run as .tf32: the tensor cores read the f32 bits at tf32 precision.
@@ -59,10 +59,9 @@ def lower_mma(acc: str, acc_symbol: TileSymbol, product: ast.BinOp, accumulate: 
     if a_buffer is not None:
         limits.check_wgmma_shared_operand(a_buffer, "A", not a.transposed,
                                           product.left.span)
-    elif a_dtype.nbytes != 2:
-        raise CompileError(product.left.span, "a register A operand must be bf16 or f16; "
-                                              f"{'fp8' if a_dtype.is_fp8 else 'tf32'} wgmma "
-                                              "reads A from shared memory")
+    elif a_dtype is DType.F32:
+        raise CompileError(product.left.span, "a register A operand must be bf16, f16 or fp8; "
+                                              "tf32 wgmma reads A from shared memory")
     limits.check_wgmma_shared_operand(b_view.buffer, "B", b_view.view.transposed,
                                       product.right.span)
     return ir.Mma(acc, a, b_view.view, accumulate, (m, n, k), span)
@@ -73,11 +72,41 @@ def _operand_a(expr: ast.Expr, scope: Scope, warpgroups: int):
         symbol = scope.lookup(expr.id, expr.span)
         if isinstance(symbol, TileSymbol):
             return ir.TileRef(expr.id), symbol.dtype, symbol.shape, None
-    view = buffer_view(expr, scope, warpgroups)
+    view = columns_view(expr, scope, warpgroups) or buffer_view(expr, scope, warpgroups)
     if view is None:
         raise CompileError(expr.span, "wgmma's A operand must be a shared buffer or a register "
                                       "tile")
     return view.view, view.buffer.dtype, view.shape, view.buffer
+
+
+def columns_view(expr: ast.Expr, scope: Scope, warpgroups: int) -> ViewInfo | None:
+    """`buf^T[wg]`: each warpgroup's rows of the transposed view, i.e. its block of
+    the columns of a rank-2 buffer, as wgmma's MN-major A^T of a `[K, M]` buffer
+    each warpgroup multiplies its M rows of (attention backward's dS^T, P^T).
+    The blocks are whole column blocks of the swizzled layout (layout.column_blocks),
+    so each is an MN-major operand of its own whose descriptor starts at its block."""
+    if not (isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Transpose)):
+        return None
+    name = expr.value.value
+    if not isinstance(name, ast.Name) or not isinstance(
+            symbol := scope.lookup(name.id, name.span), ir.SharedBuffer):
+        return None
+    index = expr.indices[0] if len(expr.indices) == 1 else None
+    if not (isinstance(index, ast.Name) and index.id == "wg") or len(symbol.shape) != 2:
+        raise CompileError(expr.span, f"a transposed view takes one index, wg, on a rank-2 "
+                                      f"buffer: {name.id}^T[wg] (each warpgroup's block of "
+                                      f"'{name.id}''s columns)")
+    if warpgroups < 1:
+        raise CompileError(index.span, "'wg' is only available in warpgroup roles")
+    rows, cols = symbol.shape
+    width = cols // warpgroups * symbol.dtype.nbytes
+    if cols % warpgroups or (symbol.swizzle is not Swizzle.NONE and width % symbol.swizzle.span):
+        raise CompileError(index.span, f"{cols} columns of '{name.id}' do not split into "
+                                       f"{warpgroups} warpgroups' blocks of whole "
+                                       f"{symbol.swizzle.span}-byte swizzle spans")
+    part = ir.ViewPart(ir.Scalar(ir.ScalarKind.BUILTIN, "wg"), warpgroups, columns=True)
+    return ViewInfo(ir.BufferView(symbol.name, None, part, True, symbol.reuses), symbol,
+                    (cols // warpgroups, rows))
 
 
 def _shape(shape: tuple[int, ...]) -> str:

@@ -23,6 +23,14 @@ def check_store_reads(store: ir.SharedStore, buffer: Callable[[str], ir.SharedBu
     for read in tile_reads(store.value):
         if (read.storage or read.buffer) != (dst.storage or dst.buffer):
             continue
+        if store.row_layout is not None:
+            # every lane computes every row its quad (or warp) holds, but only one
+            # stores each: the others' reads would meet the stores unordered
+            raise CompileError(store.span, f"this row vector's store to '{dst.buffer}' reads "
+                                           "the same memory: each row is computed by threads "
+                                           "other than the one that stores it. Read it into a "
+                                           f"register row vector first (v: f32[...] = "
+                                           f"{read.buffer}), then store from that")
         if _aligned(read, dst, buffer):
             continue
         how = ("transposed" if read.transposed and read.buffer == dst.buffer else
@@ -43,7 +51,8 @@ def _aligned(read: ir.BufferView, dst: ir.BufferView,
         return False
     if read.buffer == dst.buffer:
         return read.part == dst.part or (read.part is not None and dst.part is not None
-                                         and read.part.count == dst.part.count)
+                                         and read.part.count == dst.part.count
+                                         and read.part.columns == dst.part.columns)
     a, b = buffer(read.buffer), buffer(dst.buffer)
     return read.part == dst.part and (
         (a.dtype, a.shape, a.stages, a.swizzle) == (b.dtype, b.shape, b.stages, b.swizzle))

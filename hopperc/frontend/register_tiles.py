@@ -12,9 +12,10 @@ from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.rows import row_operands
 from hopperc.frontend.scope import (TileSymbol, VectorSymbol, const_value, did_you_mean,
                                    scalar_expr)
-from hopperc.frontend.tiles import lower_tile_expr
+from hopperc.frontend.tiles import lower_row_values, lower_tile_expr
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import MAX_EVERY_ROW, WGMMA_M, element_threads, register_layout
+from hopperc.ir.layout import (FP8_FRAGMENT_COLUMNS, MAX_EVERY_ROW, WGMMA_M, element_threads,
+                               register_layout)
 
 
 class RegisterTiles:
@@ -37,6 +38,7 @@ class RegisterTiles:
         if not is_acc and (shape[0] * shape[1]) % threads:
             raise CompileError(d.span, f"a {shape[0]}x{shape[1]} tile does not split evenly "
                                        f"over the {threads} threads that hold it")
+        _check_fp8_fragment(dtype, shape, layout, d.span)
         symbol = TileSymbol(dtype, shape, d.span, layout, threads)
         mma = isinstance(d.init, ast.BinOp) and d.init.op == "@"
         # A product that defines the tile overwrites it (scale-d 0): nothing to zero.
@@ -68,6 +70,7 @@ class RegisterTiles:
         name = self.scope.compiler_name(f"{stem}_{dtype}")
         threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
         layout = register_layout(shape, threads)
+        _check_fp8_fragment(dtype, shape, layout, a.span)
         init = self._tile_value(a, dtype, shape, a.span, layout, threads)
         self.scope.declare(name, TileSymbol(dtype, shape, a.span, layout, threads), a.span)
         return ([ir.TileDef(name, dtype, shape, layout, threads, init, a.span)],
@@ -99,11 +102,11 @@ class RegisterTiles:
         their threads, every thread holds every row (Layout.EVERY_ROW)."""
         threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
         layout = ir.Layout.ROWS if threads == 128 and length == WGMMA_M else ir.Layout.EVERY_ROW
-        if dtype is not DType.F32 or length > MAX_EVERY_ROW:
-            raise CompileError(d.span, f"a register vector is f32 with at most {MAX_EVERY_ROW} "
-                                       "values, one per row of the tiles it goes with (or it "
-                                       "binds a slice of a 1-D tensor: v: f32[BN] = "
-                                       "bias[tile.n])")
+        if dtype not in (DType.F32, DType.I32) or length > MAX_EVERY_ROW:
+            raise CompileError(d.span, f"a register vector is f32 or i32 with at most "
+                                       f"{MAX_EVERY_ROW} values, one per row of the tiles it "
+                                       "goes with (or it binds a slice of a 1-D tensor: v: "
+                                       "f32[BN] = bias[tile.n])")
         symbol = TileSymbol(dtype, (length,), d.span, layout, threads)
         init = self._tile_value(d.init, dtype, (length,), d.span, layout, threads)
         self.scope.declare_tile(d.name, symbol, d.span)
@@ -112,7 +115,8 @@ class RegisterTiles:
     def _tile_value(self, expr: ast.Expr, dtype: DType, shape: tuple[int, ...], span: Span,
                     layout: ir.Layout | None = None, threads: int = 128):
         """The lowered value of a statement whose elements lie in `layout`."""
-        typed = lower_tile_expr(expr, self.scope, self._warpgroups)
+        typed = lower_row_values(expr, self.scope, self._warpgroups,
+                                 layout in (ir.Layout.ROWS, ir.Layout.EVERY_ROW))
         value = row_operands(typed.expr, layout, shape, threads,
                              lambda name: self.scope.lookup(name, span), span)
         if typed.dtype is not None and typed.dtype is not dtype:
@@ -146,3 +150,14 @@ def accumulator_names(block: ast.Block) -> set[str]:
 
     visit(block.stmts)
     return names
+
+
+def _check_fp8_fragment(dtype: DType, shape: tuple[int, ...], layout: ir.Layout,
+                        span: Span) -> None:
+    """A warpgroup's fp8 [64, N] tile is wgmma's register A fragment, whole
+    k-steps of 32 columns (layout.holds_fp8_fragment)."""
+    if layout is ir.Layout.WGMMA and dtype.is_fp8 and shape[1] % FP8_FRAGMENT_COLUMNS:
+        raise CompileError(span, f"a warpgroup's {dtype} tile is held as wgmma's register A "
+                                 f"fragment, in k-steps of {FP8_FRAGMENT_COLUMNS} columns; "
+                                 f"[{shape[0]}, {shape[1]}] is not: make N a multiple of "
+                                 f"{FP8_FRAGMENT_COLUMNS}")

@@ -9,9 +9,10 @@ from __future__ import annotations
 from hopperc.diagnostics import CompileError
 from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast
+from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.rows import row_operands
 from hopperc.frontend.scope import DIVERGENT_BUILTINS, Scope, TileSymbol, scalar_expr
-from hopperc.frontend.tiles import lower_tile_expr
+from hopperc.frontend.tiles import ROW_REDUCTIONS, ViewInfo, lower_row_values
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, tile_operands
 
@@ -40,7 +41,7 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int) -> ir.Globa
         if isinstance(index, (ast.RangeSlice, ast.FullSlice, ast.NewAxis)):
             raise CompileError(index.span, f"only the last dimension of '{name}' takes a slice "
                                            "START : END; index the others by element")
-    typed = lower_tile_expr(stmt.value, scope, warpgroups)
+    typed = lower_row_values(stmt.value, scope, warpgroups, True)
     # A value with a row vector in it is one: a tile or a broadcast beside it
     # would have been refused as a shape mismatch.
     layout, threads = _vector_layout(typed.expr, scope, stmt)
@@ -50,7 +51,7 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int) -> ir.Globa
     if tensor.dtype not in STORABLE:
         raise CompileError(target.value.span, f"'{name}' is {tensor.dtype}: a row vector is "
                                               "stored to a tensor of f32, bf16, f16 or i32")
-    if typed.dtype is not tensor.dtype:
+    if typed.dtype is not None and typed.dtype is not tensor.dtype:
         raise CompileError(stmt.span, f"dtype mismatch: the value is {typed.dtype} but '{name}' "
                                       f"is {tensor.dtype}; convert it explicitly, e.g. "
                                       f"{tensor.dtype}(...)")
@@ -69,6 +70,42 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int) -> ir.Globa
                                            "differs between the threads that hold the vector; "
                                            "it may name wg (each warpgroup stores its own rows)")
     return ir.GlobalRowStore(name, index, start, end, value, rows, layout, threads, stmt.span)
+
+
+def lower_shared_row_store(stmt: ast.Assign, view: ViewInfo, scope: Scope,
+                           warpgroups: int) -> ir.SharedStore | None:
+    """`sl = v` / `sl[wg] = v`: a register row vector (an expression of them) into a
+    1-D shared view of as many elements, row r to element r, each written by one
+    thread that holds it (codegen/row_stores.py); None where the value names no
+    row vector (a 1-D view's own element-wise store)."""
+    if len(view.shape) != 1 or not any(_is_row_vector(node, scope) for node in ast.walk(
+            stmt.value)):
+        return None
+    typed = lower_row_values(stmt.value, scope, warpgroups, True)
+    layout, threads = _vector_layout(typed.expr, scope, stmt)
+    name, rows = view.buffer.name, typed.shape[0]
+    if rows != view.shape[0]:
+        raise CompileError(stmt.span, f"a row vector of {rows} rows is stored to the "
+                                      f"{view.shape[0]} elements of '{name}'; a view of as many "
+                                      "elements takes it (sl[wg]: a warpgroup's block)")
+    if typed.dtype is not None and typed.dtype is not view.buffer.dtype:
+        raise CompileError(stmt.span, f"dtype mismatch: the value is {typed.dtype} but '{name}' "
+                                      f"is {view.buffer.dtype}; convert it explicitly, e.g. "
+                                      f"{view.buffer.dtype}(...)")
+    value = row_operands(typed.expr, layout, (rows,), threads,
+                         lambda n: scope.lookup(n, stmt.span), stmt.span)
+    store = ir.SharedStore(view.view, value, stmt.span, layout, threads)
+    check_store_reads(store, lambda n: scope.lookup(n, stmt.span))
+    return store
+
+
+def _is_row_vector(node, scope: Scope) -> bool:
+    """A register row vector's name or a row reduction, in an expression's AST."""
+    if isinstance(node, ast.Call):
+        return node.func in ROW_REDUCTIONS
+    if isinstance(node, ast.Name) and node.id in scope.names_of(TileSymbol):
+        return scope.lookup(node.id, node.span).layout in _VECTORS
+    return False
 
 
 def _vector_layout(expr: ir.TileExpr, scope: Scope, stmt: ast.Assign) -> tuple[ir.Layout, int]:

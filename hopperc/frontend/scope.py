@@ -81,6 +81,9 @@ class Scope:
         # buffer): the analyzer puts them ahead of the statement.
         self.running = 0
         self.row_partials: list[tuple[ir.RowPartials, ir.SharedBuffer]] = []
+        # The statement being lowered computes a row vector (one value per row):
+        # a loaded vector or 1-D shared buffer named alone in it is its value per row.
+        self.rows_statement = False
         # Tensor -> where its elements are first read as scalars (global_reads refuses
         # reading elements of a tensor the kernel stores there).
         self.element_reads: dict[str, Span] = {}

@@ -15,7 +15,7 @@ from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.global_reads import check_global_reads
 from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.register_tiles import RegisterTiles, accumulator_names
-from hopperc.frontend.row_stores import is_tensor_target, lower_row_store
+from hopperc.frontend.row_stores import is_tensor_target, lower_row_store, lower_shared_row_store
 from hopperc.frontend.specialize import specialize
 from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, ScalarSymbol, TileSymbol,
                                    const_value, did_you_mean, scalar_expr)
@@ -357,6 +357,9 @@ class _Analyzer(RegisterTiles):
         if view.view.transposed:
             raise CompileError(target.span, "write a shared buffer without ^T")
         require_warpgroup_view(view, self._warpgroups, target.span)
+        row_store = lower_shared_row_store(stmt, view, self.scope, self._warpgroups)
+        if row_store is not None:
+            return [row_store]
         threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
         layout = register_layout(view.shape, threads) if len(view.shape) == 2 else None
         value = self._tile_value(stmt.value, view.buffer.dtype, view.shape, stmt.span, layout,

@@ -19,8 +19,8 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, warpgroup_offset
 from hopperc.ir.layout import MAX_EVERY_ROW, plane_rows
 
-UNARY_FUNCS = {"relu", "abs", "exp", "exp2", "log", "log2", "rsqrt", "tanh", "sigmoid", "erf",
-               "sin", "cos"}
+UNARY_FUNCS = {"relu", "abs", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "tanh", "sigmoid",
+               "erf", "sin", "cos"}
 BINARY_FUNCS = {"max", "min"}
 TERNARY_FUNCS = {"where"}  # where(c, a, b): a where c != 0, else b
 INDEX_FUNCS = {"row", "col"}  # the element's row or column: row(), col()
@@ -48,7 +48,14 @@ class ViewInfo:
 
 
 def buffer_view(expr: ast.Expr, scope: Scope, warpgroups: int) -> ViewInfo | None:
-    """`buf`, `buf[wg]`, `buf[i]` (rank >= 3) or any of them `^T`; None if not a buffer."""
+    """`buf`, `buf[wg]`, `buf[i]` (rank >= 3) or any of them `^T`; None if not a
+    buffer (`buf^T[wg]`, a product's A only, is refused: frontend/mma.py)."""
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Transpose) and \
+            isinstance(name := expr.value.value, ast.Name) and \
+            isinstance(scope.lookup(name.id, name.span), ir.SharedBuffer):
+        raise CompileError(expr.span, f"{name.id}^T[wg] (a warpgroup's columns of "
+                                      f"'{name.id}') is only a product's A, MN-major "
+                                      "(each warpgroup's M of a [K, M] buffer)")
     transposed = isinstance(expr, ast.Transpose)
     inner = expr.value if transposed else expr
     index = None
@@ -100,6 +107,17 @@ def _check_warpgroup_planes(index: ir.ScalarExpr, warpgroups: int, name: str, sp
                                  f"c a constant multiple of the {warpgroups} warpgroups")
 
 
+def lower_row_values(expr: ast.Expr, scope: Scope, warpgroups: int, rows: bool) -> Typed:
+    """`expr` lowered as the value of a statement that computes a row vector
+    (`rows`: a loaded vector `t` or 1-D shared buffer `sv` named alone is its
+    value per row, as a register row vector is) or a tile (they need a broadcast)."""
+    scope.rows_statement = rows
+    try:
+        return lower_tile_expr(expr, scope, warpgroups)
+    finally:
+        scope.rows_statement = False
+
+
 def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
     match expr:
         case ast.IntLit(value=v) | ast.FloatLit(value=v):
@@ -110,12 +128,16 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
         case ast.Name(id=name, span=span):
             symbol = scope.lookup(name, span)
             if isinstance(symbol, TileSymbol):
+                _check_not_fp8_fragment(name, symbol, span)
                 return Typed(ir.TileRef(name), symbol.dtype, symbol.shape)
             if isinstance(symbol, ir.ScalarParam):
                 return Typed(ir.ScalarValue(ir.Scalar(ir.ScalarKind.PARAM, name)), None, None)
             if isinstance(symbol, ScalarSymbol):
                 value = symbol.value if symbol.dtype is DType.F32 else ir.ScalarValue(symbol.value)
                 return Typed(value, None, None)
+            if isinstance(symbol, VectorSymbol) and scope.rows_statement:
+                return Typed(ir.GlobalVector(symbol.tensor, symbol.start, "rows", symbol.length),
+                             symbol.dtype, (symbol.length,))
             if isinstance(symbol, VectorSymbol):
                 raise CompileError(span, f"vector '{name}' needs a broadcast: {name}[:, None] "
                                          f"(one value per row) or {name}[None, :] (per column)")
@@ -132,6 +154,7 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
                 scope.lookup(name, expr.value.span), TileSymbol):
             tile = scope.lookup(name, expr.value.span)
             if tile.layout in (ir.Layout.ROWS, ir.Layout.EVERY_ROW):
+                _refuse_row_broadcast(name, scope, expr.span)
                 if not (isinstance(a, ast.FullSlice) and isinstance(b, ast.NewAxis)):
                     raise CompileError(expr.span, f"a register vector is broadcast along its "
                                                   f"rows: {name}[:, None]")
@@ -145,6 +168,7 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
         case ast.Subscript(value=ast.Name(id=name), indices=(a, b)) if isinstance(
                 scope.lookup(name, expr.value.span), VectorSymbol):
             vector = scope.lookup(name, expr.value.span)
+            _refuse_row_broadcast(name, scope, expr.span)
             axis, (first, stop) = _axis(a, b, expr.span), _elements(a, b, vector.length, scope)
             start = vector.start if not first else ir.ScalarOp("+", vector.start, ir.const(first))
             return Typed(ir.GlobalVector(vector.tensor, start, axis, stop - first), vector.dtype,
@@ -185,6 +209,9 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
             raise CompileError(span, f"unknown function '{func}'{did_you_mean(func, names)} "
                                      f"(known: {known}, and casts like f32(x))")
     view = buffer_view(expr, scope, warpgroups)
+    if view is not None and scope.rows_statement and len(view.shape) == 1:
+        # a 1-D buffer (or a warpgroup's block of it) in a row vector's statement
+        return Typed(ir.SharedRead(view.view, "rows"), view.buffer.dtype, view.shape)
     if view is not None:
         if not scope.turns:  # in a pingpong turn a warpgroup's tile reads whole buffers
             require_warpgroup_view(view, warpgroups, expr.span)
@@ -204,10 +231,19 @@ def _vector_buffer(inner: ast.Expr, a: ast.Expr, b: ast.Expr, scope: Scope, warp
     running warpgroup's block of its elements (a view part, as `buf[wg]` is a
     warpgroup's rows), so a ring of BM per-row scales serves warpgroups of BM / W rows."""
     info = buffer_view(inner, scope, warpgroups)  # refuses any index but wg on rank 1
+    _refuse_row_broadcast(info.buffer.name, scope, span)
     length = info.shape[0]
     axis, elements = _axis(a, b, span), _elements(a, b, length, scope)
     read = ir.SharedRead(info.view, axis, elements if elements != (0, length) else None)
     return Typed(read, info.buffer.dtype, ("vector", axis, elements[1] - elements[0]))
+
+
+def _refuse_row_broadcast(name: str, scope: Scope, span: Span) -> None:
+    """A row vector's statement has one element per row: there a vector is its
+    value per row, named alone, not broadcast over a tile's columns."""
+    if scope.rows_statement:
+        raise CompileError(span, f"'{name}' is one value per row in a row vector's statement: "
+                                 f"name it alone, {name}")
 
 
 def _axis(first: ast.Expr, second: ast.Expr, span: Span) -> str:
@@ -273,8 +309,11 @@ def _row_reduce(func: str, args, scope: Scope, span: Span) -> Typed:
         args[0], ast.Name) else None
     if not isinstance(tile, TileSymbol) or len(tile.shape) != 2 or tile.dtype is not DType.F32:
         raise CompileError(span, f"{func}() takes a 2-D register tile of f32 by name")
+    # argmax's column is an index: like a literal it takes the dtype it meets (exact
+    # in an i32 statement, ir/integer_exprs.py; an f32 below 2^24)
+    dtype = None if op == "argmax" else DType.F32
     if tile.layout is ir.Layout.WGMMA:
-        return Typed(ir.RowReduce(op, args[0].id), DType.F32, (tile.shape[0],))
+        return Typed(ir.RowReduce(op, args[0].id), dtype, (tile.shape[0],))
     rows, cols = tile.shape
     if cols % tile.threads or rows > MAX_EVERY_ROW:
         raise CompileError(span, f"{func}() of a row-major tile needs each row spread over all "
@@ -293,7 +332,7 @@ def _row_reduce(func: str, args, scope: Scope, span: Span) -> Typed:
     part = ir.ViewPart(ir.Scalar(ir.ScalarKind.BUILTIN, "wg"), groups) if groups > 1 else None
     view = ir.BufferView(name, part=part)
     scope.row_partials.append((ir.RowPartials(op, args[0].id, view, span), buffer))
-    return Typed(ir.RowReduce(op, args[0].id, view), DType.F32, (rows,))
+    return Typed(ir.RowReduce(op, args[0].id, view), dtype, (rows,))
 
 
 def _columns(name: str, tile: TileSymbol, rows: ast.Expr, cols: ast.Expr, scope: Scope,
@@ -302,6 +341,7 @@ def _columns(name: str, tile: TileSymbol, rows: ast.Expr, cols: ast.Expr, scope:
     which are a contiguous run of each thread's slots (a subtile an epilogue stores)."""
     if not isinstance(rows, ast.FullSlice) or not isinstance(cols, ast.RangeSlice):
         raise CompileError(span, f"a register tile is sliced by columns: {name}[:, start : stop]")
+    _check_not_fp8_fragment(name, tile, span)
     start = const_value(cols.start, scope, "a column slice's start")
     stop = const_value(cols.stop, scope, "a column slice's end")
     if tile.layout is not ir.Layout.WGMMA:
@@ -314,6 +354,17 @@ def _columns(name: str, tile: TileSymbol, rows: ast.Expr, cols: ast.Expr, scope:
         raise CompileError(cols.span, f"a column slice starts and ends on a multiple of 8 "
                                       f"(the wgmma layout's column groups), not {start} : {stop}")
     return Typed(ir.TileRef(name, (start, stop)), tile.dtype, (tile.shape[0], stop - start))
+
+
+def _check_not_fp8_fragment(name: str, tile: TileSymbol, span: Span) -> None:
+    """A warpgroup's fp8 [64, N] tile is held as wgmma's A fragment, four
+    elements to a register in another thread than the accumulator layout's
+    (layout.holds_fp8_fragment): it is read only as the A of a product."""
+    if tile.layout is ir.Layout.WGMMA and tile.dtype.is_fp8:
+        raise CompileError(span, f"'{name}' is a warpgroup's {tile.dtype} tile, held as "
+                                 "wgmma's register A fragment: it can only be the A of a "
+                                 f"product ('acc += {name} @ sv^T'); compute with the f32 "
+                                 "values it was converted from")
 
 
 def _combine_broadcast(vector_shape: tuple, shape: tuple | None, op: str, span: Span):

@@ -45,6 +45,7 @@ class RunResult:
     # The problem's arrays before the run (f32 numpy): a tensor the kernel adds into
     # (a TMA reduce-add) starts from them, so a caller's reference needs them.
     inputs: dict | None = None
+    scalars: dict | None = None  # the scalar arguments it ran with
 
     @property
     def passed(self) -> bool:
@@ -69,11 +70,11 @@ def run_check(source: SourceFile, defines: dict[str, int] | None = None,
         want = expected_outputs(driver.check(source, defines), problem)
     except ReferenceUnavailable as exc:
         return RunResult(lowered.name, dims, launch.grid, (), None, str(exc), tensors,
-                         problem.inputs)
+                         problem.inputs, problem.scalars)
     outputs = tuple(compare(name, to_host(tensors[name]), expect, lowered.tensor(name).dtype)
                     for name, expect in want.items())
     return RunResult(lowered.name, dims, launch.grid, outputs, "numpy reference", "", tensors,
-                     problem.inputs)
+                     problem.inputs, problem.scalars)
 
 
 def compare(name: str, got: np.ndarray, want: np.ndarray, dtype) -> OutputCheck:

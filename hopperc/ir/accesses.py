@@ -70,6 +70,7 @@ def may_overlap(a: Access, b: Access, same_point: bool = False) -> bool:
     if _apart(x.stage, y.stage, same_point):
         return False
     return not (x.part and y.part and x.part.count == y.part.count
+                and x.part.columns == y.part.columns
                 and _apart(x.part.index, y.part.index, same_point))
 
 
@@ -83,7 +84,7 @@ def own_rows(access: Access) -> bool:
     `buf[c + wg]`, by the running threads, a warpgroup's wgmma, or each
     warpgroup's issuing thread)."""
     part = access.view.part if access.view is not None else None
-    return (part is not None and warpgroup_offset(part.index) is not None
+    return (part is not None and not part.columns and warpgroup_offset(part.index) is not None
             and (access.per_warpgroup or not access.single_thread))
 
 

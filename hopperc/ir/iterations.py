@@ -102,7 +102,7 @@ def _whole(access: Access, var: str) -> Access:
 def _map(access: Access, f: Callable[[ir.ScalarExpr], ir.ScalarExpr]) -> Access:
     view, region = access.view, access.region
     if view is not None:
-        part = view.part and ir.ViewPart(f(view.part.index), view.part.count)
+        part = view.part and replace(view.part, index=f(view.part.index))
         view = replace(view, stage=view.stage and f(view.stage), part=part)
     if region is not None:
         region = replace(region, coords=tuple(map(f, region.coords)))

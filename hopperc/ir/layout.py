@@ -61,6 +61,20 @@ def packs_pairs(tile: ir.TileDef) -> bool:
     return tile.layout is ir.Layout.WGMMA and tile.dtype.nbytes == 2
 
 
+def holds_fp8_fragment(tile: ir.TileDef) -> bool:
+    """fp8 tiles in the wgmma layout are held as wgmma's register A fragment
+    (PTX ISA, wgmma .m64nNk32 register fragment of A for .e4m3/.e5m2): four
+    8-bit elements per 32-bit register, register j of k-step s of lane l holding
+    row 16w + l/4 + 8(j%2), columns 32s + 16(j/2) + 4(l%4) .. +3. Their values
+    are computed slot by slot in the accumulator's layout, then exchanged
+    within each quad into that fragment (prelude: hk_fp8_a_fragment); they are
+    read only as a wgmma's A."""
+    return tile.layout is ir.Layout.WGMMA and tile.dtype.is_fp8
+
+
+FP8_FRAGMENT_COLUMNS = 32  # columns of one k-step of an fp8 A fragment
+
+
 ROW_SLOTS = 2  # rows of a warpgroup's wgmma tile each thread holds (Layout.ROWS)
 MAX_EVERY_ROW = 64  # rows of a Layout.EVERY_ROW vector, each a register of every thread
 
@@ -72,6 +86,8 @@ def tile_registers(tile: ir.TileDef) -> int:
     if tile.layout is ir.Layout.EVERY_ROW:
         return tile.shape[0]
     slots = tile.shape[0] * tile.shape[1] // tile.threads
+    if holds_fp8_fragment(tile):
+        return slots // 4
     return slots // 2 if packs_pairs(tile) else slots
 
 
@@ -113,9 +129,12 @@ def block_bytes(buf: ir.SharedBuffer) -> int:
     return buf.shape[-2] * row_pitch(buf) if len(buf.shape) >= 2 else row_pitch(buf)
 
 
-def part_bytes(buf: ir.SharedBuffer, count: int) -> int:
+def part_bytes(buf: ir.SharedBuffer, count: int, columns: bool = False) -> int:
     """Offset from one of `count` parts of a stage to the next: a whole plane of a
-    rank-3+ buffer, else a block of rows (inside each column block)."""
+    rank-3+ buffer, else a block of rows (inside each column block), or with
+    `columns` a run of whole column blocks (the front end checks they are)."""
+    if columns:
+        return buf.shape[-1] // count * buf.dtype.nbytes // row_pitch(buf) * block_bytes(buf)
     if len(buf.shape) >= 3 or column_blocks(buf) == 1:
         return buf.stage_bytes // count
     return buf.shape[0] // count * row_pitch(buf)
@@ -160,17 +179,27 @@ def stores_by_matrix(buf: ir.SharedBuffer, view: ir.BufferView, threads: int) ->
     every matrix row must be 16 contiguous, 16-byte aligned bytes: a rank-2
     buffer, or one plane of a rank-3 one, of 16-bit elements, rows a multiple of 8
     elements, not transposed."""
-    shape = view_shape(buf, view.part.count if view.part else None)
+    shape = part_shape(buf, view.part)
     return (buf.dtype.nbytes == 2 and len(shape) == 2 and not view.transposed
             and shape[1] % STMATRIX_COLS == 0 and row_pitch(buf) % 16 == 0
             and register_layout(shape, threads) is ir.Layout.WGMMA)
 
 
-def view_shape(buf: ir.SharedBuffer, parts: int | None) -> tuple[int, ...]:
+def part_shape(buf: ir.SharedBuffer, part: ir.ViewPart | None) -> tuple[int, ...]:
+    """Shape of a view's stage or part of `buf` (before any transposition)."""
+    if part is None:
+        return buf.shape
+    return view_shape(buf, part.count, part.columns)
+
+
+def view_shape(buf: ir.SharedBuffer, parts: int | None, columns: bool = False) -> tuple[int, ...]:
     """Shape of one stage of `buf`, or of one of its `parts`: a plane of a rank-3+
-    buffer, a block of rows of a rank-2 one (before any transposition)."""
+    buffer, a block of rows of a rank-2 one, or with `columns` a block of its
+    columns (before any transposition)."""
     if parts is None:
         return buf.shape
+    if columns:
+        return buf.shape[:-1] + (buf.shape[-1] // parts,)
     if len(buf.shape) >= 3:
         return buf.shape[1:]
     return (buf.shape[0] // parts,) + buf.shape[1:]

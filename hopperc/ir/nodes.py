@@ -256,11 +256,16 @@ class RowPartials:
 
 @dataclass(frozen=True)
 class SharedStore:
-    """Registers -> shared memory by the running threads (generic proxy write)."""
+    """Registers -> shared memory by the running threads (generic proxy write).
+    A register row vector's store into a 1-D view (`sl = v`, `sl[wg] = v`) has
+    `row_layout` (Layout.ROWS or EVERY_ROW, the vector's, over `row_threads`):
+    element r is row r, written by one thread that holds it, as GlobalRowStore's."""
 
     dst: BufferView
     value: TileExpr
     span: Span
+    row_layout: Layout | None = None
+    row_threads: int = 0
 
 
 @dataclass(frozen=True)

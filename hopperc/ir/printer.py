@@ -36,7 +36,7 @@ def view(v: ir.BufferView) -> str:
     if v.stage is not None:
         text += f"{{stage {scalar(v.stage)}}}"
     if v.part is not None:
-        text += f"[{scalar(v.part.index)} of {v.part.count}]"
+        text += f"[{scalar(v.part.index)} of {v.part.count}{' columns' if v.part.columns else ''}]"
     return text + ("^T" if v.transposed else "")
 
 
@@ -142,8 +142,10 @@ def statement(stmt: ir.Stmt) -> str:
             return f"{name}: {dtype}{list(shape)} {layout.value} = {value}"
         case ir.TileAssign(name=name, value=value):
             return f"{name} = {tile(value)}"
-        case ir.SharedStore(dst=dst, value=value):
+        case ir.SharedStore(dst=dst, value=value, row_layout=None):
             return f"st.shared {view(dst)} = {tile(value)}"
+        case ir.SharedStore(dst=dst, value=value):
+            return f"st.shared {view(dst)} = {tile(value)} (one lane per row)"
         case ir.GlobalRowStore(tensor=t, index=index, start=start, end=end, value=value):
             until = "" if end is None else f" : {scalar(end)}"
             lead = "".join(f"{scalar(i)}, " for i in index)

@@ -111,7 +111,7 @@ class ElementIndex:
 @dataclass(frozen=True)
 class Elementwise:
     """An element-wise operation: + - * / max min neg relu abs exp exp2 log
-    log2 rsqrt tanh sigmoid erf sin cos,
+    log2 rsqrt sqrt tanh sigmoid erf sin cos,
     comparisons (1 where true, else 0) and where(c, a, b) (a where c != 0)."""
 
     op: str

@@ -15,7 +15,9 @@ class BufferView:
     """A buffer (one stage of it), optionally one slice along its first axis.
 
     `part` selects block `part.index` of `part.count` equal blocks of the first
-    axis (a warpgroup's rows for `buf[wg]`, a plane for `buf[i]` on rank >= 3).
+    axis (a warpgroup's rows for `buf[wg]`, a plane for `buf[i]` on rank >= 3),
+    or of a rank-2 buffer's columns (`part.columns`: a warpgroup's rows of the
+    transposed view, `buf^T[wg]`, whole column blocks of the buffer).
     """
 
     buffer: str
@@ -29,3 +31,4 @@ class BufferView:
 class ViewPart:
     index: ScalarExpr
     count: int
+    columns: bool = False  # blocks of the columns, not of the first axis

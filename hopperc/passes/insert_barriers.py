@@ -47,7 +47,7 @@ from hopperc.ir.accesses import (Access, Proxy, bodies, completed, finished_by_i
 from hopperc.ir.global_accesses import global_accesses
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 from hopperc.ir.rewrite import map_bodies
-from hopperc.ir.layout import element_grid, element_threads, stores_by_matrix, view_shape
+from hopperc.ir.layout import element_grid, element_threads, part_shape, stores_by_matrix
 
 Pending = frozenset[Access]
 NAMED_BARRIERS = 16  # bar.sync ids 0..15
@@ -172,6 +172,12 @@ class _Barriers(ForwardRewrite[Pending]):
         vector's values lie in other threads than a tile's elements (a
         warpgroup's quads, or every thread), so its reads have no owner."""
         accesses = leaf_accesses(leaf)
+        if isinstance(leaf, ir.SharedStore) and leaf.row_layout is not None:
+            # a row vector's store: row r by a thread that holds it (its own mapping)
+            grid = self.grid(leaf.dst)
+            return [replace(a, owner=self.owner(a, grid, leaf.row_threads,
+                                                f"row vector {leaf.row_layout.name}"))
+                    if a.write else a for a in accesses]
         if isinstance(leaf, ir.SharedStore):
             buf = self.kernel.buffer(leaf.dst.buffer)
             threads = element_threads(self.running)
@@ -200,7 +206,7 @@ class _Barriers(ForwardRewrite[Pending]):
                 view.transposed, grid, threads)
 
     def grid(self, view: ir.BufferView) -> tuple[int, int]:
-        shape = view_shape(self.kernel.buffer(view.buffer), view.part.count if view.part else None)
+        shape = part_shape(self.kernel.buffer(view.buffer), view.part)
         return element_grid(shape[::-1] if view.transposed else shape)
 
     @property

@@ -15,6 +15,7 @@ from hopperc.ir.dtypes import DType
 from hopperc.ir.accesses import tile_operands
 from hopperc.ir.elements import tensor_elements_in
 from hopperc.ir.global_accesses import global_vectors
+from hopperc.ir.integer_exprs import integer_exact
 from hopperc.sim.barriers import MBarrier, NamedBarrier
 from hopperc.sim.block_accesses import BlockAccesses
 from hopperc.sim.findings import Category, fail
@@ -71,6 +72,10 @@ class Program:
             hit = self.scalars[id(expr)] = (expr, ScalarCode(
                 compile_scalar(expr), per_lane(expr), per_lane(expr, PER_THREAD), elements))
         return hit[1]
+
+    def integer_exact(self, expr: ir.TileExpr) -> bool:
+        """ir/integer_exprs.py's test (an i32 statement computed in integers)."""
+        return integer_exact(expr, self.kernel, self.tiles)
 
     def global_vectors(self, expr: ir.TileExpr) -> tuple[ir.GlobalVector, ...]:
         """The 1-D global slices an element-wise expression reads (ld.global),

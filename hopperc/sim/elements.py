@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import element_threads, plane_rows
+from hopperc.ir.layout import element_threads
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Site
 from hopperc.sim.row_stores import stored_elements, storing_rows
-from hopperc.sim.values import elementwise, operands, row_partials
+from hopperc.sim.values import elementwise, operands, row_partials, vector_length
 from hopperc.sim.views import Place, owned_elements, owned_parts, owned_rows
 
 
@@ -29,9 +29,12 @@ class ElementCode:
             expr = stmt.init if isinstance(stmt, ir.TileDef) else stmt.value
         parts = not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.ROW_PARTS
         self.check_parts_reads(expr, parts, span)
+        row_store = isinstance(stmt, ir.SharedStore) and stmt.row_layout is not None
         if parts:
             shape = (shape[0], 4)  # each row's part in each lane of its quad
             owned = owned_parts(shape[0], threads, self.local, lanes)
+        elif row_store:  # each row by one of the threads that hold it
+            owned = storing_rows(stmt.row_layout, shape[0], stmt.row_threads, self.local, lanes)
         elif not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.ROWS:
             owned = owned_rows(shape[0], threads, self.local, lanes)
         elif not isinstance(stmt, ir.SharedStore) and tile.layout is ir.Layout.EVERY_ROW:
@@ -40,7 +43,8 @@ class ElementCode:
             owned = owned_elements(shape, threads, self.local, lanes)
         selection = (shape, threads, self.local, lanes)
         # A row vector's rows lie in other lanes than a tile's elements of one shape.
-        region_key = selection + (None if isinstance(stmt, ir.SharedStore) else tile.layout,)
+        region_key = selection + (stmt.row_layout if isinstance(stmt, ir.SharedStore)
+                                  else tile.layout,)
 
         def use(name: str) -> None:
             self.register_use(name, span)
@@ -64,17 +68,12 @@ class ElementCode:
         def integer(e: ir.ScalarExpr) -> int:
             return self.value(e, lanes, span)
 
-        for vector in self.block.program.global_vectors(expr):
-            start = integer(vector.start)
-            length = plane_rows(shape) if vector.axis == "rows" else shape[-1]
-            read = Site(f"ld.global of '{vector.tensor}'", span)
-            self.block.global_writes.read(self.clock, vector.tensor, (start,), (length,), read)
-            self.block.touch_global(vector.tensor, (start,), (length,), None, False, read,
-                                    "reads")
+        row_vector = len(shape) == 1 and (row_store or not isinstance(stmt, ir.SharedStore))
+        self.vector_reads(expr, shape, row_vector, integer, span)
         data = self.block.tensors is not None
         if data:
             values = elementwise(expr, shape, dtype, tile, shared, self.block.tensors, integer,
-                                 len(shape) == 1 and not isinstance(stmt, ir.SharedStore), parts)
+                                 row_vector, parts, self.block.program.integer_exact)
         else:
             operands(expr, use, load, integer)
         if isinstance(stmt, ir.SharedStore):
@@ -113,13 +112,15 @@ class ElementCode:
             return self.value(e, lanes, span)
 
         self.check_parts_reads(stmt.value, False, span)
+        self.vector_reads(stmt.value, (stmt.rows,), True, integer, span)
         shape = tuple(self.env[d] if isinstance(d, str) else d for d in tensor.dims)
         rows, index = stored_elements(stmt, shape, integer)
-        mine = storing_rows(stmt, self.local, lanes)[rows]
+        mine = storing_rows(stmt.layout, stmt.rows, stmt.threads, self.local, lanes)[rows]
         rows, index = rows[mine], tuple(i[mine] for i in index)
         if block.tensors is not None:
             values = elementwise(stmt.value, (stmt.rows,), tensor.dtype, tile, shared,
-                                 block.tensors, integer, True)
+                                 block.tensors, integer, True,
+                                 exact=block.program.integer_exact)
             block.tensors[stmt.tensor][index] = values[rows]
             if stmt.tensor in block.writers:
                 block.writers[stmt.tensor][index] = span
@@ -130,6 +131,18 @@ class ElementCode:
         block.global_writes.store(self.agent, self.clock, stmt.tensor, zip(*map(tuple, index)),
                                   Site(f"st.global of '{stmt.tensor}' by {self.who}", span))
         self.tick()
+
+    def vector_reads(self, expr: ir.TileExpr, shape: tuple[int, ...], row_vector: bool,
+                     integer, span) -> None:
+        """The elements of 1-D tensors `expr` reads (ld.global), which a store of
+        them in the kernel must be ordered against."""
+        for vector in self.block.program.global_vectors(expr):
+            length = vector_length(vector.axis, shape, row_vector)
+            start = integer(vector.start)
+            read = Site(f"ld.global of '{vector.tensor}'", span)
+            self.block.global_writes.read(self.clock, vector.tensor, (start,), (length,), read)
+            self.block.touch_global(vector.tensor, (start,), (length,), None, False, read,
+                                    "reads")
 
     def row_partials(self, stmt: ir.RowPartials, lanes) -> None:
         """Lane 0 of this warp writes its row of the partials (codegen's RowPartials)."""

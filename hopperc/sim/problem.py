@@ -23,7 +23,7 @@ from hopperc.sim.shapes import (  # noqa: F401 - default_dims re-exported
     MAX_BLOCKS, default_dims, ring_depth)
 from hopperc.sim.element_inputs import DATA_SETS, draw_elements
 from hopperc.sim.scalars import element_key, scalar
-from hopperc.sim.values import round_to
+from hopperc.sim.values import holding, round_to
 
 PERSISTENT_BLOCKS = 2  # a persistent kernel's blocks, standing for the SMs
 # Tensors live as f32 arrays: the inputs, a copy per schedule, the reference's
@@ -146,9 +146,10 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
         if t.name in element_sets[0]:
             inputs[t.name] = element_sets[0][t.name]
         elif t.name in stored and t.name not in reduced:
-            inputs[t.name] = np.zeros(shape, dtype=np.float32)
+            inputs[t.name] = np.zeros(shape, dtype=holding(t.dtype))
         elif t.name in indices:  # valid indices or lengths, not -1 / 0 / 1
-            inputs[t.name] = rng.integers(0, max(indices[t.name], 1), shape).astype(np.float32)
+            inputs[t.name] = rng.integers(0, max(indices[t.name], 1), shape).astype(
+                holding(t.dtype))
         else:
             inputs[t.name] = round_to(t.dtype, rng.uniform(-1, 1, shape))
     scalars = {s.name: (float(round_to(s.dtype, rng.uniform(0.5, 2))) if s.dtype.is_float

@@ -20,6 +20,7 @@ import numpy as np
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import issued_per_warpgroup, leaf_accesses, walk
+from hopperc.ir.integer_exprs import integer_exact
 from hopperc.ir.handoffs import uses
 from hopperc.ir.read_sites import multi_site_buffers
 from hopperc.ir.layout import element_threads, shared_layout
@@ -28,8 +29,8 @@ from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
 from hopperc.sim.row_stores import stored_elements
 from hopperc.sim.scalars import PER_THREAD, per_lane, scalar, started_walk, taken_tile
-from hopperc.sim.values import (add_box, elementwise, matrix_product, read_box, row_partials, undefined,
-                                write_box)
+from hopperc.sim.values import (add_box, elementwise, holding, matrix_product, read_box,
+                                row_partials, undefined, write_box)
 from hopperc.sim.views import Place, alias_index, alias_root, place_shape
 
 
@@ -236,13 +237,18 @@ class _Block:
                     f"condition on the thread ({span.file}:{span.line})")
         self.block(body)
 
+    def integer_exact(self, expr: ir.TileExpr) -> bool:
+        """ir/integer_exprs.py's test (an i32 statement computed in integers)."""
+        return integer_exact(expr, self.kernel, self.tiles)
+
     def row_store(self, stmt: ir.GlobalRowStore, instance: int) -> None:
         """The warpgroup's row vector to the elements it reaches (sim/row_stores.py)."""
         data = self.tensors[stmt.tensor]
         values = elementwise(stmt.value, (stmt.rows,), self.kernel.tensor(stmt.tensor).dtype,
                              self.values[instance].__getitem__,
                              lambda read: self.read(self.place(read.view, instance)),
-                             self.tensors, lambda e: self.scalar(e, instance), True)
+                             self.tensors, lambda e: self.scalar(e, instance), True,
+                             exact=self.integer_exact)
         rows, index = stored_elements(stmt, data.shape, lambda e: self.scalar(e, instance))
         data[index] = values[rows]
 
@@ -272,7 +278,9 @@ class _Block:
         values = elementwise(expr, shape, dtype, tiles.__getitem__,
                              lambda read: self.read(self.place(read.view, instance)), self.tensors,
                              lambda e: self.scalar(e, instance),
-                             len(shape) == 1 and not isinstance(stmt, ir.SharedStore))
+                             len(shape) == 1 and (not isinstance(stmt, ir.SharedStore)
+                                                  or stmt.row_layout is not None),
+                             exact=self.integer_exact)
         if isinstance(stmt, ir.SharedStore):
             self.write(place, values)
         else:
@@ -284,7 +292,8 @@ class _Block:
         if part is not None and not 0 <= part < view.part.count:
             # The simulated warps report the access as a finding, at its line.
             raise ReferenceUnavailable(f"index {part} of '{view.buffer}' is out of range")
-        return Place(view.buffer, 0, part, view.part.count if view.part else 1, view.transposed)
+        return Place(view.buffer, 0, part, view.part.count if view.part else 1, view.transposed,
+                     bool(view.part and view.part.columns))
 
     def shape(self, place: Place) -> tuple[int, ...]:
         return place_shape(self.kernel.buffer(place.buffer), place)
@@ -295,7 +304,8 @@ class _Block:
             version = ("fill", self._fill(buffer, version))
         key = (buffer, version)
         if key not in self.smem:
-            self.smem[key] = np.zeros(self.kernel.buffer(buffer).shape, dtype=np.float32)
+            buf = self.kernel.buffer(buffer)
+            self.smem[key] = np.zeros(buf.shape, dtype=holding(buf.dtype))
         return self.smem[key]
 
     def _fill(self, buffer: str, indices: tuple) -> int:
@@ -318,7 +328,7 @@ class _Block:
             return None
         offset = shared_layout(self.kernel.buffers, 0)[0][root.name]
         flat = alias_index(self.kernel.buffer(place.buffer), root, offset,
-                           Place(place.buffer, 0, place.part, place.parts, False))
+                           Place(place.buffer, 0, place.part, place.parts, False, place.columns))
         if flat.min() < 0 or flat.max() >= int(np.prod(root.shape)):
             return None
         return self._storage(root.name).reshape(-1), flat
@@ -333,6 +343,9 @@ class _Block:
             return data, (slice(None),)
         if len(buf.shape) >= 3:
             return data, (place.part,)
+        if place.columns:
+            cols = buf.shape[1] // place.parts
+            return data, (slice(None), slice(place.part * cols, (place.part + 1) * cols))
         rows = buf.shape[0] // place.parts
         return data, (slice(place.part * rows, (place.part + 1) * rows),)
 

@@ -28,15 +28,17 @@ def stored_elements(stmt: ir.GlobalRowStore, shape: tuple[int, ...],
     return rows, tuple(np.full(rows.size, i) for i in index) + (start + rows,)
 
 
-def storing_rows(stmt: ir.GlobalRowStore, warp: int, lanes: tuple[int, ...]) -> np.ndarray:
-    """Which rows the running `lanes` of role warp `warp` store."""
-    mine = np.zeros(stmt.rows, dtype=bool)
+def storing_rows(layout: ir.Layout, rows: int, threads: int, warp: int,
+                 lanes: tuple[int, ...]) -> np.ndarray:
+    """Which rows of a row vector of `layout` over `threads` the running `lanes`
+    of role warp `warp` store (to global memory, or to a 1-D shared view)."""
+    mine = np.zeros(rows, dtype=bool)
     for lane in lanes:
-        if stmt.layout is ir.Layout.ROWS:
+        if layout is ir.Layout.ROWS:
             if lane % 4 < 2:
                 mine[16 * (warp % 4) + lane // 4 + 8 * (lane % 4)] = True
         else:
-            thread = (32 * warp + lane) % stmt.threads
-            if thread < stmt.rows:
+            thread = (32 * warp + lane) % threads
+            if thread < rows:
                 mine[thread] = True
     return mine

@@ -24,13 +24,12 @@ from hopperc.frontend.scope import did_you_mean
 from hopperc.ir import nodes as ir
 from hopperc.sim.problem import (Problem, check_launch, check_size, given_problem,
                                   stored_tensors)
-from hopperc.sim.values import round_to
+from hopperc.sim.values import holding, round_to
 
 NUMPY_DTYPES = {ir.DType.F32: np.dtype(np.float32), ir.DType.BF16: np.dtype(ml_dtypes.bfloat16),
                 ir.DType.F16: np.dtype(np.float16),
                 ir.DType.E4M3: np.dtype(ml_dtypes.float8_e4m3fn),
                 ir.DType.E5M2: np.dtype(ml_dtypes.float8_e5m2), ir.DType.I32: np.dtype(np.int32)}
-EXACT_INTEGERS = 2 ** 24  # i32 tensors live as f32 arrays: exact up to this magnitude
 I32_MIN, I32_MAX = -2 ** 31, 2 ** 31 - 1
 _ML_FLOATS = {np.dtype(t) for t in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn,
                                      ml_dtypes.float8_e5m2)}
@@ -61,7 +60,8 @@ def problem_from_arrays(kernel: ir.Kernel, inputs: Mapping[str, object],
     arrays = {t.name: _array(t, inputs[t.name]) for t in kernel.tensors if t.name in inputs}
     dims = _dimensions(kernel, arrays, dict(shapes or {}), file)
     tensors = {t.name: arrays[t.name] if t.name in arrays else
-               np.zeros(tuple(dims[d] if isinstance(d, str) else d for d in t.dims), np.float32)
+               np.zeros(tuple(dims[d] if isinstance(d, str) else d for d in t.dims),
+                        holding(t.dtype))
                for t in kernel.tensors}
     scalars = {s.name: _scalar(s, inputs[s.name]) for s in kernel.scalars}
     check_launch(kernel, dims, {s.name: scalars[s.name] for s in kernel.scalars
@@ -113,23 +113,20 @@ def _array(tensor: ir.TensorParam, value: object) -> np.ndarray:
                                  f"shape {array.shape}")
     if tensor.dtype is ir.DType.I32:
         _check_integers(tensor, array)
-        return array.astype(np.float32)
+        return array.astype(holding(tensor.dtype))
     return round_to(tensor.dtype, np.array(array, dtype=np.float32))
 
 
 def _check_integers(tensor: ir.TensorParam, array: np.ndarray) -> None:
-    """The values of an integer array fit i32 and are exact in the simulator's
-    f32, compared as Python integers: the array's own min and max are exact in
-    its dtype, where a conversion (to int64, to f32) or np.abs could wrap."""
+    """The values of an integer array fit i32 (the simulator holds them exactly,
+    values.holding), compared as Python integers: the array's own min and max
+    are exact in its dtype, where a conversion (to int64, to f32) could wrap."""
     if array.size == 0:
         return
     for value in (int(array.min()), int(array.max())):
         if not I32_MIN <= value <= I32_MAX:
             raise _error(tensor, f"holds {value}, which is not an i32 (from {I32_MIN} to "
                                  f"{I32_MAX})")
-        if abs(value) > EXACT_INTEGERS:
-            raise _error(tensor, f"holds {value}: the simulator keeps i32 tensors exact up "
-                                 f"to {EXACT_INTEGERS} in magnitude")
 
 
 def _dimensions(kernel: ir.Kernel, arrays: dict[str, np.ndarray], shapes: dict[str, int],

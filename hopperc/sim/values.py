@@ -16,6 +16,7 @@ import numpy as np
 from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import plane_rows
+from hopperc.sim.integer_values import integer_values
 
 _NUMPY = {DType.BF16: ml_dtypes.bfloat16, DType.F16: np.float16,
           DType.E4M3: ml_dtypes.float8_e4m3fn, DType.E5M2: ml_dtypes.float8_e5m2}
@@ -30,6 +31,12 @@ def tolerance(dtype: DType, expect: np.ndarray, ulps: float = 2) -> np.ndarray:
     return ulps * ULP[dtype] * np.maximum(np.abs(expect), 1.0) + 1e-6
 
 
+def holding(dtype: DType) -> type:
+    """The numpy type the simulator holds `dtype`'s values in: f32, except i32 in
+    f64, which holds every i32 exactly (f32 only up to 2^24)."""
+    return np.float64 if dtype is DType.I32 else np.float32
+
+
 def undefined(shape: tuple[int, ...]) -> np.ndarray:
     """Registers nothing has written: NaN, so a result computed from them shows
     as wrong instead of passing by luck (a zeroed register file would)."""
@@ -37,12 +44,13 @@ def undefined(shape: tuple[int, ...]) -> np.ndarray:
 
 
 def round_to(dtype: DType, values) -> np.ndarray:
-    """Round f32 values to `dtype` (round to nearest), kept as f32."""
+    """Round f32 values to `dtype` (round to nearest), kept as f32; i32 values
+    as f64, which holds every i32 exactly (ir/integer_exprs.py)."""
     values = np.asarray(values, dtype=np.float32)
     if dtype is DType.F32:
         return values
     if dtype is DType.I32:
-        return np.rint(np.clip(values, -2.0 ** 31, 2.0 ** 31 - 128)).astype(np.float32)
+        return np.rint(np.clip(values, -2.0 ** 31, 2.0 ** 31 - 128)).astype(np.float64)
     if dtype in _SATURATE:
         values = np.clip(values, -_SATURATE[dtype], _SATURATE[dtype])
     return values.astype(_NUMPY[dtype]).astype(np.float32)
@@ -151,7 +159,7 @@ _ELEMENTWISE = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "neg": np.negative,
     "relu": lambda x: np.maximum(x, np.float32(0)), "abs": np.abs, "exp": np.exp,
     "exp2": np.exp2, "log2": _log2, "log": _log,
-    "rsqrt": lambda x: np.float32(1) / np.sqrt(x),
+    "rsqrt": lambda x: np.float32(1) / np.sqrt(x), "sqrt": np.sqrt,
     "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "sin": np.sin, "cos": np.cos,
     "max": np.maximum, "min": np.minimum,
     **{op: (lambda f: lambda a, b: np.where(f(a, b), np.float32(1), np.float32(0)))(f)
@@ -173,13 +181,16 @@ _ROW_REDUCTIONS = {
 def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
                 tile: Callable[[str], np.ndarray], shared: Callable[[ir.SharedRead], np.ndarray],
                 tensors: Mapping[str, np.ndarray], integer: Callable[[ir.ScalarExpr], int],
-                row_vector: bool = False, row_parts: bool = False) -> np.ndarray:
+                row_vector: bool = False, row_parts: bool = False,
+                exact: Callable[[ir.TileExpr], bool] | None = None) -> np.ndarray:
     """`expr` over a tile of `shape`, rounded to `dtype` as the write rounds it.
     `tile` and `shared` give register and shared-memory operands (where the
     simulator and the reference differ), `integer` evaluates scalars. A register
     row vector (`row_vector`) is one value per row: element i is row i, column 0
     (a 1-D view is one row: element i is row 0, column i). A Layout.ROW_PARTS
-    vector (`row_parts`, `shape` [rows, 4]) is one value per row and quad lane."""
+    vector (`row_parts`, `shape` [rows, 4]) is one value per row and quad lane.
+    `exact`: ir/integer_exprs.py's integer_exact, for an i32 statement, which
+    then runs in 32-bit integers where its value is made of integer operations."""
     def leaf(e: ir.TileExpr):
         match e:
             case ir.TileRef(name=name) if row_parts:
@@ -196,7 +207,7 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
             case ir.SharedRead(broadcast=axis, elements=(start, stop)):
                 return _broadcast(shared(e)[start:stop], axis, shape)
             case ir.GlobalVector(tensor=tensor, start=start, axis=axis):
-                length = plane_rows(shape) if axis == "rows" else shape[-1]
+                length = vector_length(axis, shape, row_vector)
                 return _broadcast(global_vector(tensors[tensor], integer(start), length),
                                   axis, shape)
             case ir.Literal(value=v):
@@ -226,7 +237,24 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
             case ir.ElementIndex(axis="col"):
                 return np.arange(shape[-1], dtype=np.float32)
         raise TypeError(e)
-    return round_to(dtype, np.broadcast_to(tile_value(expr, leaf), shape))
+
+    def f32_leaf(e: ir.TileExpr):
+        value = leaf(e)  # i32 operands (held as f64) are converted to f32 when read
+        return value.astype(np.float32) if getattr(value, "dtype", None) == np.float64 \
+            else value
+    if exact is not None and dtype is DType.I32 and exact(expr):
+        values = integer_values(expr, leaf, lambda e: tile_value(e, f32_leaf), integer, exact)
+        return np.broadcast_to(values, shape).astype(np.float64)
+    return round_to(dtype, np.broadcast_to(tile_value(expr, f32_leaf), shape))
+
+
+
+def vector_length(axis: str, shape: tuple[int, ...], row_vector: bool) -> int:
+    """Values a vector broadcast along `axis` gives a statement of `shape`: a
+    register row vector's statement takes one per row (a loaded vector named alone)."""
+    if row_vector:
+        return shape[0]
+    return plane_rows(shape) if axis == "rows" else shape[-1]
 
 
 def _broadcast(v: np.ndarray, axis: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -320,7 +348,7 @@ def combine_argmax(parts: np.ndarray) -> np.ndarray:
 
 def global_vector(data: np.ndarray, start: int, length: int) -> np.ndarray:
     """Elements start .. start+length-1 of a 1-D tensor, 0 past its end."""
-    out = np.zeros(length, dtype=np.float32)
+    out = np.zeros(length, dtype=data.dtype)
     lo, hi = max(start, 0), min(start + length, data.shape[0])
     if hi > lo:
         out[lo - start:hi - start] = data[lo:hi]
@@ -334,7 +362,7 @@ def read_box(data: np.ndarray, origin: tuple[int, ...], box: tuple[int, ...],
              clip: Clip = None) -> np.ndarray:
     """A TMA box at element coordinates `origin`; parts outside the tensor (or
     at or past a ragged END) read 0."""
-    out = np.zeros(box, dtype=np.float32)
+    out = np.zeros(box, dtype=data.dtype)
     src, dst = _clip(_bounds(data.shape, clip), origin, box)
     if src is not None:
         out[dst] = data[src]

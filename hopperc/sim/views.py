@@ -24,6 +24,7 @@ import numpy as np
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import (element_grid, element_offset, part_bytes, register_layout,
                                shared_layout, view_shape)
+from hopperc.sim.values import holding
 
 CHUNK = 16
 
@@ -37,6 +38,7 @@ class Place:
     part: int | None
     parts: int
     transposed: bool
+    columns: bool = False  # the parts are blocks of a rank-2 buffer's columns
 
     def label(self, stages: int) -> str:
         text = self.buffer
@@ -48,7 +50,7 @@ class Place:
 
 
 def place_shape(buf: ir.SharedBuffer, place: Place) -> tuple[int, ...]:
-    shape = view_shape(buf, place.parts if place.part is not None else None)
+    shape = view_shape(buf, place.parts if place.part is not None else None, place.columns)
     return tuple(reversed(shape)) if place.transposed else shape
 
 
@@ -67,7 +69,7 @@ class SharedSpace:
         self.chunks = -(-total // CHUNK)
         self.aliases = {b.name: alias_root(kernel, b.name) for b in kernel.buffers
                         if alias_root(kernel, b.name) is not None}
-        self.data = {b.name: np.zeros((b.stages,) + b.shape, dtype=np.float32)
+        self.data = {b.name: np.zeros((b.stages,) + b.shape, dtype=holding(b.dtype))
                      for b in kernel.buffers if b.name not in self.aliases} if data else {}
 
     def shape(self, place: Place) -> tuple[int, ...]:
@@ -80,13 +82,18 @@ class SharedSpace:
     def view(self, place: Place) -> np.ndarray:
         """The view's elements without a copy, read-only. A view is a contiguous run
         of its buffer (swizzle moves chunks, not data indices), so a slice
-        replaces a gather; a view through an alias is gathered."""
+        replaces a gather; a part of the columns, or a view through an alias, is
+        gathered."""
         if place.buffer in self.aliases:
             root, flat = self._root_index(place)
             view = self.data[root.name].reshape(-1)[flat]
             view.flags.writeable = False
             return view
         flat, _ = self.index(place)
+        if place.columns and place.part is not None:
+            view = self.data[place.buffer].reshape(-1)[flat]
+            view.flags.writeable = False
+            return view
         start = int(flat.flat[0])
         run = self.data[place.buffer].reshape(-1)[start:start + flat.size]
         view = run.reshape(flat.T.shape).T if place.transposed else run.reshape(flat.shape)
@@ -171,10 +178,9 @@ def alias_index(buf: ir.SharedBuffer, root: ir.SharedBuffer, offset: int,
 def _index(buf: ir.SharedBuffer, offset: int, place: Place) -> tuple[np.ndarray, np.ndarray]:
     stage_elems = int(np.prod(buf.shape))
     base = place.stage * stage_elems
-    if place.part is not None:
+    if place.part is not None and not place.columns:
         base += place.part * (stage_elems // place.parts)
-    shape = view_shape(buf, place.parts if place.part is not None else None)
-    flat = base + np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    flat = base + _elements(buf, place)[0]
     # Data is indexed logically; chunks by address.
     chunk = _addresses(buf, offset, place) // CHUNK
     if place.transposed:
@@ -184,6 +190,21 @@ def _index(buf: ir.SharedBuffer, offset: int, place: Place) -> tuple[np.ndarray,
     return flat, chunk
 
 
+def _elements(buf: ir.SharedBuffer, place: Place) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each element of the view (view-shaped, untransposed): its index in the
+    view's part of the data, and its row and column in the buffer's element grid."""
+    shape = view_shape(buf, place.parts if place.part is not None else None, place.columns)
+    local = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    _, cols = element_grid(shape)
+    row, col = local // cols, local % cols
+    if place.part is not None and place.columns:
+        # a block of the buffer's columns: its elements are the buffer's own
+        # (row, part * cols + col), laid out as the buffer lays those out
+        col = col + place.part * cols
+        local = row * buf.shape[-1] + col
+    return local, row, col
+
+
 @lru_cache(maxsize=4096)
 def _addresses(buf: ir.SharedBuffer, offset: int, place: Place) -> np.ndarray:
     """The shared address of each element of the view (view-shaped), laid out as
@@ -191,12 +212,10 @@ def _addresses(buf: ir.SharedBuffer, offset: int, place: Place) -> np.ndarray:
     of the offset in the window, which the kernel aligns to every swizzle repeat
     in use."""
     start = offset + place.stage * buf.stage_bytes
-    if place.part is not None:
+    if place.part is not None and not place.columns:
         start += place.part * part_bytes(buf, place.parts)
-    shape = view_shape(buf, place.parts if place.part is not None else None)
-    local = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
-    _, cols = element_grid(shape)
-    address = buf.swizzle.of_address(start + element_offset(buf, local // cols, local % cols))
+    _, row, col = _elements(buf, place)
+    address = buf.swizzle.of_address(start + element_offset(buf, row, col))
     if place.transposed:
         address = address.T
     address.setflags(write=False)

@@ -121,7 +121,7 @@ class Warp(ElementCode, AsyncIssue):
                                               f"(it has {view.part.count} parts, indexed 0 to "
                                               f"{view.part.count - 1})", span)
         return Place(view.buffer, stage, part, view.part.count if view.part else 1,
-                     view.transposed)
+                     view.transposed, bool(view.part and view.part.columns))
 
     def label(self, place: Place) -> str:
         return f"'{place.label(self.block.space.buffers[place.buffer].stages)}'"

@@ -4,7 +4,7 @@ program, and the parser of its output."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tests.oracle.hopperc_side import (CUTE_TYPES, SWIZZLE_BITS, Generated, Operand, Product,
                                        fragment_expressions, host_prelude)
@@ -41,6 +41,13 @@ PRODUCTS = (
             Operand("f16", "64B", False, 32, 64), a_register=True),
     Product("bf16_reg_mn128", Operand("bf16", "128B", True, 64, 64),
             Operand("bf16", "128B", False, 64, 64), a_register=True),
+    # fp8 register A: the accumulator layout's values exchanged into the fragment.
+    Product("e4m3_reg_k128", Operand("e4m3", "128B", True, 64, 128),
+            Operand("e4m3", "128B", True, 64, 128), a_register=True),
+    Product("e4m3_reg_e5m2_k64_n256", Operand("e4m3", "64B", True, 64, 64),
+            Operand("e5m2", "64B", True, 256, 64), a_register=True),
+    Product("e5m2_reg_k32_n8", Operand("e5m2", "32B", True, 64, 32),
+            Operand("e5m2", "32B", True, 8, 32), a_register=True),
     # Rows wider than the span (column blocks one span wide): K-major K of 2 to
     # 4 spans, MN-major N (and an f16 64B A's M) of 2 to 4 spans, shared and
     # register A (attention's P V), N up to 256.
@@ -64,10 +71,22 @@ PRODUCTS = (
             Operand("bf16", "128B", False, 256, 128)),
     Product("f16_mnw64_mnw64", Operand("f16", "64B", False, 64, 32),
             Operand("f16", "64B", False, 64, 32)),
+    Product("bf16_k32_mnw32_n64", Operand("bf16", "32B", True, 64, 16),
+            Operand("bf16", "32B", False, 64, 16)),
+    Product("bf16_mnw32_k32", Operand("bf16", "32B", False, 64, 16),
+            Operand("bf16", "32B", True, 64, 16)),
     Product("bf16_reg_mnw128", Operand("bf16", "128B", True, 64, 128),
             Operand("bf16", "128B", False, 128, 128), a_register=True),
     Product("bf16_reg_mnw256", Operand("bf16", "128B", True, 64, 64),
             Operand("bf16", "128B", False, 256, 64), a_register=True),
+    # A^T per warpgroup: each of two warpgroups its block of a [K, 2 * 64]
+    # buffer's columns (sa^T[wg]), one span or two spans (64B) wide.
+    Product("bf16_mnpart128_k128", Operand("bf16", "128B", False, 128, 64),
+            Operand("bf16", "128B", True, 64, 64), a_parts=2),
+    Product("f16_mnpart64_mnw64", Operand("f16", "64B", False, 128, 32),
+            Operand("f16", "64B", False, 64, 32), a_parts=2),
+    Product("bf16_mnpart32_k32", Operand("bf16", "32B", False, 128, 16),
+            Operand("bf16", "32B", True, 32, 16), a_parts=2),
 )
 # Two shared-window bases (both aligned as the kernel aligns its window): the
 # address field, not only the offsets within the window, is compared.
@@ -82,7 +101,7 @@ ATOM_KIND = {("bf16", False): "F32BF16BF16_SS", ("f16", False): "F32F16F16_SS",
 # its extension headers, too large to compile here: those products'
 # descriptors are compared, their accumulator (the same per-8-column pattern) is not.
 CUTE_ATOM_N = (8, 16, 32, 64, 96, 128, 192, 256)
-FRAGMENT_PRODUCTS = tuple(p for p in PRODUCTS if p.b.mn in CUTE_ATOM_N) + (
+FRAGMENT_PRODUCTS = tuple(p for p in PRODUCTS if p.b.mn in CUTE_ATOM_N and p.a_parts == 1) + (
     Product("bf16_n8", Operand("bf16", "128B", True, 64, 64), Operand("bf16", "128B", True, 8, 64)),
     Product("f16_n16", Operand("f16", "64B", True, 64, 32), Operand("f16", "64B", True, 16, 32),
             a_register=True),
@@ -95,7 +114,8 @@ def atom(product: Product) -> str:
     a, b = product.a, product.b
     shape = f"SM90_64x{b.mn}x{product.k_step}"
     if product.k_step == 32:  # fp8: K-major only ("TN"), A and B types in the name
-        return f"{shape}_F32{a.dtype.upper()}{b.dtype.upper()}_SS_TN<>"
+        where = "RS" if product.a_register else "SS"
+        return f"{shape}_F32{a.dtype.upper()}{b.dtype.upper()}_{where}_TN<>"
     if product.k_step == 8:  # tf32: K-major only
         return f"{shape}_F32TF32TF32_SS_TN<>"
     return f"{shape}_{ATOM_KIND[(a.dtype, product.a_register)]}<{major(a)}, {major(b)}>"
@@ -106,8 +126,14 @@ def major(op: Operand) -> str:
 
 
 def operands(product: Product) -> list[tuple[str, Operand, str]]:
-    """(label, operand, buffer) of each shared operand, in descriptor order."""
-    found = [] if product.a_register else [("A", product.a, "sa")]
+    """(label, operand, buffer) of each shared operand, in descriptor order; an A
+    in warpgroups' parts is one operand per part (label A0, A1, ..., M one part's)."""
+    a = product.a
+    if product.a_parts > 1:
+        part = replace(a, mn=a.mn // product.a_parts)
+        found = [(f"A{p}", part, "sa") for p in range(product.a_parts)]
+    else:
+        found = [] if product.a_register else [("A", a, "sa")]
     return found + [("B", product.b, "sb")]
 
 
@@ -116,17 +142,23 @@ def cases_header(generated: dict[str, Generated]) -> str:
              "static void hk_descriptor_cases() {"]
     for product in PRODUCTS:
         gen = generated[product.name]
-        for index, (label, op, buffer) in enumerate(operands(product)):
+        for label, op, buffer in operands(product):
+            # one descriptor expression per operand, the parts of A sharing A's
+            index = 0 if label.startswith("A") else len(gen.steps[0].descriptors) - 1
+            part = int(label[1:]) if label[1:] else 0
+            parts = product.a_parts if label.startswith("A") else 1
             exprs = [step.descriptors[index] for step in gen.steps]
             for base in SMEM_BASES:
                 name = f"{product.name}.{label}@{base:#x}"
                 lines += [f"  {{  // {name}: {op.dtype}{list(op.shape)} {op.swizzle}",
                           f"    const unsigned hk_smem_base = {base}u;",
+                          f"    [[maybe_unused]] const int hk_warp = {4 * part};",
                           "    const unsigned long long hopperc[] = {",
                           *(f"      {e}," for e in exprs), "    };",
                           f"    descriptors<{CUTE_TYPES[op.dtype]}, {major(op)}, "
-                          f"{SWIZZLE_BITS[op.swizzle]}, {op.mn}, {op.k}, {product.k_step}>"
-                          f'("{name}", hk_smem_base + {gen.offsets[buffer]}u, hopperc, '
+                          f"{SWIZZLE_BITS[op.swizzle]}, {op.mn * parts}, {op.k}, "
+                          f"{product.k_step}, {parts}>"
+                          f'("{name}", hk_smem_base + {gen.offsets[buffer]}u, {part}, hopperc, '
                           f"{len(exprs)});", "  }"]
     lines += ["}", "", "static void hk_fragment_cases() {"]
     for product in FRAGMENT_PRODUCTS:
@@ -139,11 +171,16 @@ def cases_header(generated: dict[str, Generated]) -> str:
                   f"        [](int hk_t, int hk_k) {{ return {col}; }});"]
         if product.a_register:
             lines.append(f"  register_a<{atom(product)}>(\"{product.name}\");")
+        if product.a_register and product.k_step == 32:
+            lines += [f'  fp8_register_a<{slots}>("{product.name}", '
+                      f"[](int hk_t, int hk_k) {{ return {row}; }},",
+                      f"                 [](int hk_t, int hk_k) {{ return {col}; }});"]
     return "\n".join(lines + ["}", ""])
 
 
 def prelude_header() -> str:
-    return host_prelude("hk_wgmma_desc", "hk_swizzle")
+    return host_prelude("hk_wgmma_desc", "hk_swizzle", "hk_byte_perm", "hk_fp8_quad_exchange",
+                        "hk_fp8_a_exchange")
 
 
 @dataclass
@@ -160,6 +197,8 @@ class GmmaOutput:
         default_factory=lambda: defaultdict(list))  # product -> by thread
     tiled: dict[str, dict[str, list[int]]] = field(
         default_factory=lambda: defaultdict(dict))  # buffer -> {"cute"|"hopperc": addresses}
+    fp8_registers: dict[str, list[list[list[tuple[int, int]]]]] = field(
+        default_factory=lambda: defaultdict(list))  # product -> thread -> register -> bytes
     stsm_src: list[list[int]] = field(default_factory=list)  # lane -> bit of each register bit
     stsm_dst: list[tuple[int, int]] = field(default_factory=list)  # lane -> (row's bit, bits)
 
@@ -182,6 +221,11 @@ def parse(stdout: str) -> GmmaOutput:
             name, thread, *pairs = rest
             assert int(thread) == len(out.slots[name])
             out.slots[name].append(_pairs(pairs))
+        elif tag == "fp8a":
+            name, thread, *pairs = rest
+            assert int(thread) == len(out.fp8_registers[name])
+            values = _pairs(pairs)
+            out.fp8_registers[name].append([values[i:i + 4] for i in range(0, len(values), 4)])
         elif tag == "stsm" and rest[0] == "src":
             assert int(rest[1]) == len(out.stsm_src)
             out.stsm_src.append([int(x) for x in rest[2:]])

@@ -9,9 +9,11 @@
 // prelude (plain bit arithmetic), `hopperc_cases.h` the cases, with
 // expressions cut from generated kernels, calling the templates below with
 // the matching CuTe types. Every line printed starts with a tag (desc,
-// swizzle, frag, slot, tiled, stsm); the test parses and compares them.
+// swizzle, frag, slot, fp8a, tiled, stsm); the test parses and compares them.
+#include <array>
 #include <cstdint>
 #include <cstdio>
+#include <vector>
 
 #include <cute/atom/copy_traits_sm90.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
@@ -44,19 +46,24 @@ auto gmma_atom() {
 // The tile is hopperc's buffer layout: atoms down the buffer's rows first, so
 // along MN first for a K-major operand ([MN, K] buffer) and along K first for
 // an MN-major one ([K, MN] buffer): each span-wide column block holds every row.
-template <class T, Major major, int bits, int MN, int K, int KSTEP>
-void descriptors(const char* name, uint32_t address, const unsigned long long* hopperc,
-                 int steps) {
+// With PARTS > 1 the operand is block `part` of PARTS along MN (a warpgroup's
+// M of an MN-major A^T), cut from the tile with local_tile.
+template <class T, Major major, int bits, int MN, int K, int KSTEP, int PARTS>
+void descriptors(const char* name, uint32_t address, int part,
+                 const unsigned long long* hopperc, int steps) {
   using RowsFirst = conditional_t<major == Major::K, Step<_1, _2>, Step<_2, _1>>;
   auto layout = tile_to_shape(gmma_atom<T, major, bits>(), Shape<Int<MN>, Int<K>>{},
                               RowsFirst{});
   // Only the layout matters on the host: make_gmma_desc cannot read a shared
-  // address there (it prints a warning and uses 0), so the address is added
-  // below in 16-byte units, exactly as the device field takes it.
+  // address there (it prints a warning and uses 0), so the address (and the
+  // part's offset in the tile, from the layout) is added below in 16-byte
+  // units, exactly as the device field takes it.
   Tensor smem = make_tensor(make_smem_ptr(static_cast<T*>(nullptr)), layout);
-  Tensor ksteps = zipped_divide(smem, Shape<Int<MN>, Int<KSTEP>>{});
+  Tensor block = local_tile(smem, Shape<Int<MN / PARTS>, Int<K>>{}, make_coord(part, 0));
+  const uint32_t offset = uint32_t(layout(part * (MN / PARTS), 0)) * sizeof(T);
+  Tensor ksteps = zipped_divide(block, Shape<Int<MN / PARTS>, Int<KSTEP>>{});
   Tensor descs = MakeTensor<SM90::GMMA::smem_desc<major>>{}(ksteps);
-  auto base = descs.data() + static_cast<int>(address / 16);
+  auto base = descs.data() + static_cast<int>((address + offset) / 16);
   for (int step = 0; step < steps; ++step) {
     uint64_t cute_desc = base[descs.layout()(0, step)];
     std::printf("desc %s %d %d %016llx %016llx\n", name, step, int(major),
@@ -142,6 +149,50 @@ void accumulator(const char* name) {
 template <class Op>
 void register_a(const char* name) {
   fragment(name, "A", typename MMA_Traits<Op>::ALayout{});
+}
+
+// hopperc's fp8 register A: every thread's SLOTS values in the accumulator
+// layout (tagged with their row, then their column: integers below 256, which
+// the stand-in pack keeps as bytes) exchanged by the prelude's
+// hk_fp8_a_exchange, each shuffle answered with what the source lane of the
+// quad sent (a first pass records every lane's sends, which do not depend on
+// what it receives). One line per thread: the (row, col) of each byte of each
+// register, low byte first.
+template <int SLOTS, class Tag>
+void fp8_exchanged(std::vector<std::array<unsigned, SLOTS / 4>>& out, Tag tag) {
+  std::vector<std::vector<unsigned>> sent(128);
+  auto pack = [](float lo, float hi) { return unsigned(lo) | unsigned(hi) << 8; };
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int t = 0; t < 128; ++t) {
+      float v[SLOTS];
+      for (int k = 0; k < SLOTS; ++k) v[k] = float(tag(t, k));
+      size_t call = 0;
+      auto shuffle = [&](unsigned value, int source) {
+        if (pass == 0) {
+          sent[t].push_back(value);
+          return 0u;
+        }
+        return sent[(t & ~3) | source].at(call++);
+      };
+      unsigned a[SLOTS / 4];
+      hk_fp8_a_exchange<SLOTS>(a, v, t % 32, pack, shuffle);
+      for (int i = 0; i < SLOTS / 4; ++i) out[t][i] = a[i];
+    }
+  }
+}
+
+template <int SLOTS, class Row, class Col>
+void fp8_register_a(const char* name, Row row, Col col) {
+  std::vector<std::array<unsigned, SLOTS / 4>> rows(128), cols(128);
+  fp8_exchanged<SLOTS>(rows, row);
+  fp8_exchanged<SLOTS>(cols, col);
+  for (int t = 0; t < 128; ++t) {
+    std::printf("fp8a %s %d", name, t);
+    for (int i = 0; i < SLOTS / 4; ++i)
+      for (int b = 0; b < 4; ++b)
+        std::printf(" %u,%u", (rows[t][i] >> 8 * b) & 0xffu, (cols[t][i] >> 8 * b) & 0xffu);
+    std::printf("\n");
+  }
 }
 
 #include "hopperc_cases.h"

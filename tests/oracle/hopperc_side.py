@@ -29,9 +29,10 @@ def span(swizzle: str) -> int:
 
 
 def prelude_function(name: str) -> str:
-    """The definition of device helper `name`, as the rendered prelude has it."""
+    """The definition of device helper `name` (with its template head, if any),
+    as the rendered prelude has it."""
     prelude = _environment().get_template("prelude.cu.j2").render()
-    match = re.search(rf"^__[^\n]*\b{name}\(", prelude, re.MULTILINE)
+    match = re.search(rf"^(?:template <[^\n]*>\n)?__[^\n]*\b{name}\(", prelude, re.MULTILINE)
     assert match, f"{name} is not in the prelude"
     depth, i = 0, prelude.index("{", match.end())
     while True:
@@ -76,12 +77,15 @@ class Operand:
 
 @dataclass(frozen=True)
 class Product:
-    """acc[64, N] = A @ B, A from shared memory or (a_register) a register tile."""
+    """acc[64, N] = A @ B, A from shared memory or (a_register) a register tile;
+    `a_parts` warpgroups each multiply their block of an MN-major A's columns
+    (`sa^T[wg]`, a.mn the whole buffer's M)."""
 
     name: str
     a: Operand
     b: Operand
     a_register: bool = False
+    a_parts: int = 1
 
     @property
     def k_step(self) -> int:
@@ -90,13 +94,14 @@ class Product:
     def source(self) -> str:
         a, b = self.a, self.b
         lines = [f"kernel {self.name}(TA: {a.dtype}[{a.shape[0]}, {a.shape[1]}], "
-                 f"TB: {b.dtype}[{b.shape[0]}, {b.shape[1]}]) grid(m: 1) threads 128", "{",
+                 f"TB: {b.dtype}[{b.shape[0]}, {b.shape[1]}]) grid(m: 1) "
+                 f"threads {128 * self.a_parts}", "{",
                  # A leading buffer moves the operands off address 0.
                  "    shared pad: f32[8, 32]",
                  f"    shared sa: {a.dtype}[{a.shape[0]}, {a.shape[1]}] swizzle {a.swizzle}",
                  f"    shared sb: {b.dtype}[{b.shape[0]}, {b.shape[1]}] swizzle {b.swizzle}",
                  "    tma sa <- TA[0, 0]", "    tma sb <- TB[0, 0]"]
-        a_expr = "sa" if a.k_major else "sa^T"
+        a_expr = "sa" if a.k_major else "sa^T" if self.a_parts == 1 else "sa^T[wg]"
         if self.a_register:
             lines.append(f"    ra: {a.dtype}[64, {a.k}] = {a.dtype}(f32({a_expr}))")
             a_expr = "ra"

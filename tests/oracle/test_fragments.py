@@ -1,7 +1,7 @@
-"""wgmma register fragments: CuTe's CLayout (accumulator D) and ALayout (16-bit
-register A) of the SM90 MMA atoms against the (row, col) hopperc's generated
-code gives each slot of each thread, the registers it passes to each
-instruction, and the lanes the simulator gives each element."""
+"""wgmma register fragments: CuTe's CLayout (accumulator D) and ALayout
+(register A, 16-bit and fp8) of the SM90 MMA atoms against the (row, col)
+hopperc's generated code gives each slot of each thread, the registers it
+passes to each instruction, and the lanes the simulator gives each element."""
 from __future__ import annotations
 
 import pytest
@@ -9,7 +9,8 @@ import pytest
 from hopperc.sim.views import element_lanes
 from tests.oracle.gmma_cases import FRAGMENT_PRODUCTS
 
-REGISTER_A = [p for p in FRAGMENT_PRODUCTS if p.a_register]
+REGISTER_A = [p for p in FRAGMENT_PRODUCTS if p.a_register and p.k_step == 16]
+FP8_REGISTER_A = [p for p in FRAGMENT_PRODUCTS if p.a_register and p.k_step == 32]
 IDS = [p.name for p in FRAGMENT_PRODUCTS]
 
 
@@ -43,6 +44,26 @@ def test_register_a_matches_cute_alayout(gmma, product):
             for v, (row, col) in enumerate(cute[t]):
                 slot = 2 * step.a_registers[v // 2] + v % 2
                 assert hopperc[t][slot] == (row, 16 * s + col), f"step {s} thread {t} value {v}"
+
+
+@pytest.mark.parametrize("product", FP8_REGISTER_A, ids=[p.name for p in FP8_REGISTER_A])
+def test_fp8_register_a_matches_cute_alayout(gmma, product):
+    """k-step s passes 4 registers of 4 fp8 bytes each (CuTe recasts values
+    4j .. 4j+3 to 32-bit register j, low byte first); after the quad exchange of
+    the prelude (run on the host, each shuffle answered by its source lane),
+    byte b of register j holds what CuTe's 64x32 A fragment value 4j + b names,
+    column 32s + (its column) of hopperc's tile."""
+    cute = gmma.output.fragments[(product.name, "A")]
+    hopperc = gmma.output.fp8_registers[product.name]
+    steps = gmma.generated[product.name].steps
+    assert len(steps) == product.a.k // 32 and len(hopperc) == 128
+    for s, step in enumerate(steps):
+        assert len(step.a_registers) == 4
+        for t in range(128):
+            assert len(cute[t]) == 16
+            for v, (row, col) in enumerate(cute[t]):
+                held = hopperc[t][step.a_registers[v // 4]][v % 4]
+                assert held == (row, 32 * s + col), f"step {s} thread {t} value {v}"
 
 
 @pytest.mark.parametrize("product", FRAGMENT_PRODUCTS, ids=IDS)

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from hopperc import driver
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import walk
 from hopperc.sim.warp import SimUnsupported
 from tests.sim.test_manual_kernels import variant
 
@@ -32,7 +34,13 @@ def test_realistic_kernel_builds_and_passes_check(path):
     report = driver.simulate(source, seeds=2, search=100)
     assert report.ok, "\n".join(line for f in report.findings for line in f.lines())
     assert report.reference == "numpy reference"
-    assert all(error == 0.0 for error in report.max_error.values()), report.max_error
+    # A row sum kept as per-lane parts (defer_row_sums) is the reference's sum in
+    # another order: f32 rounding apart, which `check` allows (report.ok above);
+    # everything else computes in the reference's order, exactly.
+    lowered = driver.lower(driver.check(source))
+    if not any(isinstance(s, ir.TileDef) and s.layout is ir.Layout.ROW_PARTS
+               for s in walk(lowered.body)):
+        assert all(error == 0.0 for error in report.max_error.values()), report.max_error
 
 
 def _record(report) -> tuple:

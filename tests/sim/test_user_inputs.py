@@ -235,8 +235,6 @@ def test_input_errors_name_the_tensor_and_dimension(inputs, shapes, message):
     (np.array([-2 ** 63]), "holds -9223372036854775808, which is not an i32"),
     (np.array([2 ** 64 - 1], np.uint64), "holds 18446744073709551615, which is not an i32"),
     (np.array([2 ** 31], np.int64), "holds 2147483648, which is not an i32"),
-    (np.array([-2 ** 24 - 1], np.int32), "holds -16777217: the simulator keeps i32 tensors "
-                                         "exact up to 16777216 in magnitude"),
 ])
 def test_integer_values_are_checked_before_any_conversion(count, message):
     """Compared as Python integers: np.abs(-2^63) and uint64 -> int64 wrap."""

@@ -1,0 +1,123 @@
+"""A loaded vector named alone in a row vector's statement (`t: i32[BM] =
+T[tile.m]`, then `where(t == -100, 0.0, loss)`): its value per row, as a
+register row vector's, in every expression form (arithmetic, comparisons,
+casts, min/max, where), in declarations, updates and stores to global memory;
+a 1-D shared buffer too. In a tile's statement it still needs a broadcast."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hopperc
+from hopperc import driver
+from hopperc.diagnostics import SourceFile
+from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import tile_operands, walk
+from tests.conftest import edit_error
+
+# A warpgroup's rows (Layout.ROWS): loaded i32 labels and f32 scales, and a
+# TMA-loaded 1-D shared buffer, each named alone.
+ROWS = """kernel loaded_rows(X: f32[M, 64], T: i32[M], S: f32[M], Q: f32[M], R: f32[M], C: i32[M])
+    tile(BM = 64) grid(m: M / BM) threads 128
+{
+    shared sx: f32[BM, 64]
+    shared sq: f32[BM]
+    tma sx <- X[tile.m, 0]
+    tma sq <- Q[tile.m]
+    t: i32[BM] = T[tile.m]
+    s: f32[BM] = S[tile.m]
+    x: f32[BM, 64] = sx
+    a: f32[BM] = rowmax(x) * s + f32(t)
+    a = max(a, sq) - min(s, -sq)
+    R[tile.m] = where(t == 3, 0.0, a / abs(s))
+    C[tile.m] = i32(where(t >= 2, rowsum(x), f32(t)))
+}
+"""
+
+# Rows spread over all four warps (Layout.EVERY_ROW): 16 rows of 256 columns.
+EVERY_ROW = """kernel loaded_wide(X: f32[M, 256], T: i32[M], R: f32[M])
+    tile(BM = 16) grid(m: M / BM) threads 128
+{
+    shared sx: f32[BM, 256]
+    tma sx <- X[tile.m, 0]
+    t: i32[BM] = T[tile.m]
+    x: f32[BM, 256] = sx
+    R[tile.m] = where(t != 0, rowmax(x) + f32(t), -1.0)
+}
+"""
+
+
+def _inputs(rows: int, cols: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"X": rng.normal(0, 4, (rows, cols)).astype(np.float32),
+            "T": rng.integers(0, 5, rows).astype(np.int32),
+            "S": rng.uniform(0.5, 2, rows).astype(np.float32) * rng.choice([-1, 1], rows),
+            "Q": rng.normal(0, 4, rows).astype(np.float32)}
+
+
+def test_each_expression_form_reads_the_loaded_vector_per_row():
+    inputs = _inputs(100, 64, 3)  # a partial second tile: rows past M read 0
+    out = hopperc.simulate(SourceFile("rows.hk", ROWS), inputs)
+    x, t, s, q = (inputs[n].astype(np.float64) for n in "XTSQ")
+    a = x.max(axis=1) * s + t
+    a = np.maximum(a, q) - np.minimum(s, -q)
+    np.testing.assert_allclose(out["R"], np.where(t == 3, 0.0, a / np.abs(s)), rtol=1e-6,
+                               atol=1e-5)
+    sums = x.sum(axis=1)
+    want_c = np.where(t >= 2, sums, t)
+    # i32() rounds to nearest; a sum near a half is left to rounding
+    exact = np.abs(want_c - np.round(want_c)) < 0.49
+    np.testing.assert_array_equal(out["C"][exact], np.round(want_c[exact]).astype(np.int32))
+
+
+def test_rows_spanning_warps_read_the_loaded_vector_per_row():
+    inputs = _inputs(40, 256, 4)
+    out = hopperc.simulate(SourceFile("wide.hk", EVERY_ROW), {k: inputs[k] for k in "XT"})
+    x, t = inputs["X"], inputs["T"]
+    want = np.where(t != 0, x.max(axis=1) + t, -1.0).astype(np.float32)
+    np.testing.assert_array_equal(out["R"], want)
+
+
+@pytest.mark.parametrize("text", [ROWS, EVERY_ROW], ids=["rows", "every_row"])
+def test_check_is_clean(text):
+    report = driver.simulate(SourceFile("k.hk", text), seeds=2, search=20)
+    assert report.ok, [f.headline() for f in report.findings]
+
+
+def test_the_loaded_vector_is_a_row_read_of_the_tensor_in_the_ir():
+    lowered = driver.lower(driver.check(SourceFile("rows.hk", ROWS)))
+    (store,) = [s for s in walk(lowered.body)
+                if isinstance(s, ir.GlobalRowStore) and s.tensor == "R"]
+    reads = [e for e in tile_operands(store.value) if isinstance(e, ir.GlobalVector)]
+    assert [(r.tensor, r.axis, r.length) for r in reads] == [("T", "rows", 64), ("S", "rows", 64)]
+    (update,) = [s for s in walk(lowered.body) if isinstance(s, ir.TileAssign) and s.name == "a"]
+    assert any(isinstance(e, ir.SharedRead) and e.broadcast == "rows"
+               for e in tile_operands(update.value))
+
+
+def test_codegen_reads_each_slots_row_of_the_tensor_and_builds():
+    source = SourceFile("rows.hk", ROWS)
+    cuda = driver.generate(source).cuda
+    # the slot's row (hk_r) indexes the tensor, bounded by its extent
+    assert "const int hk_i = ((hk_tile_m * 64)) + hk_r; return hk_i < u_M" in cuda
+    built = driver.build(source)
+    assert "ld.global.nc" in built.result.ptx
+    assert built.result.resources.spill_stores == 0
+
+
+@pytest.mark.parametrize("old, new, line, message", [
+    ("x: f32[BM, 64] = sx", "x: f32[BM, 64] = sx + t", 10,
+     "vector 't' needs a broadcast: t[:, None] (one value per row) or t[None, :] (per column)"),
+    ("t: i32[BM] = T[tile.m]", "t: i32[32] = T[tile.m]", 11,
+     "shape mismatch in '+': [64] and [32]"),
+    ("where(t == 3,", "where(t[:, None] == 3,", 13,
+     "'t' is one value per row in a row vector's statement: name it alone, t"),
+    ("a = max(a, sq)", "a = max(a, sq[:, None])", 12,
+     "'sq' is one value per row in a row vector's statement: name it alone, sq"),
+    ("where(t == 3, 0.0, a / abs(s))", "where(t == 3, 0.0, s)", 13,
+     "the value stored to a tensor is a register row vector"),
+])
+def test_diagnostics(old, new, line, message):
+    error = edit_error(ROWS, old, new)
+    assert message in error.message
+    assert error.span.line == line

@@ -16,9 +16,13 @@ kind (whichever comes second: the race is symmetric).
 
 It also keeps each element's number of adds and the sum of their magnitudes
 (the tensor's first value counts as one term): the adds land in whatever order
-the blocks' stores complete, and two orders of an f32 sum of n terms differ by
-at most 2 (n - 1) u sum |x_i| (u the unit roundoff), which the comparison with
-the reference allows (`slack`).
+the blocks' stores complete, each rounded to the tensor's type. A sum of n terms
+added one at a time, in any order, with each add rounded (relative error at
+most u, the unit roundoff: 2^-24 for f32), is within gamma(n - 1) sum |x_i| of
+the exact sum, gamma(k) = k u / (1 - k u) (Higham, Accuracy and Stability of
+Numerical Algorithms, 4.2); two orders are within twice that of each other,
+about 2 (n - 1) u sum |x_i|, which the comparison with the reference allows
+(`slack`).
 
 Blocks are named by the caller (any hashable key); the checks need only
 whether two accesses come from the same block, not the order of the blocks, so
@@ -33,9 +37,13 @@ from hopperc.ir.accesses import walk
 from hopperc.ir.dtypes import DType
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Site
-from hopperc.sim.values import ULP, box_index
+from hopperc.sim.values import box_index
 
 _SEVERAL = -1  # an element two blocks touched the same way
+# The unit roundoff of each type a reduce-add adds in: 2^-p for p significand bits
+# (the leading one included); integer adds are exact.
+UNIT_ROUNDOFF = {DType.F32: 2.0 ** -24, DType.F16: 2.0 ** -11, DType.BF16: 2.0 ** -8,
+                 DType.I32: 0.0}
 
 
 def block_accesses(kernel: ir.Kernel, tensors: dict[str, np.ndarray] | None
@@ -87,7 +95,9 @@ class BlockAccesses:
         """How far any order of the element's adds may be from another order."""
         if tensor not in self.reduced:
             return 0.0
-        return ULP[self.reduced[tensor]] * self.adds[tensor] * self.magnitude[tensor]
+        steps = self.adds[tensor] * UNIT_ROUNDOFF[self.reduced[tensor]]  # (n - 1) u
+        gamma = np.divide(steps, 1 - steps, out=np.full(steps.shape, np.inf), where=steps < 1)
+        return 2 * gamma * self.magnitude[tensor]  # (n - 1) u >= 1 bounds nothing
 
     def _touch(self, block: object, tensor: str, index: tuple[slice, ...], reduce_add: bool,
                site: Site, what: str) -> None:

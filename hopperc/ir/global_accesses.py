@@ -39,7 +39,8 @@ def _global(stmt: ir.Stmt) -> list[Access]:
         case ir.AsyncStore(tensor=tensor, engine=engine, span=span):
             return [Access(global_memory(tensor), Proxy.ASYNC, True, True,
                            f"written by {engine.label} {stmt.verb}", span,
-                           per_warpgroup=issued_per_warpgroup(stmt), region=copy_box(stmt))]
+                           per_warpgroup=issued_per_warpgroup(stmt), region=copy_box(stmt),
+                           adds=stmt.reduce_add)]
         case ir.AsyncLoad(tensor=tensor, engine=engine, span=span):
             return [Access(global_memory(tensor), Proxy.ASYNC, False, True,
                            f"read by {engine.label} load", span, region=copy_box(stmt))]

@@ -11,7 +11,10 @@ role's index, so concurrent roles never share one and id 0 stays block-wide.
 Where every such pair is a warpgroup's own rows (`buf[wg]`, accessed by that
 warpgroup's threads, its wgmma or its store issuer), each warpgroup meets
 alone: `bar.sync id + wg, 128` on ids past the roles' (see
-`warpgroup_barrier`). Element-wise accesses that put every element on the
+`warpgroup_barrier`). Global memory is handed on the same way: a store's
+writes, completed by its issuer's plain wait_group, reach another thread's
+later access of the box through a barrier; none is needed where one
+warpgroup's issuer makes both and no other warpgroup's box meets them. Element-wise accesses that put every element on the
 same thread (one grid, layout and thread count: `owned`) need none: a thread
 rereads and rewrites its own elements in program order, in one iteration or
 the next; so do stmatrix stores of one view (each lane rewrites the rows it
@@ -45,6 +48,7 @@ from hopperc.ir.accesses import (Access, Proxy, bodies, completed, finished_by_i
                                  own_rows, phase_word, same_rows, source_order, varies, walk,
                                  writes_global)
 from hopperc.ir.global_accesses import global_accesses
+from hopperc.ir.index_algebra import GlobalBox, boxes_overlap, substitute
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 from hopperc.ir.rewrite import map_bodies
 from hopperc.ir.layout import element_grid, element_threads, part_shape, stores_by_matrix
@@ -139,19 +143,21 @@ class _Barriers(ForwardRewrite[Pending]):
                      if self.needs_barrier(prior, access)]
         if not conflicts:
             return [], state
-        prior, access = conflicts[0]
+        barrier = self.barrier(conflicts)
+        return [barrier], self.transfer(barrier, state)
+
+    def barrier(self, conflicts: list[tuple[Access, Access]]) -> ir.NamedBarrier:
+        """Each warpgroup's own where every conflict allows, else the role's,
+        explained by the first conflict that needs it."""
+        own = warpgroup_barrier(self.kernel, self.role)
+        wide = [(p, a) for p, a in conflicts if own is None or not self.same_rows(p, a)]
+        prior, access = (wide or conflicts)[0]
         what = prior.what if prior.buffer == access.buffer else f"{prior.what} as '{prior.buffer}'"
         reason = ir.Reason(ir.Hazard.THREAD_HANDOFF, access.buffer, what, prior.span,
                            access.what, access.span)
-        barrier = self.barrier(conflicts, access.span, reason)
-        return [barrier], self.transfer(barrier, state)
-
-    def barrier(self, conflicts: list[tuple[Access, Access]], span, reason: ir.Reason
-                ) -> ir.NamedBarrier:
-        own = warpgroup_barrier(self.kernel, self.role)
-        if own is not None and all(self.same_rows(p, a) for p, a in conflicts):
-            return ir.NamedBarrier(own, 128, span, reason, per_warpgroup=True)
-        return ir.NamedBarrier(*role_barrier(self.kernel, self.role), span, reason)
+        if not wide:
+            return ir.NamedBarrier(own, 128, access.span, reason, per_warpgroup=True)
+        return ir.NamedBarrier(*role_barrier(self.kernel, self.role), access.span, reason)
 
     def arms(self, stmt: ir.Stmt) -> list[Access]:
         return [a for a in mbarrier_arms(stmt) if a.buffer not in self.ordered_phases]
@@ -232,10 +238,27 @@ class _Barriers(ForwardRewrite[Pending]):
 
     def same_thread(self, a: Access, b: Access) -> bool:
         """Both made by the role's one issuing thread, or by one warpgroup's issuing
-        thread on that warpgroup's own rows."""
+        thread on that warpgroup's own rows (of shared memory, or of a global
+        tensor: boxes that no other warpgroup's box meets)."""
         if a.per_warpgroup or b.per_warpgroup:
-            return a.per_warpgroup and b.per_warpgroup and self.same_rows(a, b)
+            return a.per_warpgroup and b.per_warpgroup and (self.same_rows(a, b)
+                                                            or self.own_boxes(a, b))
         return a.single_thread and b.single_thread
+
+    def own_boxes(self, a: Access, b: Access) -> bool:
+        """Global boxes that move with `wg` so that warpgroup w's box of `a` and
+        warpgroup w + d's box of `b` are apart, for every other warpgroup d."""
+        if a.region is None or b.region is None:
+            return False
+        wg = ir.Scalar(ir.ScalarKind.BUILTIN, "wg")
+
+        def moved(box: GlobalBox, d: int) -> GlobalBox:
+            other = ir.ScalarOp("+", wg, ir.const(d))
+            return replace(box, coords=tuple(substitute(c, ir.ScalarKind.BUILTIN, "wg", other)
+                                             for c in box.coords))
+        warpgroups = self.running // 128
+        return all(not boxes_overlap(a.region, moved(b.region, d), same_point=True)
+                   for d in range(1 - warpgroups, warpgroups) if d)
 
     def manual(self, region: ir.ManualRegion, state: Pending) -> Pending:
         """Hand-written accesses stay unordered for the automatic code after them

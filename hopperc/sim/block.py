@@ -159,7 +159,8 @@ class Store:
         mine = clipped_box(self.origin, self.box, self.clip)
         theirs = clipped_box(other.origin, other.box, other.clip)
         return self.tensor == other.tensor and all(
-            a < b + m and b < a + n for a, n, b, m in zip(self.origin, mine, other.origin, theirs))
+            a < b + m and b < a + n and n and m
+            for a, n, b, m in zip(self.origin, mine, other.origin, theirs))
 
 
 def runnable_stores(queue: "InOrderQueue") -> list[Store]:
@@ -285,6 +286,11 @@ class Block:
         """A copy's box of global memory, for the record across blocks."""
         if self.between is not None:
             self.between.box(self.key, tensor, origin, box, clip, reduce_add, site, what)
+
+    def touch_elements(self, tensor: str, index: tuple[np.ndarray, ...], site: Site) -> None:
+        """Elements a warp stores from registers, for the record across blocks."""
+        if self.between is not None:
+            self.between.elements(self.key, tensor, index, site)
 
     def named_barrier(self, ident: int) -> NamedBarrier:
         return self.named.setdefault(ident, NamedBarrier(ident))

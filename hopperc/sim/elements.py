@@ -128,8 +128,10 @@ class ElementCode:
             # a run without data records the accesses only
             operands(stmt.value, lambda name: self.register_use(name, span), shared_access,
                      integer)
+        site = Site(f"st.global of '{stmt.tensor}' by {self.who}", span)
         block.global_writes.store(self.agent, self.clock, stmt.tensor, zip(*map(tuple, index)),
-                                  Site(f"st.global of '{stmt.tensor}' by {self.who}", span))
+                                  site)
+        block.touch_elements(stmt.tensor, index, site)
         self.tick()
 
     def vector_reads(self, expr: ir.TileExpr, shape: tuple[int, ...], row_vector: bool,

@@ -206,9 +206,11 @@ class GlobalWrite:
     adds: bool = False  # a reduce-add: commutes with other adds
 
     def overlaps(self, tensor: str, origin: tuple[int, ...], box: tuple[int, ...] | None) -> bool:
-        """`box` None: anywhere in the tensor."""
+        """`box` None: anywhere in the tensor. A box clipped to nothing (a ragged
+        copy past its END) meets none."""
         return tensor == self.tensor and (box is None or all(
-            a < b + m and b < a + n for a, n, b, m in zip(origin, box, self.origin, self.box)))
+            a < b + m and b < a + n and n and m
+            for a, n, b, m in zip(origin, box, self.origin, self.box)))
 
 
 class GlobalWrites:

@@ -256,8 +256,9 @@ def test_ragged_reduce_add_leaves_the_rows_past_end_as_they_were():
 
 
 def test_the_mutation_engine_turns_a_reduce_add_into_a_store_and_check_catches_it():
-    """With its only reduce-add a plain store, each split overwrites C (which starts
-    random): a wrong result, blamed on the store's line."""
+    """With its only reduce-add a plain store, the splits of a tile store the same
+    elements of C: a race between blocks, at the store's line (run in order, each
+    split would also overwrite C, which starts random: a wrong result)."""
     from tests.mutation.engine import mutants, verdict
 
     front_end, lowered = _lowered(_kernel())
@@ -267,5 +268,7 @@ def test_the_mutation_engine_turns_a_reduce_add_into_a_store_and_check_catches_i
     report = simulate(mutant.kernel, front_end, make_problem(lowered, {"M": 100, "N": 72,
                                                                         "K": 200}),
                       2, 0, first_finding=True)
-    assert report.findings[0].category is Category.WRONG_RESULT, report.findings
+    race = report.findings[0]
+    assert race.category is Category.RACE and "which another block also stores" in race.message
+    assert race.span.line == store.span.line
     assert verdict(mutant, report.findings) == "caught", report.findings

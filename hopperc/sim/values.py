@@ -381,10 +381,16 @@ def write_box(data: np.ndarray, origin: tuple[int, ...], values: np.ndarray,
 def add_box(data: np.ndarray, origin: tuple[int, ...], values: np.ndarray, dtype: DType,
             clip: Clip = None) -> None:
     """Add a box into a tensor (a TMA reduce-add), each sum rounded to the
-    tensor's dtype; parts outside the tensor (or at or past a ragged END) are
-    not touched."""
+    tensor's dtype; i32 sums exact and wrapped past 2^31 (the .s32 add of
+    cp.reduce.async.bulk.tensor is an integer add: no rounding through f32).
+    Parts outside the tensor (or at or past a ragged END) are not touched."""
     src, dst = _clip(_bounds(data.shape, clip), origin, values.shape)
-    if src is not None:
+    if src is None:
+        return
+    if dtype is DType.I32:  # held as f64: sums of two i32 are exact there
+        total = np.asarray(data[src], np.float64) + np.asarray(values[dst], np.float64)
+        data[src] = np.mod(total + 2.0 ** 31, 2.0 ** 32) - 2.0 ** 31
+    else:
         data[src] = round_to(dtype, data[src] + values[dst])
 
 

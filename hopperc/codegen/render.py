@@ -19,8 +19,7 @@ from hopperc.codegen.element_reads import element_reader, elements_to_read, read
 from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, matrix_store,
                                       per_element, row_partials)
 from hopperc.codegen.launch import LaunchInfo, launch_info
-from hopperc.codegen.row_stores import (RowStoreCode, SharedRowStoreCode, row_store,
-                                       shared_row_store)
+from hopperc.codegen.row_stores import RowStoreCode, row_store, shared_row_store
 from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
@@ -311,7 +310,7 @@ class _Context:
     def row_store(self, stmt: ir.GlobalRowStore) -> RowStoreCode:
         return row_store(stmt, self.kernel, self.exprs, self.role)
 
-    def shared_row_store(self, stmt: ir.SharedStore) -> SharedRowStoreCode:
+    def shared_row_store(self, stmt: ir.SharedStore) -> RowStoreCode:
         return shared_row_store(stmt, self.kernel, self.exprs, self.role)
 
     def row_partials(self, stmt: ir.RowPartials) -> RowPartialsCode:

@@ -62,6 +62,16 @@ def test_gemm_splitk_sass_reduce_adds_each_subtile():
     assert built.result.resources.spill_stores == 0
 
 
+BULK = """\
+kernel bulk_add(X: f32[M], V: f32[M])
+    tile(BM = 64) grid(m: M / BM) threads 128
+{
+    shared buf: f32[BM]
+    bulk buf <- X[tile.m]
+    bulk V[tile.m] += buf
+}
+"""
+
 REFUSED = [
     case("reduce_add_into_shared", ADD, [("tma buf <- X[tile.m, tile.n]",
                                           "tma buf += X[tile.m, tile.n]")],
@@ -70,6 +80,16 @@ REFUSED = [
          "tma Y", "a TMA reduce-add adds f32, f16, bf16, i32 elements, not e4m3"),
     case("tma_copy_with_equals", ADD, [("+= buf", "= buf")], "= buf",
          "'tma DST <- SRC'", "'tma T[i, j] += buf'"),
+    # what a copy takes after its destination: '<-' or '+=' ('=' is always refused)
+    case("tma_copy_with_minus_equals", ADD, [("+= buf", "-= buf")], "-= buf",
+         "unexpected '-'; expected '+=', '.', '<-', '[', '^'"),
+    case("tile_added_without_tma", ADD, [("tma Y[tile.m, tile.n] +=", "Y[tile.m, tile.n] +=")],
+         "Y[tile.m, tile.n] +=", "'+=' into 'Y' is a TMA reduce-add of a shared buffer: "
+         "tma Y[...] += buf"),
+    case("bulk_reduce_add", BULK, [], "+= buf", "a reduce-add is a TMA copy's "
+         "(cp.reduce.async.bulk.tensor): 'tma T[i] += buf'"),
+    case("bulk_copy_with_equals", BULK, [("+= buf", "= buf")], "= buf",
+         "a bulk copy is 'bulk DST <- SRC'"),
 ]
 
 

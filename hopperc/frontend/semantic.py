@@ -15,7 +15,8 @@ from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.global_reads import check_global_reads
 from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.register_tiles import RegisterTiles, accumulator_names
-from hopperc.frontend.row_stores import is_tensor_target, lower_row_store, lower_shared_row_store
+from hopperc.frontend.row_stores import (is_tensor_target, lower_row_store,
+                                        lower_shared_row_store, vector_into_tile)
 from hopperc.frontend.specialize import specialize
 from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, ScalarSymbol, TileSymbol,
                                    const_value, did_you_mean, scalar_expr)
@@ -23,7 +24,7 @@ from hopperc.frontend.scalars import scalar_decl
 from hopperc.frontend.tiles import buffer_view, require_warpgroup_view
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, issued_per_warpgroup
-from hopperc.ir.layout import element_threads, register_layout, shared_layout
+from hopperc.ir.layout import register_layout, shared_layout
 
 
 
@@ -347,7 +348,8 @@ class _Analyzer(RegisterTiles):
                                                                   symbol.layout, symbol.threads),
                                       stmt.span)]
         if is_tensor_target(target, self.scope):
-            return [lower_row_store(stmt, self.scope, self._warpgroups)]
+            return [lower_row_store(stmt, self.scope, self._warpgroups,
+                                    self._element_threads())]
         view = buffer_view(target, self.scope, self._warpgroups)
         if view is None:
             raise CompileError(target.span, "can only assign to a register tile, a shared "
@@ -357,13 +359,17 @@ class _Analyzer(RegisterTiles):
         if view.view.transposed:
             raise CompileError(target.span, "write a shared buffer without ^T")
         require_warpgroup_view(view, self._warpgroups, target.span)
-        row_store = lower_shared_row_store(stmt, view, self.scope, self._warpgroups)
+        row_store = lower_shared_row_store(stmt, view, self.scope, self._warpgroups,
+                                           self._element_threads())
         if row_store is not None:
             return [row_store]
-        threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
+        threads = self._element_threads()
         layout = register_layout(view.shape, threads) if len(view.shape) == 2 else None
-        value = self._tile_value(stmt.value, view.buffer.dtype, view.shape, stmt.span, layout,
-                                 threads)
+        try:
+            value = self._tile_value(stmt.value, view.buffer.dtype, view.shape, stmt.span,
+                                     layout, threads)
+        except CompileError as error:
+            raise vector_into_tile(stmt, view, self.scope, self._warpgroups) or error
         store = ir.SharedStore(view.view, value, stmt.span)
         check_store_reads(store, lambda name: self.scope.lookup(name, stmt.span))
         return [store]

@@ -13,7 +13,7 @@ from hopperc import driver
 from hopperc.diagnostics import CompileError, SourceFile
 from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
-from hopperc.sim.values import elementwise
+from hopperc.sim.tile_values import elementwise
 from tests.conftest import edit_error
 
 KERNEL = """kernel rows_exp(X: f32[M, 64], Y: f32[M, 64])

@@ -205,8 +205,9 @@ def test_a_vector_with_more_rows_than_threads_stores_every_row(store):
      "expression of them; tiles are stored through shared memory (tma)"),
     (STORE, "LSE[1, first : last] = m[:, None]", "'m' is one value per row in a row vector's "
                                                  "statement: name it alone, m"),
-    (STORE, "LSE[1, first : last] = 1.0", "the value stored to a tensor is a register row "
-                                          "vector"),
+    (STORE, "LSE[1, first : last] = 1.0", "the value names no row vector: store a register "
+                                          "row vector (m: f32[64] = rowmax(s)), a loaded "
+                                          "vector (t: f32[BM] = T[tile.m])"),
     (STORE, "LSE[first : last] = m", "'LSE' has rank 2: give one index per dimension"),
     (STORE, "LSE[0 : 1, first] = m", "only the last dimension of 'LSE' takes a slice"),
     (STORE, "LSE[1, :] = m", "the last index of 'LSE' is START : END"),

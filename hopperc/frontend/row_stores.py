@@ -15,7 +15,8 @@ from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.rows import register_vector_layout, row_operands
 from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, VectorSymbol,
                                     scalar_expr)
-from hopperc.frontend.tiles import ROW_REDUCTIONS, ViewInfo, lower_row_values
+from hopperc.frontend.tiles import ROW_REDUCTIONS, lower_row_values
+from hopperc.frontend.views import ViewInfo
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, tile_operands
 from hopperc.ir.layout import MAX_EVERY_ROW

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from hopperc.codegen import names
 from hopperc.codegen.argmax import row_argmax
-from hopperc.codegen.cexpr import (WRAPPING, ExprRenderer, RoleContext, scalar, shared_load,
-                                   tile_element)
+from hopperc.codegen.cexpr import ExprRenderer, shared_load, tile_element
+from hopperc.codegen.scalars import WRAPPING, RoleContext, scalar
 from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.integer_exprs import integer_exact

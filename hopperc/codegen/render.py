@@ -13,13 +13,14 @@ import jinja2
 
 from hopperc import __version__
 from hopperc.codegen import names
-from hopperc.codegen.cexpr import ExprRenderer, RoleContext, scalar
+from hopperc.codegen.cexpr import ExprRenderer
 from hopperc.codegen.copies import CopyOperands, copy_operands, ragged_end
 from hopperc.codegen.element_reads import element_reader, elements_to_read, read_elements
 from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, matrix_store,
                                       per_element, row_partials)
 from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.row_stores import RowStoreCode, row_store, shared_row_store
+from hopperc.codegen.scalars import RoleContext, scalar
 from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hopperc.codegen import names
-from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, scalar,
-                                   shared_store)
+from hopperc.codegen.cexpr import ExprRenderer, from_float, shared_store
 from hopperc.codegen.elements import ROWS_ROW, thread_among
 from hopperc.codegen.integers import computes_in_integers, integer_value
+from hopperc.codegen.scalars import RoleContext, scalar
 from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import ROW_SLOTS

@@ -293,9 +293,9 @@ def test_integer_min_and_max_of_scalars_are_integer_operations(k):
 
 def test_integer_min_max_fold_and_check_their_arguments():
     # an i32 statement of integer operations: int max (ir/integer_exprs.py), the
-    # scalar folded to 3 + k
+    # scalar folded to 3 + k (which wraps: k is a parameter, any i32)
     assert "max(hk_ld_shared_i32(hk_smem_base + 0u + static_cast<unsigned>(" \
-        "((hk_r) * 64 + (hk_c)) * 4)), static_cast<int>((3 + u_k)))" in driver.generate(SourceFile(
+        "((hk_r) * 64 + (hk_c)) * 4)), static_cast<int>(hk_wrap_add(3, u_k)))" in driver.generate(SourceFile(
             "c.hk", CLAMP.replace("max(min(k, 3), -2)", "max(-1, 4 - 1) + k"))).cuda
     assert "max() takes 2 arguments" in edit_error(CLAMP, "max(min(k, 3), -2)",
                                                    "max(k)").message

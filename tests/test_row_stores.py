@@ -81,6 +81,9 @@ def test_codegen_stores_each_row_once_predicated_with_no_barrier():
     cuda = driver.generate(source).cuda
     assert "hk_st_global_f32(u_LSE + static_cast<long long>(1) * u_L + hk_e" in cuda
     assert "hk_t % 4 < 2 && hk_e >= 0 && hk_e < u_L" in cuda and "hk_e < (u_last)" in cuda
+    # START reads a parameter: its sums wrap (a row past 2^31 - 1 lands below 0 and is
+    # skipped) where int arithmetic would overflow, which C++ leaves undefined
+    assert "const int hk_e = hk_wrap_add(hk_wrap_add(u_first, (64 * hk_tile_m)), hk_r);" in cuda
     built = driver.build(source)
     assert "@hk_p st.global.f32" in built.result.ptx
     (code,) = sm.functions(built.result.cubin).values()

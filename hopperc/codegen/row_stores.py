@@ -12,7 +12,7 @@ from hopperc.codegen import names
 from hopperc.codegen.cexpr import ExprRenderer, from_float, shared_store
 from hopperc.codegen.elements import ROWS_ROW, thread_among
 from hopperc.codegen.integers import computes_in_integers, integer_value
-from hopperc.codegen.scalars import RoleContext, scalar
+from hopperc.codegen.scalars import RoleContext, holds_data, scalar
 from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import ROW_SLOTS
@@ -101,7 +101,11 @@ def row_store(stmt: ir.GlobalRowStore, kernel: ir.Kernel, exprs: ExprRenderer,
     integer = computes_in_integers(tensor.dtype, stmt.value, exprs)
     value = integer_value(exprs, stmt.value, role) if integer else exprs.value(stmt.value, role)
     stored = "hk_v[hk_j]" if integer else from_float(tensor.dtype, "hk_v[hk_j]")
-    store = (f"const int hk_e = ({scalar(stmt.start, role)}) + hk_r; "
+    # START from data (an element, a parameter) may sit anywhere in the i32 range:
+    # its sum wraps (a row past 2^31 - 1 is then below 0 and skipped), never overflows
+    start = scalar(stmt.start, role)
+    first = f"hk_wrap_add({start}, hk_r)" if holds_data(stmt.start) else f"({start}) + hk_r"
+    store = (f"const int hk_e = {first}; "
              f"hk_st_global_{_STORE_KIND[tensor.dtype]}({names.user(stmt.tensor)} + {offset} + "
              f"hk_e, {stored}, {' && '.join(bounds)});")
     return _code(role, stmt.threads, storing, value, integer, store)

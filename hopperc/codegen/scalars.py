@@ -49,7 +49,7 @@ def scalar(expr: ir.ScalarExpr, role: RoleContext) -> str:
         return f"{expr.op}({left}, {right})"
     if expr.op == "//":  # operands are never negative: C++ truncation is floor
         return f"({left} / {right})"
-    if expr.op in WRAPPING and (_holds_data(expr.left) or _holds_data(expr.right)):
+    if expr.op in WRAPPING and (holds_data(expr.left) or holds_data(expr.right)):
         return f"{WRAPPING[expr.op]}({left}, {right})"
     op = {"and": "&&", "or": "||"}.get(expr.op, expr.op)
     return f"({left} {op} {right})"
@@ -60,7 +60,7 @@ def scalar(expr: ir.ScalarExpr, role: RoleContext) -> str:
 WRAPPING = {"+": "hk_wrap_add", "-": "hk_wrap_sub", "*": "hk_wrap_mul"}
 
 
-def _holds_data(expr: ir.ScalarExpr) -> bool:
+def holds_data(expr: ir.ScalarExpr) -> bool:
     """Whether an integer expression reads a scalar parameter or a tensor element:
     data, any i32, where a sum may wrap (the simulator wraps it too). Dimensions,
     coordinates, loop variables and built-ins are the launch's own sizes and the
@@ -69,7 +69,7 @@ def _holds_data(expr: ir.ScalarExpr) -> bool:
         return True
     if isinstance(expr, ir.Scalar):
         return expr.kind is ir.ScalarKind.PARAM
-    return any(_holds_data(o) for o in ir.operands(expr))
+    return any(holds_data(o) for o in ir.operands(expr))
 
 
 _TRUTH_OPS = frozenset({"==", "!=", "<", "<=", ">", ">=", "and", "or", "not"})

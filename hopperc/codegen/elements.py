@@ -68,6 +68,8 @@ def matrix_store(stmt: ir.SharedStore, kernel: ir.Kernel, exprs: ExprRenderer,
     columns = _view_shape(buf, stmt.dst)[1]
     thread = thread_among(role, threads)
     hoisted, names_of = _hoisted_reads(stmt.value, exprs, role, thread)
+    pairs, pair_names = _paired_reads(stmt.value, exprs, role, thread, columns // 2)
+    hoisted, names_of = hoisted + pairs, {**names_of, **pair_names}
     value = exprs.value(_unrounded(stmt.value, buf.dtype), role, hoisted=names_of)
     return MatrixStore(columns // STMATRIX_COLS, thread, WGMMA_ROW, WGMMA_COL, value,
                        f"hk_pack_{buf.dtype.text}x2", exprs.element_address(stmt.dst, role),

@@ -226,3 +226,17 @@ def test_cross_entropy_loop_keeps_labels_in_registers_and_reads_words_of_the_til
     assert ops.count("ISETP") == 32
     assert names.count("LDS") == 16 and not any(n.startswith("LDS.U16") for n in names)
     assert built.result.resources.spill_stores == 0
+
+
+@pytest.mark.parametrize("text", [MIXED, PICK], ids=["mixed", "pick"])
+def test_check_is_clean_with_registers_and_fallbacks(text):
+    report = driver.simulate(SourceFile("k.hk", text), seeds=2, search=20)
+    assert report.ok, [f.headline() for f in report.findings]
+
+
+def test_negative_a_vector_read_per_column_only_gets_no_registers():
+    text = MIXED.replace("sx * t[:, None] + t[None, :]", "sx + t[None, :]").replace(
+        "rowsum(x) + t", "rowsum(x)")
+    lowered = driver.lower(driver.check(SourceFile("columns.hk", text)))
+    assert [s.name for s in walk(lowered.body) if isinstance(s, ir.TileDef)
+            and isinstance(s.init, ir.GlobalVector)] == ["h_rows"]

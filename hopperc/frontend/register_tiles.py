@@ -14,6 +14,8 @@ from hopperc.frontend.scope import (TileSymbol, VectorSymbol, const_value, did_y
                                    scalar_expr)
 from hopperc.frontend.tiles import lower_row_values, lower_tile_expr
 from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import register_uses, walk
+from hopperc.ir.rewrite import map_bodies
 from hopperc.ir.layout import (FP8_FRAGMENT_COLUMNS, MAX_EVERY_ROW, WGMMA_M, element_threads,
                                register_layout)
 
@@ -113,6 +115,7 @@ class RegisterTiles:
         layout = ir.Layout.ROWS if threads == 128 and rows.length == WGMMA_M \
             else ir.Layout.EVERY_ROW
         name = self.scope.compiler_name(f"{d.name}_rows")
+        self.loaded_copies.add(name)
         self.scope.declare_tile(name, TileSymbol(dtype, (rows.length,), d.span, layout, threads,
                                                  rows), d.span)
         return [ir.TileDef(name, dtype, (rows.length,), layout, threads, rows, d.span)]
@@ -151,6 +154,20 @@ class RegisterTiles:
             raise CompileError(span, f"shape mismatch: the value is {list(typed.shape)} but the "
                                      f"target is {list(shape)}")
         return value
+
+
+def without_unread_copies(body: ir.Block, copies: set[str]) -> ir.Block:
+    """`body` without the register copies of loaded vectors that no statement reads
+    (every per-row use went with tiles whose rows the copy's threads do not hold,
+    and reads the tensor): their loads would be dead code, and the simulator would
+    model reads that nothing uses."""
+    read = {use.tile for stmt in walk(body) for use in register_uses(stmt) if not use.write}
+    unread = copies - read
+
+    def drop(block: ir.Block) -> ir.Block:
+        return ir.Block(tuple(map_bodies(s, drop) for s in block.stmts
+                              if not (isinstance(s, ir.TileDef) and s.name in unread)))
+    return drop(body) if unread else body
 
 
 def _read_per_row(body: ast.Block, name: str) -> bool:

@@ -111,7 +111,8 @@ _COMPILED: dict[tuple[int, bool], tuple[ir.TileExpr, Callable[[Leaf], object]]] 
 _COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
 
 
-def _compile(expr: ir.TileExpr, exact) -> Callable[[Leaf], object]:
+def _compile(expr: ir.TileExpr, exact: Callable[[ir.TileExpr], bool] | None
+             ) -> Callable[[Leaf], object]:
     match expr:
         case ir.Elementwise(op=op) if op in _COMPARISONS and exact is not None and exact(expr):
             return lambda leaf: leaf(expr)

@@ -13,11 +13,12 @@ import jinja2
 
 from hopperc import __version__
 from hopperc.codegen import names
-from hopperc.codegen.cexpr import ExprRenderer, RoleContext, scalar
+from hopperc.codegen.cexpr import RoleContext, scalar
 from hopperc.codegen.copies import CopyOperands, copy_operands, ragged_end
 from hopperc.codegen.element_reads import element_reader, elements_to_read, read_elements
 from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, matrix_store,
                                       per_element, row_partials)
+from hopperc.codegen.integers import Renderer
 from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.loop_descriptors import INVARIANT_DESCRIPTORS, invariant_descriptors
 from hopperc.codegen.row_stores import (RowStoreCode, SharedRowStoreCode, row_store,
@@ -112,7 +113,7 @@ class _Context:
         self.kernel = kernel
         self.source_name = source_name
         self.launch = launch
-        self.exprs = ExprRenderer(kernel, launch)
+        self.exprs = Renderer(kernel, launch)
         self.macros = _environment().get_template("nodes.cu.j2").make_module({"cx": self})
         self.role = RoleContext(0, kernel.threads)
         self.divergent = 0  # depth of bodies only some lanes of a warp may run

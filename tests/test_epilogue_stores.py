@@ -103,6 +103,43 @@ def test_a_bias_staged_in_shared_memory_keeps_stmatrix():
     assert offsets == ["", "64", "128", "192"]
 
 
+_PACKED = """\
+kernel packed(A: bf16[M, K], B: bf16[N, K], C: bf16[M, N])
+    tile(BM = 128, BN = 64, BK = 64) grid(m: M / BM, n: N / BN) threads 256
+{
+    shared sa: bf16[BM, BK] swizzle 128B
+    shared sb: bf16[BN, BK] swizzle 128B
+    shared sc: bf16[BM, BN] swizzle 128B
+    tma sa <- A[tile.m, 0]
+    tma sb <- B[tile.n, 0]
+    acc: f32[64, BN] = sa[wg] @ sb^T
+    STORE
+    tma C[tile.m, tile.n] <- sc
+}
+"""
+
+
+def test_a_bf16_tile_is_stored_from_its_packed_registers():
+    """`sc[wg] = cb` of a bf16 tile: stmatrix takes cb's registers as they are.
+    Register 4 hk_i + m holds slots 8 hk_i + 2m (low half) and + 1, the two slots
+    the element path packs into stmatrix operand m (hk_pack_bf16x2(lo, hi) puts lo
+    in the low half), so both store the same matrices, the tile without
+    unpacking and repacking each pair."""
+    def cuda(store):
+        return driver.generate(SourceFile("k.hk", _PACKED.replace("STORE", store))).cuda
+    whole = cuda("cb: bf16[64, BN] = bf16(acc)\n    sc[wg] = cb")
+    assert stores(whole) == (1, 0)
+    assert re.search(r"hk_stmatrix_x4\([^;]*u_cb\[4 \* hk_i\], u_cb\[4 \* hk_i \+ 1\],[^;]*"
+                     r"u_cb\[4 \* hk_i \+ 2\], u_cb\[4 \* hk_i \+ 3\]\);", whole)
+    assert "hk_set_half(u_cb[hk_k / 2], hk_k % 2," in whole  # slot k: register k / 2, half k % 2
+    by_value = cuda("sc[wg] = bf16(acc)")
+    for m in range(4):
+        assert (f"hk_pack_bf16x2(hk_value(8 * hk_i + {2 * m}), "
+                f"hk_value(8 * hk_i + {2 * m + 1}))") in by_value
+    converted = cuda("cb: bf16[64, BN] = bf16(acc)\n    sc[wg] = bf16(f32(cb) * 2.0)")
+    assert "u_cb[4 * hk_i]" not in converted  # an expression of it: the element path
+
+
 def test_hand_synchronized_code_stores_element_wise():
     """In manual code each thread's fences cover the elements it stores itself, as
     the user reasoned; a warp-collective store would change whose writes they are."""

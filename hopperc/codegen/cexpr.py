@@ -84,10 +84,12 @@ class ExprRenderer:
                          f"{part_bytes(buf, view.part.count, view.part.columns) // unit}u")
         return " + ".join(parts)
 
-    def view_base_16(self, view: ir.BufferView, role: RoleContext) -> str:
+    def view_base_16(self, view: ir.BufferView, role: RoleContext,
+                     window: str = "(hk_smem_base >> 4)") -> str:
         """Shared address of the view's first byte in 16-byte units (the window is
-        aligned to 16 bytes and more, and so are the stages and parts wgmma reads)."""
-        return f"(hk_smem_base >> 4) + {self.view_offset(view, role, 16)}"
+        aligned to 16 bytes and more, and so are the stages and parts wgmma reads);
+        `window`: the window's address in those units."""
+        return f"{window} + {self.view_offset(view, role, 16)}"
 
     def element_address(self, view: ir.BufferView, role: RoleContext) -> str:
         """Address of element (hk_r, hk_c) of a 2-D view (row-major, then swizzled)."""

@@ -49,6 +49,8 @@ def integer_value(exprs: ExprRenderer, expr: ir.TileExpr, role: RoleContext,
                 return shared_load(DType.I32, f"{exprs.view_base(view, role)} + ({index}) * 4u")
             case ir.ScalarValue(expr=value):
                 return f"static_cast<int>({scalar(value, role)})"
+            case ir.ElementIndex(axis=axis):
+                return plane_row if axis == "row" else "hk_c"
             case ir.Literal(value=value):
                 return str(int(value))
             case ir.RowReduce(name=name, partials=None):
@@ -85,6 +87,21 @@ def _operation(op: str, vals: list[str]) -> str:
         case op if op in _COMPARISONS:
             return f"(({vals[0]}) {op} ({vals[1]}) ? 1 : 0)"
     raise ValueError(op)
+
+
+class Renderer(ExprRenderer):
+    """ExprRenderer whose comparisons of two integer operands (`BN * j + col() ==
+    t[:, None]` of an i32 `t`) compare ints in any statement, f32 ones too: exact
+    over the whole i32 range (ISETP), where comparing floats is exact only below
+    2^24 and costs a conversion (I2FP) per operand."""
+
+    def value(self, expr: ir.TileExpr, role: RoleContext, plane_row: str = "hk_r",
+              hoisted=None) -> str:
+        if isinstance(expr, ir.Elementwise) and expr.op in _COMPARISONS and \
+                integer_exact(expr, self.kernel, self.tiles) and not (hoisted and expr in hoisted):
+            a, b = (integer_value(self, arg, role, plane_row) for arg in expr.args)
+            return f"(({a}) {expr.op} ({b}) ? 1.0f : 0.0f)"
+        return super().value(expr, role, plane_row, hoisted)
 
 
 def computes_in_integers(dtype: DType, value: ir.TileExpr, exprs: ExprRenderer) -> bool:

@@ -13,12 +13,13 @@ import jinja2
 
 from hopperc import __version__
 from hopperc.codegen import names
-from hopperc.codegen.cexpr import ExprRenderer
 from hopperc.codegen.copies import CopyOperands, copy_operands, ragged_end
 from hopperc.codegen.element_reads import element_reader, elements_to_read, read_elements
 from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, matrix_store,
                                       per_element, row_partials)
+from hopperc.codegen.integers import Renderer
 from hopperc.codegen.launch import LaunchInfo, launch_info
+from hopperc.codegen.loop_descriptors import INVARIANT_DESCRIPTORS, invariant_descriptors
 from hopperc.codegen.row_stores import RowStoreCode, row_store, shared_row_store
 from hopperc.codegen.scalars import RoleContext, scalar
 from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
@@ -111,7 +112,7 @@ class _Context:
         self.kernel = kernel
         self.source_name = source_name
         self.launch = launch
-        self.exprs = ExprRenderer(kernel, launch)
+        self.exprs = Renderer(kernel, launch)
         self.macros = _environment().get_template("nodes.cu.j2").make_module({"cx": self})
         self.role = RoleContext(0, kernel.threads)
         self.divergent = 0  # depth of bodies only some lanes of a warp may run
@@ -119,6 +120,7 @@ class _Context:
         # `k == start` of each peeled loop being rendered: whether this copy of
         # the body is the first iteration
         self.first_iteration: dict[ir.ScalarExpr, bool] = {}
+        self.loop_windows = 0  # depth of loop bodies that declare hk_loop_window
         self.wgmma_forms: dict[WgmmaForm, None] = {}  # in order of first use
         self.tiles = self.exprs.tiles
         # registers holding elements read before the statement or loop that uses them
@@ -191,7 +193,7 @@ class _Context:
                     lines.append(f"{pad}{INDENT}for (int {var} = {start_c} + 1; {var} < "
                                  f"{stop_c}; ++{var}) {{")
                     self.first_iteration[first] = False
-                    self._scoped(body, role, depth + 2, lines)
+                    self._loop_body(body, role, depth + 2, lines)
                     lines.append(f"{pad}{INDENT}}}")
                 del self.first_iteration[first]
                 lines.append(f"{pad}}}")
@@ -199,7 +201,7 @@ class _Context:
                 var = names.user(var)
                 lines.append(f"{pad}for (int {var} = {scalar(start, role)}; {var} < "
                              f"{scalar(stop, role)}; ++{var}) {{")
-                self._scoped(body, role, depth + 1, lines)
+                self._loop_body(body, role, depth + 1, lines)
                 lines.append(f"{pad}}}")
             case ir.IfThen(cond=cond, then=ir.Block(stmts=(ir.ElectLane() as elect,)),
                            orelse=ir.Block(stmts=())) if _only_releases(elect):
@@ -272,6 +274,24 @@ class _Context:
         self.divergent -= divergent
         self.declared.pop()
 
+    def _loop_body(self, body: ir.Block, role: RoleContext, depth: int,
+                   lines: list[str]) -> None:
+        """A loop's body. ptxas keeps each loop-invariant wgmma descriptor (one per
+        k-step of a shared operand that no stage or loop variable moves) in a
+        register across the loop; past INVARIANT_DESCRIPTORS of them, the uniform
+        registers (63) run out, the rest go to ordinary registers and spill. Such a
+        body reads the shared window's address through hk_opaque once per
+        iteration and forms its descriptors from that, so ptxas computes each next
+        to its wgmma with a uniform add. (Below the limit hoisting is cheaper:
+        attention_fwd's key loop would grow by 17 instructions.)"""
+        products = invariant_descriptors(self.kernel, body) > INVARIANT_DESCRIPTORS
+        if products:
+            lines.append(f"{INDENT * depth}const unsigned hk_loop_window = "
+                         f"hk_opaque(hk_smem_base >> 4);")
+        self.loop_windows += products
+        self._scoped(body, role, depth, lines)
+        self.loop_windows -= products
+
     # ---- operands for the macros
     def why(self, stmt) -> str:
         """`fence.proxy.async.shared::cta: sc written by st.shared (k.hk:31), ...`."""
@@ -332,7 +352,8 @@ class _Context:
         return out
 
     def _shared_operand(self, view: ir.BufferView, k_major: bool) -> SharedOperand:
-        return SharedOperand(self.exprs.view_base_16(view, self.role),
+        window = "hk_loop_window" if self.loop_windows else "(hk_smem_base >> 4)"
+        return SharedOperand(self.exprs.view_base_16(view, self.role, window),
                              self.kernel.buffer(view.buffer), k_major)
 
     def pinned(self, stmt: ir.WgmmaFence | ir.WgmmaWait | ir.TileDef | ir.TileAssign

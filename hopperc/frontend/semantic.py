@@ -14,7 +14,7 @@ from hopperc.frontend.manual import lower_sync, refuse_divergent_reduction
 from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.global_reads import check_global_reads
 from hopperc.frontend.overlap import check_store_reads
-from hopperc.frontend.register_tiles import RegisterTiles, accumulator_names
+from hopperc.frontend.register_tiles import RegisterTiles, accumulator_names, without_unread_copies
 from hopperc.frontend.row_stores import (is_tensor_target, lower_row_store,
                                         lower_shared_row_store, vector_into_tile)
 from hopperc.frontend.specialize import specialize
@@ -48,6 +48,7 @@ class _Analyzer(RegisterTiles, ControlFlow):
         # differently (what a row reduction across warps cannot run in).
         self.divergent: tuple[Span, str] | None = None
         self.stores: dict[str | None, ir.AsyncStore] = {}  # a role's first automatic store
+        self.loaded_copies: set[str] = set()  # register copies of loaded vectors (RegisterTiles)
 
     # ---------------------------------------------------------------- kernel
     def run(self) -> ir.Kernel:
@@ -69,7 +70,7 @@ class _Analyzer(RegisterTiles, ControlFlow):
                                                          f"to {limits.MAX_THREADS}")
         turning = (persistent.turning_role(roles, k.persistent, k.clause_span("pingpong"))
                    if k.pingpong else None)
-        body = self._top_level(k.body, roles, turning)
+        body = without_unread_copies(self._top_level(k.body, roles, turning), self.loaded_copies)
         limits.check_tile_registers(body, roles, self.threads)
         check_global_reads(body, grid, self.threads, self.scope.element_reads)
         if self.manual:

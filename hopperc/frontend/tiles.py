@@ -68,8 +68,9 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
                 value = symbol.value if symbol.dtype is DType.F32 else ir.ScalarValue(symbol.value)
                 return Typed(value, None, None)
             if isinstance(symbol, VectorSymbol) and scope.rows_statement:
-                return Typed(ir.GlobalVector(symbol.tensor, symbol.start, "rows", symbol.length),
-                             symbol.dtype, (symbol.length,))
+                rows = ir.TileRef(symbol.registers) if symbol.registers else \
+                    ir.GlobalVector(symbol.tensor, symbol.start, "rows", symbol.length)
+                return Typed(rows, symbol.dtype, (symbol.length,))
             if isinstance(symbol, VectorSymbol):
                 raise CompileError(span, f"vector '{name}' needs a broadcast: {name}[:, None] "
                                          f"(one value per row) or {name}[None, :] (per column)")
@@ -102,6 +103,9 @@ def lower_tile_expr(expr: ast.Expr, scope: Scope, warpgroups: int) -> Typed:
             vector = scope.lookup(name, expr.value.span)
             _refuse_row_broadcast(name, scope, expr.span)
             axis, (first, stop) = _axis(a, b, expr.span), _elements(a, b, vector.length, scope)
+            if vector.registers and axis == "rows" and (first, stop) == (0, vector.length):
+                return Typed(ir.RowValues(vector.registers), vector.dtype,
+                             ("vector", axis, vector.length))
             start = vector.start if not first else ir.ScalarOp("+", vector.start, ir.const(first))
             return Typed(ir.GlobalVector(vector.tensor, start, axis, stop - first), vector.dtype,
                          ("vector", axis, stop - first))

@@ -33,6 +33,7 @@ PASS_NAMES: tuple[str, ...] = (
     "order_pingpong_turns",
     "order_product_turns",
     "insert_proxy_fences",
+    "drop_implied_refill_fences",
     "insert_wgmma_fences",
     "invalidate_pipeline_barriers",
     "reallocate_registers",

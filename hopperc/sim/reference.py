@@ -23,7 +23,7 @@ from hopperc.ir.accesses import issued_per_warpgroup, leaf_accesses, walk
 from hopperc.ir.integer_exprs import integer_test
 from hopperc.ir.handoffs import uses
 from hopperc.ir.read_sites import multi_site_buffers
-from hopperc.ir.layout import element_threads
+from hopperc.ir.layout import element_threads, shared_layout
 from hopperc.ir.raster import TILE_LOOP, turn_warpgroups
 from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
@@ -32,7 +32,7 @@ from hopperc.sim.scalars import PER_THREAD, per_lane, scalar, started_walk, take
 from hopperc.sim.tile_values import elementwise, row_partials
 from hopperc.sim.values import (add_box, holding, matrix_product, read_box, undefined,
                                 write_box)
-from hopperc.sim.views import Place, place_shape
+from hopperc.sim.views import Place, alias_index, alias_root, place_shape
 
 
 class ReferenceUnavailable(Exception):
@@ -126,6 +126,8 @@ class _Block:
         self.fills: dict[tuple[str, str], tuple[tuple, int]] = {}
         self.role = self.leaf = None
         self.smem: dict[tuple, np.ndarray] = {}
+        self.aliases = {b.name: alias_root(kernel, b.name) for b in kernel.buffers
+                        if b.reuses is not None}
         self.loops: list[str] = []
         self.threads = self.instances = 0
         self.values: list[dict[str, np.ndarray]] = []
@@ -314,7 +316,25 @@ class _Block:
         self.fills[(self.role, buffer)] = (context, count)
         return count
 
+    def _alias(self, place: Place) -> tuple[np.ndarray, np.ndarray] | None:
+        """A buffer sharing the data of one of its dtype (sim/views.py): its root's
+        storage and the index in it of each element of the view. Only where the
+        root is one array here (not versioned per iteration or fill) and the view
+        lies in its first stage's memory; elsewhere the buffer keeps its own."""
+        root = self.aliases.get(place.buffer)
+        if root is None or root.name in self.versioned or root.name in self.by_fill:
+            return None
+        offset = shared_layout(self.kernel.buffers, 0)[0][root.name]
+        flat = alias_index(self.kernel.buffer(place.buffer), root, offset,
+                           Place(place.buffer, 0, place.part, place.parts, False, place.columns))
+        if flat.min() < 0 or flat.max() >= int(np.prod(root.shape)):
+            return None
+        return self._storage(root.name).reshape(-1), flat
+
     def _region(self, place: Place):
+        alias = self._alias(place)
+        if alias is not None:
+            return alias
         buf = self.kernel.buffer(place.buffer)
         data = self._storage(place.buffer)
         if place.part is None:

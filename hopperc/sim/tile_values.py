@@ -23,29 +23,37 @@ from hopperc.sim.values import global_vector, round_to
 Leaf = Callable[[ir.TileExpr], "np.ndarray | float"]
 
 
-def tile_value(expr: ir.TileExpr, leaf: Leaf) -> np.ndarray:
+def tile_value(expr: ir.TileExpr, leaf: Leaf,
+               exact: Callable[[ir.TileExpr], bool] | None = None) -> np.ndarray:
     """An element-wise expression in f32; `leaf` supplies operands (tiles, shared
     reads, vectors, literals, scalars) as arrays that broadcast to the tile,
-    asked for in the order of the expression (depth first, left to right)."""
-    hit = _COMPILED.get(id(expr))
+    asked for in the order of the expression (depth first, left to right), and
+    the comparisons of two integer operands (`exact`, ir/integer_exprs.py), which
+    compare ints."""
+    key = (id(expr), exact is not None)
+    hit = _COMPILED.get(key)
     if hit is None or hit[0] is not expr:
-        hit = _COMPILED[id(expr)] = (expr, _compile(expr))
+        hit = _COMPILED[key] = (expr, _compile(expr, exact))
     with np.errstate(all="ignore"):
         return np.asarray(hit[1](leaf), dtype=np.float32)
 
 
 # Each expression compiled once into closures (it was walked at every step),
 # keyed by identity as `block.Program.scalar` is: the entry keeps it alive.
-_COMPILED: dict[int, tuple[ir.TileExpr, Callable[[Leaf], object]]] = {}
+_COMPILED: dict[tuple[int, bool], tuple[ir.TileExpr, Callable[[Leaf], object]]] = {}
+_COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
 
 
-def _compile(expr: ir.TileExpr) -> Callable[[Leaf], object]:
+def _compile(expr: ir.TileExpr, exact: Callable[[ir.TileExpr], bool] | None
+             ) -> Callable[[Leaf], object]:
     match expr:
+        case ir.Elementwise(op=op) if op in _COMPARISONS and exact is not None and exact(expr):
+            return lambda leaf: leaf(expr)
         case ir.Convert(dtype=dtype, operand=operand):
-            inner = _compile(operand)
+            inner = _compile(operand, exact)
             return lambda leaf: round_to(dtype, inner(leaf))
         case ir.Elementwise(op=op, args=args):
-            apply, parts = _ELEMENTWISE[op], [_compile(a) for a in args]
+            apply, parts = _ELEMENTWISE[op], [_compile(a, exact) for a in args]
             if len(parts) == 1:
                 only, = parts
                 return lambda leaf: apply(_f32(only(leaf)))
@@ -172,13 +180,18 @@ def elementwise(expr: ir.TileExpr, shape: tuple[int, ...], dtype: DType,
         raise TypeError(e)
 
     def f32_leaf(e: ir.TileExpr):
+        if isinstance(e, ir.Elementwise):  # a comparison of two integer operands
+            return integer_values(e, leaf, f32_value, integer, exact).astype(np.float32)
         value = leaf(e)  # i32 operands (held as f64) are converted to f32 when read
         return value.astype(np.float32) if getattr(value, "dtype", None) == np.float64 \
             else value
+
+    def f32_value(e: ir.TileExpr) -> np.ndarray:
+        return tile_value(e, f32_leaf, exact)
     if exact is not None and dtype is DType.I32 and exact(expr):
-        values = integer_values(expr, leaf, lambda e: tile_value(e, f32_leaf), integer, exact)
+        values = integer_values(expr, leaf, f32_value, integer, exact)
         return np.broadcast_to(values, shape).astype(np.float64)
-    return round_to(dtype, np.broadcast_to(tile_value(expr, f32_leaf), shape))
+    return round_to(dtype, np.broadcast_to(f32_value(expr), shape))
 
 
 def vector_length(axis: str, shape: tuple[int, ...], row_vector: bool) -> int:

@@ -6,6 +6,13 @@ Chunks are physical: a view's elements go through the same row-major offset
 and swizzle as the generated code, so buffers that reuse memory overlap in
 exactly the chunks they share on the GPU. Swizzling permutes 16-byte chunks,
 and every access of a warp covers whole chunks, so 16 bytes lose nothing.
+
+Data is per buffer, except that a buffer which `reuses` the memory of one of its
+own dtype holds no data of its own: its elements are that buffer's elements at
+the same (swizzled) addresses, so what one name writes the other reads, as on
+the GPU (`shared kc: bf16[2, 128, 64] swizzle 128B reuses k` reads the column
+blocks of a `bf16[128, 128]` k). Reusing memory of another dtype reinterprets
+bytes, which the model does not: such a buffer keeps data of its own.
 """
 from __future__ import annotations
 
@@ -60,8 +67,10 @@ class SharedSpace:
             self._cache["offsets"] = shared_layout(kernel.buffers, 0)
         self.offsets, total = self._cache["offsets"]
         self.chunks = -(-total // CHUNK)
+        self.aliases = {b.name: alias_root(kernel, b.name) for b in kernel.buffers
+                        if alias_root(kernel, b.name) is not None}
         self.data = {b.name: np.zeros((b.stages,) + b.shape, dtype=holding(b.dtype))
-                     for b in kernel.buffers} if data else {}
+                     for b in kernel.buffers if b.name not in self.aliases} if data else {}
 
     def shape(self, place: Place) -> tuple[int, ...]:
         return place_shape(self.buffers[place.buffer], place)
@@ -73,7 +82,13 @@ class SharedSpace:
     def view(self, place: Place) -> np.ndarray:
         """The view's elements without a copy, read-only. A view is a contiguous run
         of its buffer (swizzle moves chunks, not data indices), so a slice
-        replaces a gather; a part of the columns is gathered."""
+        replaces a gather; a part of the columns, or a view through an alias, is
+        gathered."""
+        if place.buffer in self.aliases:
+            root, flat = self._root_index(place)
+            view = self.data[root.name].reshape(-1)[flat]
+            view.flags.writeable = False
+            return view
         flat, _ = self.index(place)
         if place.columns and place.part is not None:
             view = self.data[place.buffer].reshape(-1)[flat]
@@ -86,8 +101,12 @@ class SharedSpace:
         return view
 
     def write(self, place: Place, values: np.ndarray, mask: np.ndarray | None = None) -> None:
-        flat, _ = self.index(place)
-        target = self.data[place.buffer].reshape(-1)
+        if place.buffer in self.aliases:
+            root, flat = self._root_index(place)
+            target = self.data[root.name].reshape(-1)
+        else:
+            flat, _ = self.index(place)
+            target = self.data[place.buffer].reshape(-1)
         if mask is None:
             target[flat] = values
         else:
@@ -96,6 +115,11 @@ class SharedSpace:
     def index(self, place: Place) -> tuple[np.ndarray, np.ndarray]:
         """Flat data index and chunk of each element of the view (view-shaped)."""
         return _index(self.buffers[place.buffer], self.offsets[place.buffer], place)
+
+    def _root_index(self, place: Place) -> tuple[ir.SharedBuffer, np.ndarray]:
+        root = self.aliases[place.buffer]
+        return root, alias_index(self.buffers[place.buffer], root, self.offsets[root.name],
+                                 place)
 
     def region(self, place: Place, owned: np.ndarray | None = None, key=None) -> np.ndarray:
         """The distinct chunks of the view, or of its elements where `owned`
@@ -128,14 +152,47 @@ class SharedSpace:
         return self._cache[cache_key]
 
 
+def _root(buffers: dict[str, ir.SharedBuffer], buf: ir.SharedBuffer) -> ir.SharedBuffer:
+    while buf.reuses is not None:
+        buf = buffers[buf.reuses]
+    return buf
+
+
+def alias_root(kernel: ir.Kernel, name: str) -> ir.SharedBuffer | None:
+    """The buffer whose data `name` shares (module docstring), or None."""
+    buffers = {b.name: b for b in kernel.buffers}
+    buf = buffers[name]
+    root = _root(buffers, buf)
+    return root if root is not buf and root.dtype == buf.dtype else None
+
+
+def alias_index(buf: ir.SharedBuffer, root: ir.SharedBuffer, offset: int,
+                place: Place) -> np.ndarray:
+    """The flat data index in `root` (stages first) of each element of a view of
+    `buf`, which shares root's memory from `offset` (view-shaped)."""
+    addresses = _addresses(buf, offset, place)
+    return _slots(root, offset)[(addresses - offset) // root.dtype.nbytes]
+
+
 @lru_cache(maxsize=4096)
 def _index(buf: ir.SharedBuffer, offset: int, place: Place) -> tuple[np.ndarray, np.ndarray]:
     stage_elems = int(np.prod(buf.shape))
     base = place.stage * stage_elems
-    start = offset + place.stage * buf.stage_bytes
     if place.part is not None and not place.columns:
         base += place.part * (stage_elems // place.parts)
-        start += place.part * part_bytes(buf, place.parts)
+    flat = base + _elements(buf, place)[0]
+    # Data is indexed logically; chunks by address.
+    chunk = _addresses(buf, offset, place) // CHUNK
+    if place.transposed:
+        flat = flat.T
+    flat.setflags(write=False)
+    chunk.setflags(write=False)
+    return flat, chunk
+
+
+def _elements(buf: ir.SharedBuffer, place: Place) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each element of the view (view-shaped, untransposed): its index in the
+    view's part of the data, and its row and column in the buffer's element grid."""
     shape = view_shape(buf, place.parts if place.part is not None else None, place.columns)
     local = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
     _, cols = element_grid(shape)
@@ -145,17 +202,38 @@ def _index(buf: ir.SharedBuffer, offset: int, place: Place) -> tuple[np.ndarray,
         # (row, part * cols + col), laid out as the buffer lays those out
         col = col + place.part * cols
         local = row * buf.shape[-1] + col
-    flat = base + local
-    # Data is indexed logically; chunks by address, laid out as the generated code
-    # lays the view out. Swizzle is a function of the address: of the offset in
-    # the window, which the kernel aligns to every swizzle repeat in use.
-    address = start + element_offset(buf, row, col)
-    chunk = buf.swizzle.of_address(address) // CHUNK
+    return local, row, col
+
+
+@lru_cache(maxsize=4096)
+def _addresses(buf: ir.SharedBuffer, offset: int, place: Place) -> np.ndarray:
+    """The shared address of each element of the view (view-shaped), laid out as
+    the generated code lays the view out. Swizzle is a function of the address:
+    of the offset in the window, which the kernel aligns to every swizzle repeat
+    in use."""
+    start = offset + place.stage * buf.stage_bytes
+    if place.part is not None and not place.columns:
+        start += place.part * part_bytes(buf, place.parts)
+    _, row, col = _elements(buf, place)
+    address = buf.swizzle.of_address(start + element_offset(buf, row, col))
     if place.transposed:
-        flat, chunk = flat.T, chunk.T
-    flat.setflags(write=False)
-    chunk.setflags(write=False)
-    return flat, chunk
+        address = address.T
+    address.setflags(write=False)
+    return address
+
+
+@lru_cache(maxsize=256)
+def _slots(root: ir.SharedBuffer, offset: int) -> np.ndarray:
+    """For each element-sized slot of `root`'s memory (all stages), the flat data
+    index of the element of `root` stored there."""
+    slots = np.full(root.stages * root.stage_bytes // root.dtype.nbytes, -1, dtype=np.int64)
+    stage_elems = int(np.prod(root.shape))
+    for stage in range(root.stages):
+        address = _addresses(root, offset, Place(root.name, stage, None, 1, False))
+        slots[(address.reshape(-1) - offset) // root.dtype.nbytes] = (
+            stage * stage_elems + np.arange(stage_elems))
+    slots.setflags(write=False)
+    return slots
 
 
 @lru_cache(maxsize=4096)

@@ -177,6 +177,19 @@ def test_async_write_over_generic_reads_needs_a_fence_between():
     mem.write(load, {w0: 4, w1: 2, tma: 1, load: 1}, chunks, SITE)
 
 
+def test_a_readers_own_fence_before_its_release_orders_its_reads_before_the_refill():
+    """The reading thread fences after its reads and then releases the stage (its
+    clock reaches the producer through the release and wait): the TMA load that
+    refills it needs no fence of the producer's (drop_implied_refill_fences)."""
+    mem, w0, w1, tma = memory()
+    chunks = np.arange(2)
+    mem.write(tma, {tma: 1}, chunks, SITE)
+    mem.read(w0, {w0: 4, tma: 1}, chunks, SITE)
+    mem.fence(w0, {w0: 5, tma: 1}, ALL)  # the reader's fence, before its release
+    load = mem.agents.add("TMA load 2", False)
+    mem.write(load, {w0: 6, w1: 2, tma: 1, load: 1}, chunks, SITE)
+
+
 def test_write_while_an_earlier_reader_may_still_read_is_a_race():
     mem, w0, w1, _ = memory()
     chunks = np.arange(3)
@@ -216,3 +229,26 @@ def test_swizzled_chunks_of_a_reusing_buffer_overlap_its_target():
     row0 = space.index(Place("a", 0, None, 1, False))[1][1]  # row 1: swizzled by 1
     assert row0[:8].tolist() == [9] * 8 and row0[8:16].tolist() == [8] * 8
     assert set(space.region(Place("c", 0, None, 1, False)).tolist()) == set(range(1024))
+
+
+def test_a_reusing_buffer_of_the_same_dtype_reads_its_targets_data():
+    """`kc: bf16[2, 64, 64] swizzle 128B reuses k` of a `bf16[64, 128]` k: plane p
+    is k's column block p (the same addresses), so what k holds kc reads, and what
+    kc writes k reads, as in shared memory. Another dtype keeps its own data (the
+    model does not reinterpret bytes)."""
+    k = ir.SharedBuffer("k", ir.DType.BF16, (64, 128), 1, ir.Swizzle.B128, None)
+    kc = ir.SharedBuffer("kc", ir.DType.BF16, (2, 64, 64), 1, ir.Swizzle.B128, None,
+                         reuses="k")
+    kf = ir.SharedBuffer("kf", ir.DType.F32, (64, 64), 1, ir.Swizzle.NONE, None, reuses="k")
+    kernel = ir.Kernel("k", (), (), (), (), (1, 1, 1), 128, (), (k, kc, kf), (), ir.Block(),
+                       None)
+    space = SharedSpace(kernel)
+    values = np.arange(64 * 128, dtype=np.float32).reshape(64, 128)
+    space.write(Place("k", 0, None, 1, False), values)
+    for plane in range(2):
+        got = space.read(Place("kc", 0, plane, 2, False))
+        assert np.array_equal(got, values[:, 64 * plane:64 * plane + 64])
+    assert np.array_equal(space.read(Place("kc", 0, 1, 2, True)), values[:, 64:].T)
+    space.write(Place("kc", 0, 0, 2, False), np.full((64, 64), -1.0, np.float32))
+    assert (space.read(Place("k", 0, None, 1, False))[:, :64] == -1).all()
+    assert (space.read(Place("kf", 0, None, 1, False)) == 0).all()

@@ -112,18 +112,21 @@ def test_codegen_reads_each_slots_row_of_the_tensor_and_builds():
 
 
 # Loaded vectors alone, stored as a register copy of them would be (`u: f32[BM] = t`):
-# to global memory directly, and into a 1-D shared buffer then by TMA; over 128
-# threads (a warpgroup's rows, Layout.ROWS) and over 32 (every row in every thread,
-# two rows per thread).
-ALONE = """kernel loaded_alone(T: i32[M], S: f32[M], R: f32[M], Q: f32[M])
+# to global memory directly, and into a 1-D shared buffer then by TMA, and a 1-D
+# shared buffer alone to global memory; over 128 threads (a warpgroup's rows,
+# Layout.ROWS) and over 32 (every row in every thread, two rows per thread).
+ALONE = """kernel loaded_alone(T: i32[M], S: f32[M], R: f32[M], Q: f32[M], P: f32[M])
     tile(BM = 64) grid(m: M / BM) threads THREADS
 {
     shared sl: f32[BM]
+    shared sq: f32[BM]
+    tma sq <- S[tile.m]
     t: i32[BM] = T[tile.m]
     s: f32[BM] = S[tile.m]
     R[tile.m] = where(t == 3, 0.0, s)
     sl = s
     tma Q[tile.m] <- sl
+    P[tile.m] = sq + 1.0
 }
 """
 
@@ -136,10 +139,12 @@ def test_loaded_vectors_alone_are_stored_to_global_and_shared_memory(threads):
     t, s = inputs["T"], inputs["S"]
     np.testing.assert_array_equal(out["R"], np.where(t == 3, 0.0, s).astype(np.float32))
     np.testing.assert_array_equal(out["Q"], s)
+    np.testing.assert_array_equal(out["P"], s.astype(np.float32) + np.float32(1))
     layout = ir.Layout.ROWS if threads == 128 else ir.Layout.EVERY_ROW
     lowered = driver.lower(driver.check(source))
-    (store,) = [st for st in walk(lowered.body) if isinstance(st, ir.GlobalRowStore)]
-    assert store.layout is layout and store.threads == threads
+    stores = [st for st in walk(lowered.body) if isinstance(st, ir.GlobalRowStore)]
+    assert [(st.tensor, st.layout, st.threads) for st in stores] == [
+        ("R", layout, threads), ("P", layout, threads)]
     report = driver.simulate(source, None, {"M": 100}, seeds=2, search=10)
     assert report.ok, [f.headline() for f in report.findings]
     assert driver.build(source).result.resources.spill_stores == 0
@@ -246,8 +251,9 @@ def test_integer_comparisons_in_an_f32_statement_are_exact_past_2_24():
 
 def test_integer_comparisons_compile_to_int_compares():
     cuda = driver.generate(SourceFile("pick.hk", PICK)).cuda
-    assert "((static_cast<int>(u_base) + hk_c)) == (u_t_rows[(hk_k / 2) % 2]) ? 1.0f : 0.0f" \
-        in cuda
+    # base + col() wraps past 2^31 (codegen/integers.py), compared as signed ints
+    assert "((hk_wrap_add(static_cast<int>(u_base), hk_c)) == (u_t_rows[(hk_k / 2) % 2]) ? " \
+        "1.0f : 0.0f" in cuda
     built = driver.build(SourceFile("pick.hk", PICK))
     (code,) = sm.functions(built.result.cubin).values()
     ops = {i.base for i in code}

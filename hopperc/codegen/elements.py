@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hopperc.codegen.argmax import argmax_keep, argmax_shuffle
-from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, local_thread,
-                                   reduction, shared_store, tile_store)
+from hopperc.codegen.cexpr import (ExprRenderer, from_float, reduction, shared_load,
+                                   shared_store, tile_store, to_float)
 from hopperc.codegen import names
 from hopperc.codegen.integers import computes_in_integers, integer_value
 from hopperc.codegen.launch import vector_tensors
+from hopperc.codegen.scalars import RoleContext, local_thread
+from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import (ROW_SLOTS, STMATRIX_COLS, element_grid, element_threads,
                                holds_fp8_fragment, packs_pairs, plane_rows, register_layout,
@@ -77,6 +79,8 @@ def matrix_store(stmt: ir.SharedStore, kernel: ir.Kernel, exprs: ExprRenderer,
                            exprs.element_address(stmt.dst, role),
                            registers=names.user(tile.name))
     hoisted, names_of = _hoisted_reads(stmt.value, exprs, role, thread)
+    pairs, pair_names = _paired_reads(stmt.value, exprs, role, thread, columns // 2)
+    hoisted, names_of = hoisted + pairs, {**names_of, **pair_names}
     value = exprs.value(_unrounded(stmt.value, buf.dtype), role, hoisted=names_of)
     return MatrixStore(columns // STMATRIX_COLS, thread, WGMMA_ROW, WGMMA_COL, value,
                        f"hk_pack_{buf.dtype.text}x2", exprs.element_address(stmt.dst, role),
@@ -113,6 +117,9 @@ def per_element(stmt: ir.TileDef | ir.TileAssign | ir.SharedStore, kernel: ir.Ke
     stacked = in_plane if in_plane != rows else None
     hoisted, names_of = _hoisted_reads(value, exprs, role, thread, stacked) if wgmma \
         else ("", {})
+    if wgmma:
+        pairs, pair_names = _paired_reads(value, exprs, role, thread, -(-rows * cols // threads))
+        hoisted, names_of = hoisted + pairs, {**names_of, **pair_names}
     text = integer_value(exprs, value, role, plane_row) if computes_in_integers(
         dtype, value, exprs) else from_float(dtype, exprs.value(_unrounded(value, dtype), role,
                                                                plane_row, names_of))
@@ -174,6 +181,40 @@ def _hoisted_reads(value: ir.TileExpr, exprs: ExprRenderer, role: RoleContext,
         lines.append(f"const float {name}[2] = {{ {pair} }};")
         names_of[read] = f"{name}[(hk_k / 2) % 2]"
     return " ".join(lines), names_of
+
+
+def _paired_reads(value: ir.TileExpr, exprs: ExprRenderer, role: RoleContext, thread: str,
+                  slots: int) -> tuple[str, dict[ir.TileExpr, str]]:
+    """The 16-bit shared views a wgmma-layout grid reads, one 32-bit load per pair of
+    slots ahead of the loop over the slots rather than a 16-bit load per slot:
+    slots 2i and 2i + 1 are columns c and c + 1 (c even) of one row, adjacent
+    in memory and in one 4-byte word, which a 16-byte swizzle chunk never
+    splits (the swizzle permutes whole 16-byte chunks of a row)."""
+    reads = [read for read in dict.fromkeys(_tile_reads(value))
+             if exprs.kernel.buffer(read.view.buffer).dtype.nbytes == 2
+             and not read.view.transposed]
+    lines, names_of = [], {}
+    for i, read in enumerate(reads):
+        name, dtype = f"hk_pairs{i}", exprs.kernel.buffer(read.view.buffer).dtype
+        word = shared_load(DType.I32, exprs.element_address(read.view, role))
+        lines.append(f"unsigned {name}[{slots // 2}];\n#pragma unroll\n"
+                     f"for (int hk_k = 0; hk_k < {slots}; hk_k += 2) {{ "
+                     f"[[maybe_unused]] const int hk_t = {thread}; "
+                     f"[[maybe_unused]] const int hk_r = {WGMMA_ROW}, hk_c = {WGMMA_COL}; "
+                     f"{name}[hk_k / 2] = static_cast<unsigned>({word}); }}\n")
+        names_of[read] = to_float(dtype, f"hk_half({name}[hk_k / 2], hk_k % 2)")
+    return "".join(lines), names_of
+
+
+def _tile_reads(value: ir.TileExpr):
+    match value:
+        case ir.SharedRead(broadcast=None):
+            yield value
+        case ir.Elementwise(args=args):
+            for arg in args:
+                yield from _tile_reads(arg)
+        case ir.Convert(operand=operand):
+            yield from _tile_reads(operand)
 
 
 def _row_vector_reads(value: ir.TileExpr):

@@ -13,15 +13,15 @@ import jinja2
 
 from hopperc import __version__
 from hopperc.codegen import names
-from hopperc.codegen.cexpr import ExprRenderer, RoleContext, scalar
 from hopperc.codegen.copies import CopyOperands, copy_operands, ragged_end
 from hopperc.codegen.element_reads import element_reader, elements_to_read, read_elements
 from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, matrix_store,
                                       per_element, row_partials)
+from hopperc.codegen.integers import Renderer
 from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.loop_descriptors import INVARIANT_DESCRIPTORS, invariant_descriptors
-from hopperc.codegen.row_stores import (RowStoreCode, SharedRowStoreCode, row_store,
-                                       shared_row_store)
+from hopperc.codegen.row_stores import RowStoreCode, row_store, shared_row_store
+from hopperc.codegen.scalars import RoleContext, scalar
 from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
@@ -112,7 +112,7 @@ class _Context:
         self.kernel = kernel
         self.source_name = source_name
         self.launch = launch
-        self.exprs = ExprRenderer(kernel, launch)
+        self.exprs = Renderer(kernel, launch)
         self.macros = _environment().get_template("nodes.cu.j2").make_module({"cx": self})
         self.role = RoleContext(0, kernel.threads)
         self.divergent = 0  # depth of bodies only some lanes of a warp may run
@@ -331,7 +331,7 @@ class _Context:
     def row_store(self, stmt: ir.GlobalRowStore) -> RowStoreCode:
         return row_store(stmt, self.kernel, self.exprs, self.role)
 
-    def shared_row_store(self, stmt: ir.SharedStore) -> SharedRowStoreCode:
+    def shared_row_store(self, stmt: ir.SharedStore) -> RowStoreCode:
         return shared_row_store(stmt, self.kernel, self.exprs, self.role)
 
     def row_partials(self, stmt: ir.RowPartials) -> RowPartialsCode:

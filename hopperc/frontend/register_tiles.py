@@ -9,16 +9,22 @@ from hopperc.diagnostics import CompileError, Span
 from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast
 from hopperc.frontend.mma import lower_mma
-from hopperc.frontend.rows import row_operands
+from hopperc.frontend.rows import register_vector_layout, row_operands
 from hopperc.frontend.scope import (TileSymbol, VectorSymbol, const_value, did_you_mean,
                                    scalar_expr)
 from hopperc.frontend.tiles import lower_row_values, lower_tile_expr
 from hopperc.ir import nodes as ir
-from hopperc.ir.layout import (FP8_FRAGMENT_COLUMNS, MAX_EVERY_ROW, WGMMA_M, element_threads,
+from hopperc.ir.accesses import register_uses, walk
+from hopperc.ir.rewrite import map_bodies
+from hopperc.ir.layout import (FP8_FRAGMENT_COLUMNS, MAX_EVERY_ROW, element_threads,
                                register_layout)
 
 
 class RegisterTiles:
+    def _element_threads(self) -> int:
+        """Threads that share a register tile where the statement runs."""
+        return element_threads(self.role.active_warps * 32 if self.role else self.threads)
+
     def _tile_decl(self, d: ast.TileDecl) -> list[ir.Stmt]:
         dtype = DType.parse(d.dtype)
         shape = tuple(const_value(e, self.scope, "a tile dimension") for e in d.shape)
@@ -30,7 +36,7 @@ class RegisterTiles:
         if len(shape) != 2:
             raise CompileError(d.span, "register tiles are 2-D (vectors are 1-D)")
         is_acc = d.name in self.accumulators
-        threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
+        threads = self._element_threads()
         layout = register_layout(shape, threads)
         if is_acc and dtype is not DType.F32:
             raise CompileError(d.span, f"accumulator '{d.name}' is {dtype}; wgmma accumulates "
@@ -68,7 +74,7 @@ class RegisterTiles:
         dtype = DType.parse(a.dtype)
         stem = a.operand.id if isinstance(a.operand, ast.Name) else "a"
         name = self.scope.compiler_name(f"{stem}_{dtype}")
-        threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
+        threads = self._element_threads()
         layout = register_layout(shape, threads)
         _check_fp8_fragment(dtype, shape, layout, a.span)
         init = self._tile_value(a, dtype, shape, a.span, layout, threads)
@@ -92,16 +98,38 @@ class RegisterTiles:
                                        f"'{tensor.name}' is {tensor.dtype}")
         block = scalar_expr(src.indices[0], self.scope)
         start = ir.ScalarOp("*", block, ir.const(length))
-        self.scope.declare(d.name, VectorSymbol(tensor.name, dtype, start, length, d.span), d.span)
-        return []
+        copy = self._loaded_rows(d, dtype, ir.GlobalVector(tensor.name, start, "rows", length))
+        self.scope.declare(d.name, VectorSymbol(tensor.name, dtype, start, length, d.span,
+                                                copy[0].name if copy else None), d.span)
+        return copy
+
+    def _loaded_rows(self, d: ast.TileDecl, dtype: DType, rows: ir.GlobalVector
+                     ) -> list[ir.TileDef]:
+        """The register row vector holding a loaded vector's rows, read once here,
+        where the kernel reads it one value per row (`t[:, None]`, or `t` alone in a
+        row vector's statement): each thread loads the rows it holds (Layout.ROWS:
+        its two rows of a warpgroup's [64, N] tiles; Layout.EVERY_ROW: every row)
+        instead of every use loading them again for each element. None where no
+        register vector can hold it (another dtype, more than 64 rows) or no use
+        reads it per row."""
+        if dtype not in (DType.F32, DType.I32) or rows.length > MAX_EVERY_ROW or \
+                not _read_per_row(self.kernel.body, d.name):
+            return []
+        threads = self._element_threads()
+        layout = register_vector_layout(threads, rows.length)
+        name = self.scope.compiler_name(f"{d.name}_rows")
+        self.loaded_copies.add(name)
+        self.scope.declare_tile(name, TileSymbol(dtype, (rows.length,), d.span, layout, threads,
+                                                 rows), d.span)
+        return [ir.TileDef(name, dtype, (rows.length,), layout, threads, rows, d.span)]
 
     def _row_vector(self, d: ast.TileDecl, dtype: DType, length: int) -> list[ir.Stmt]:
         """`m: f32[64] = rowmax(s)` (or any expression of row vectors): one register
         value per row. Of a warpgroup's [64, N] tiles (wgmma layout), each thread
         holds its two rows (Layout.ROWS); of row-major tiles whose rows span all
         their threads, every thread holds every row (Layout.EVERY_ROW)."""
-        threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
-        layout = ir.Layout.ROWS if threads == 128 and length == WGMMA_M else ir.Layout.EVERY_ROW
+        threads = self._element_threads()
+        layout = register_vector_layout(threads, length)
         if dtype not in (DType.F32, DType.I32) or length > MAX_EVERY_ROW:
             raise CompileError(d.span, f"a register vector is f32 or i32 with at most "
                                        f"{MAX_EVERY_ROW} values, one per row of the tiles it "
@@ -129,6 +157,36 @@ class RegisterTiles:
             raise CompileError(span, f"shape mismatch: the value is {list(typed.shape)} but the "
                                      f"target is {list(shape)}")
         return value
+
+
+def without_unread_copies(body: ir.Block, copies: set[str]) -> ir.Block:
+    """`body` without the register copies of loaded vectors that no statement reads
+    (every per-row use went with tiles whose rows the copy's threads do not hold,
+    and reads the tensor): their loads would be dead code, and the simulator would
+    model reads that nothing uses."""
+    read = {use.tile for stmt in walk(body) for use in register_uses(stmt) if not use.write}
+    unread = copies - read
+
+    def drop(block: ir.Block) -> ir.Block:
+        return ir.Block(tuple(map_bodies(s, drop) for s in block.stmts
+                              if not (isinstance(s, ir.TileDef) and s.name in unread)))
+    return drop(body) if unread else body
+
+
+def _read_per_row(body: ast.Block, name: str) -> bool:
+    """Whether the kernel names vector `name` alone or broadcasts all of it along the
+    rows (`name[:, None]`) anywhere: a use that reads one value per row."""
+    nodes = list(ast.walk(body))
+    bases = {id(n.value) for n in nodes if isinstance(n, ast.Subscript)}
+    for node in nodes:
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
+                node.value.id == name and len(node.indices) == 2 and \
+                isinstance(node.indices[0], ast.FullSlice) and \
+                isinstance(node.indices[1], ast.NewAxis):
+            return True
+        if isinstance(node, ast.Name) and node.id == name and id(node) not in bases:
+            return True
+    return False
 
 
 def accumulator_names(block: ast.Block) -> set[str]:

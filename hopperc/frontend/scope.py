@@ -29,17 +29,23 @@ class TileSymbol:
     span: Span
     layout: ir.Layout = ir.Layout.ROW_MAJOR
     threads: int = 128  # the threads that share it (a warpgroup, or the running ones)
+    # A loaded vector's register copy: the rows it holds, read where it is declared
+    # (a use whose tiles its threads do not hold the rows of reads them instead).
+    loaded: ir.GlobalVector | None = None
 
 
 @dataclass(frozen=True)
 class VectorSymbol:
-    """`v: f32[BN] = bias[tile.n]`: a slice of a 1-D tensor, read where it is used."""
+    """`v: f32[BN] = bias[tile.n]`: a slice of a 1-D tensor. Where it is used one
+    value per row, `registers` names the register row vector that holds its rows,
+    read once at the declaration; other uses read the tensor where they are."""
 
     tensor: str
     dtype: DType
     start: ir.ScalarExpr
     length: int
     span: Span
+    registers: str | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.layout import ROW_SLOTS
 
 _STORE_KIND = {DType.F32: "f32", DType.I32: "i32", DType.BF16: "u16", DType.F16: "u16"}
+# red.global.add's type per dtype (`T[...] += v`): the 16-bit ones take the bits.
+_ADD_KIND = {DType.F32: "f32", DType.I32: "s32", DType.BF16: "bf16", DType.F16: "f16"}
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class RowStoreCode:
     address: str
     stored: str  # hk_v converted to the tensor's dtype
     predicate: str
+    operation: str  # hk_st_global (`=`) or hk_red_global_add (`+=`)
 
 
 def row_store(stmt: ir.GlobalRowStore, kernel: ir.Kernel, exprs: ExprRenderer,
@@ -54,9 +57,10 @@ def row_store(stmt: ir.GlobalRowStore, kernel: ir.Kernel, exprs: ExprRenderer,
         bounds.append(f"hk_e < ({scalar(stmt.end, role)})")
     return RowStoreCode(
         thread_among(role, stmt.threads), slots, slot_row, exprs.value(stmt.value, role),
-        stores, row, scalar(stmt.start, role), _STORE_KIND[tensor.dtype],
+        stores, row, scalar(stmt.start, role),
+        (_ADD_KIND if stmt.atomic else _STORE_KIND)[tensor.dtype],
         f"{names.user(stmt.tensor)} + {offset} + hk_e", from_float(tensor.dtype, "hk_v"),
-        " && ".join(bounds))
+        " && ".join(bounds), "hk_red_global_add" if stmt.atomic else "hk_st_global")
 
 
 def _row_major(index: tuple[ir.ScalarExpr, ...], dims: list[str], role: RoleContext) -> str:

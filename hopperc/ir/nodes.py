@@ -261,7 +261,10 @@ class GlobalRowStore:
     Layout.ROWS, a warpgroup's 64 rows, or EVERY_ROW) goes to element
     `start + r` of the tensor's last dimension, at element `index` of each
     other dimension. One lane stores each row; an element at or past `end`
-    (None: no bound but the tensor's), or outside the tensor, is not written."""
+    (None: no bound but the tensor's), or outside the tensor, is not written.
+    `atomic`: the lane adds its value to the element (`T[...] += v`: one
+    `red.global.add` per row, relaxed, .gpu scope): adds of several threads or
+    blocks to one element need no order among them, only against plain writes."""
 
     tensor: str
     index: tuple[ScalarExpr, ...]
@@ -272,6 +275,7 @@ class GlobalRowStore:
     layout: Layout
     threads: int
     span: Span
+    atomic: bool = False
 
 
 @dataclass(frozen=True)

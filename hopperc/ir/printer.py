@@ -143,10 +143,12 @@ def statement(stmt: ir.Stmt) -> str:
             return f"{name} = {tile(value)}"
         case ir.SharedStore(dst=dst, value=value):
             return f"st.shared {view(dst)} = {tile(value)}"
-        case ir.GlobalRowStore(tensor=t, index=index, start=start, end=end, value=value):
+        case ir.GlobalRowStore(tensor=t, index=index, start=start, end=end, value=value,
+                               atomic=atomic):
             until = "" if end is None else f" : {scalar(end)}"
             lead = "".join(f"{scalar(i)}, " for i in index)
-            return (f"st.global {t}[{lead}{scalar(start)}{until}] = {tile(value)} "
+            op, what = ("red.global.add", "+=") if atomic else ("st.global", "=")
+            return (f"{op} {t}[{lead}{scalar(start)}{until}] {what} {tile(value)} "
                     "(one lane per row)")
         case ir.RowPartials(op=op, tile=name, partials=partials):
             return f"st.shared {view(partials)}[warp, row] = row{op}({name}) of the warp's elements"

@@ -12,7 +12,7 @@ from hopperc.ir.layout import element_threads, plane_rows
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Site
 from hopperc.sim.row_stores import stored_elements, storing_rows
-from hopperc.sim.values import elementwise, operands, row_partials
+from hopperc.sim.values import added, elementwise, operands, row_partials
 from hopperc.sim.views import Place, owned_elements, owned_parts, owned_rows
 
 
@@ -118,15 +118,21 @@ class ElementCode:
         if block.tensors is not None:
             values = elementwise(stmt.value, (stmt.rows,), tensor.dtype, tile, shared,
                                  block.tensors, integer, True)
-            block.tensors[stmt.tensor][index] = values[rows]
+            if stmt.atomic:  # red.global.add: one add per element, rounded to its dtype
+                block.tensors[stmt.tensor][index] = added(block.tensors[stmt.tensor][index],
+                                                          values[rows], tensor.dtype)
+            else:
+                block.tensors[stmt.tensor][index] = values[rows]
             if stmt.tensor in block.writers:
                 block.writers[stmt.tensor][index] = span
         else:
             # a run without data records the accesses only
             operands(stmt.value, lambda name: self.register_use(name, span), shared_access,
                      integer)
+        op = "red.global.add" if stmt.atomic else "st.global"
         block.global_writes.store(self.agent, self.clock, stmt.tensor, zip(*map(tuple, index)),
-                                  Site(f"st.global of '{stmt.tensor}' by {self.who}", span))
+                                  Site(f"{op} of '{stmt.tensor}' by {self.who}", span),
+                                  stmt.atomic)
         self.tick()
 
     def row_partials(self, stmt: ir.RowPartials, lanes) -> None:

@@ -28,7 +28,7 @@ from hopperc.sim.problem import Problem
 from hopperc.sim.reference import ReferenceUnavailable, expected_outputs
 from hopperc.sim.schedule import MODES, Chooser, Pruned, Replay, run_cluster
 from hopperc.sim.user_inputs import in_dtypes
-from hopperc.sim.values import tolerance
+from hopperc.sim.values import added_tolerance, tolerance
 from hopperc.target import DEFAULT_STEPS
 
 
@@ -303,8 +303,11 @@ def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.n
             error = np.where(same, 0.0, np.abs(got[tensor] - expect))
         report.max_error[tensor] = max(report.max_error.get(tensor, 0.0), float(error.max(
             initial=0.0)))
+        allowed = tolerance(dtype, expect)
+        if tensor in getattr(want, "added", {}):  # adds in any order (red.global.add)
+            allowed = allowed + added_tolerance(dtype, *want.added[tensor])
         with np.errstate(invalid="ignore"):
-            bad = ~(same | (np.isfinite(expect) & (error <= tolerance(dtype, expect))))
+            bad = ~(same | (np.isfinite(expect) & (error <= allowed)))
         if bad.any():
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             store = writers[tensor][where] or next(

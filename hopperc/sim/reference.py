@@ -28,7 +28,7 @@ from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
 from hopperc.sim.row_stores import stored_elements
 from hopperc.sim.scalars import PER_THREAD, per_lane, scalar, started_walk, taken_tile
-from hopperc.sim.values import (elementwise, matrix_product, read_box, row_partials, undefined,
+from hopperc.sim.values import (added, elementwise, matrix_product, read_box, row_partials, undefined,
                                 write_box)
 from hopperc.sim.views import Place, place_shape
 
@@ -38,19 +38,32 @@ class ReferenceUnavailable(Exception):
 
 
 def reference(kernel: ir.Kernel, env: Mapping[str, int], tensors: dict[str, np.ndarray],
-              budget: WorkBudget | None = None) -> None:
+              budget: WorkBudget | None = None, added: dict | None = None) -> None:
     """Run one block (`env` holds its tile coordinates) over `tensors` in place,
-    charging each loop iteration to `budget`."""
-    _Block(kernel, env, tensors, budget).run()
+    charging each loop iteration to `budget`; `added` (Expected.added) counts
+    the atomic adds."""
+    _Block(kernel, env, tensors, budget, added).run()
+
+
+class Expected(dict):
+    """The outputs by tensor; `added`: per tensor the kernel adds to (`+=`, red),
+    each element's count of adds and the sum of their magnitudes, which bound
+    how far another order of the adds may round (values.added_tolerance)."""
+
+    def __init__(self, outputs: dict[str, np.ndarray], added: dict[str, tuple]):
+        super().__init__(outputs)
+        self.added = added
 
 
 def expected_outputs(front_end: ir.Kernel, problem: Problem,
-                     budget: WorkBudget | None = None) -> dict[str, np.ndarray]:
+                     budget: WorkBudget | None = None) -> Expected:
     """What every block of the grid stores, from the problem's inputs."""
     tensors = problem.fresh_tensors()
+    added = {s.tensor: (np.zeros(tensors[s.tensor].shape), np.zeros(tensors[s.tensor].shape))
+             for s in walk(front_end.body) if isinstance(s, ir.GlobalRowStore) and s.atomic}
     for block in problem.grid:
-        reference(front_end, problem.env(block), tensors, budget)
-    return {name: tensors[name] for name in problem.outputs}
+        reference(front_end, problem.env(block), tensors, budget, added)
+    return Expected({name: tensors[name] for name in problem.outputs}, added)
 
 
 def _top_level(kernel: ir.Kernel) -> list[ir.Stmt]:
@@ -106,8 +119,9 @@ def _shared_between_roles(kernel: ir.Kernel) -> set[str]:
 
 class _Block:
     def __init__(self, kernel: ir.Kernel, env: Mapping[str, int], tensors,
-                 budget: WorkBudget | None = None):
+                 budget: WorkBudget | None = None, added: dict | None = None):
         self.budget = budget
+        self.added = {} if added is None else added
         self.kernel = kernel
         self.env = dict(env)
         self.tensors = tensors
@@ -238,7 +252,14 @@ class _Block:
                              lambda read: self.read(self.place(read.view, instance)),
                              self.tensors, lambda e: self.scalar(e, instance), True)
         rows, index = stored_elements(stmt, data.shape, lambda e: self.scalar(e, instance))
-        data[index] = values[rows]
+        if not stmt.atomic:
+            data[index] = values[rows]
+            return
+        data[index] = added(data[index], values[rows], self.kernel.tensor(stmt.tensor).dtype)
+        if stmt.tensor in self.added:
+            adds, magnitude = self.added[stmt.tensor]
+            adds[index] += 1
+            magnitude[index] += np.abs(values[rows])
 
     def per_warpgroup(self, stmt: ir.Stmt, instance: int) -> None:
         tiles = self.values[instance]

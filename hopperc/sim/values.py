@@ -30,6 +30,19 @@ def tolerance(dtype: DType, expect: np.ndarray, ulps: float = 2) -> np.ndarray:
     return ulps * ULP[dtype] * np.maximum(np.abs(expect), 1.0) + 1e-6
 
 
+def added(old: np.ndarray, terms: np.ndarray, dtype: DType) -> np.ndarray:
+    """`red.global.add` of `terms` to elements holding `old`: one add each, in
+    f32, rounded to the element's dtype (.noftz for the 16-bit types)."""
+    return round_to(dtype, np.asarray(old, np.float32) + np.asarray(terms, np.float32))
+
+
+def added_tolerance(dtype: DType, adds: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
+    """How far adds in another order may land: each of an element's `adds`
+    rounds once, by at most an ulp of the partial sum, which is at most the
+    sum of the terms' magnitudes (`magnitude`)."""
+    return adds * 2 * ULP[dtype] * magnitude
+
+
 def undefined(shape: tuple[int, ...]) -> np.ndarray:
     """Registers nothing has written: NaN, so a result computed from them shows
     as wrong instead of passing by luck (a zeroed register file would)."""

@@ -20,6 +20,7 @@ from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, 
                                       per_element, row_partials)
 from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.row_stores import RowStoreCode, row_store
+from hopperc.codegen.semaphores import flag_address
 from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
@@ -309,6 +310,9 @@ class _Context:
 
     def row_store(self, stmt: ir.GlobalRowStore) -> RowStoreCode:
         return row_store(stmt, self.kernel, self.exprs, self.role)
+
+    def flag(self, stmt: ir.Signal | ir.Wait) -> str:
+        return flag_address(stmt, self.kernel, self.role)
 
     def row_partials(self, stmt: ir.RowPartials) -> RowPartialsCode:
         return row_partials(stmt, self.kernel, self.exprs, self.role)

@@ -315,6 +315,13 @@ class _ToAst(Transformer):
         target, op, value = children
         return ast.Assign(target, str(op), value, self._s(meta))
 
+    def signal_stmt(self, meta, children):
+        return ast.Signal(children[0], self._s(meta))
+
+    def wait_stmt(self, meta, children):
+        flag, count = children
+        return ast.Wait(flag, count, self._s(meta))
+
     def elect_block(self, meta, children):
         return ast.Elect(children[0], self._s(meta))
 

@@ -16,6 +16,8 @@ from hopperc.ir.declarations import (  # noqa: F401 - re-exported: one namespace
     GridAxis, MBarrierArray, RoleInfo, ScalarParam, SharedBuffer, TensorParam)
 from hopperc.ir.scalars import (  # noqa: F401 - re-exported: one namespace for the IR
     Scalar, ScalarExpr, ScalarKind, ScalarOp, TensorElement, const, operands, with_operands)
+from hopperc.ir.semaphores import (  # noqa: F401 - re-exported
+    GlobalProxyFence, SemaphoreStmt, Signal, Wait)
 from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace for the IR
     BarrierRef, BulkCommit, BulkWaitRead, ClusterBarrier, Hazard, MBarrierArrive, MBarrierExpectTx,
     MBarrierInit, MBarrierInitFence, MBarrierInval, MBarrierWait, MemoryScope, NamedBarrier,
@@ -324,7 +326,7 @@ class ManualRegion:
 
 Stmt = (RoleBlock | ForLoop | IfThen | AsyncLoad | AsyncStore | TileDef | TileAssign
         | RowPartials | SharedStore | GlobalRowStore | Mma | TakeTile | StartTileWalk | ElectLane
-        | OneThread | ManualRegion | PhaseFlip | StageAdvance | SyncStmt)
+        | OneThread | ManualRegion | PhaseFlip | StageAdvance | SyncStmt | SemaphoreStmt)
 
 
 # ---------------------------------------------------------------- kernel

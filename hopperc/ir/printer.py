@@ -208,6 +208,13 @@ def statement(stmt: ir.Stmt) -> str:
             return "cp.async.bulk.commit_group"
         case ir.BulkWaitRead(pending=n, read=read):
             return f"cp.async.bulk.wait_group{'.read' if read else ''} {n}"
+        case ir.Signal(tensor=t, index=index):
+            return f"red.release.gpu.global.add.s32 {t}[{', '.join(map(scalar, index))}], 1"
+        case ir.Wait(tensor=t, index=index, count=n):
+            return (f"spin ld.acquire.gpu.global {t}[{', '.join(map(scalar, index))}] until "
+                    f">= {scalar(n)}")
+        case ir.GlobalProxyFence():
+            return "fence.proxy.async.global"
     raise TypeError(stmt)
 
 

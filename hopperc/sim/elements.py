@@ -68,7 +68,7 @@ class ElementCode:
             start = integer(vector.start)
             length = plane_rows(shape) if vector.axis == "rows" else shape[-1]
             self.block.global_writes.read(self.clock, vector.tensor, (start,), (length,),
-                                          Site(f"ld.global of '{vector.tensor}'", span))
+                                          Site(f"ld.global of '{vector.tensor}'", span), self)
         data = self.block.tensors is not None
         if data:
             values = elementwise(expr, shape, dtype, tile, shared, self.block.tensors, integer,

@@ -26,7 +26,8 @@ from hopperc.sim.block import BudgetReached, Program, WorkBudget
 from hopperc.sim.findings import Category, Finding, SimFailure
 from hopperc.sim.problem import Problem
 from hopperc.sim.reference import ReferenceUnavailable, expected_outputs
-from hopperc.sim.schedule import MODES, Chooser, Pruned, Replay, run_cluster
+from hopperc.sim.interleave import run_clusters, searched_clusters
+from hopperc.sim.schedule import MODES, Chooser, Pruned, Replay
 from hopperc.sim.user_inputs import in_dtypes
 from hopperc.sim.values import added_tolerance, tolerance
 from hopperc.target import DEFAULT_STEPS
@@ -230,13 +231,14 @@ def _search(prog: Program, problem: Problem, budget: int, report: Report,
     # schedules cost memory in their number, not in their runs' lengths.
     stack: list[_Pending | None] = [None]
     visited: set = set()
-    envs = [problem.env(block) for block in problem.clusters()[0]]
+    clusters = searched_clusters(prog, [[problem.env(block) for block in cluster]
+                                        for cluster in problem.clusters()])
     while stack and report.exhaustive < budget:
         node = stack.pop()
         prefix = _choices(node)
         replay = Replay(prefix, visited)
         try:
-            run_cluster(prog, envs, None, steps.guard(replay) if steps else replay, 0)
+            run_clusters(prog, clusters, None, steps.guard(replay) if steps else replay)
         except Pruned:
             pass
         except SimFailure as failure:
@@ -277,9 +279,8 @@ def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Repo
     tensors = problem.fresh_tensors()
     writers = {name: np.full(tensors[name].shape, None, dtype=object) for name in want or ()}
     try:
-        for index, cluster in enumerate(problem.clusters()):
-            run_cluster(prog, [problem.env(block) for block in cluster], tensors, chooser, index,
-                        writers)
+        run_clusters(prog, [[problem.env(block) for block in cluster]
+                            for cluster in problem.clusters()], tensors, chooser, writers)
     except SimFailure as failure:
         report.add(replace(failure.finding, trace=getattr(failure, "trace", ()), schedule=name,
                            run=run))

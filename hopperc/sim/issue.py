@@ -26,7 +26,8 @@ class AsyncIssue:
         clip = self.ragged_clip(stmt, origin, lanes)
         block.global_writes.read(self.clock, stmt.tensor, origin,
                                  clipped_box(origin, stmt.box, clip),
-                                 Site(f"{stmt.engine.label} load of '{stmt.tensor}'", span))
+                                 Site(f"{stmt.engine.label} load of '{stmt.tensor}'", span),
+                                 self, True)
         box, nbytes, targets = stmt.box, stmt.nbytes, [block]
         if stmt.multicast > 1:  # this block's slice of rows, into every block's stage
             box, nbytes = stmt.issued_box, stmt.nbytes // stmt.multicast

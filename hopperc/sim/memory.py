@@ -253,7 +253,10 @@ class GlobalWrites:
         self.writes.setdefault(write.tensor, []).append(write)
 
     def read(self, clock: Clock, tensor: str, origin: tuple[int, ...],
-             box: tuple[int, ...] | None, site: Site) -> None:
+             box: tuple[int, ...] | None, site: Site, reader=None, async_proxy=False) -> None:
+        """`reader` (the reading warp) and `async_proxy` (a TMA load) are for the
+        reads of other blocks' writes, which only an interleaved run sees
+        (`semaphores.GridWrites`)."""
         for write in self.writes.get(tensor, ()):
             if clock.get(write.agent, 0) < write.tick and write.overlaps(tensor, origin, box):
                 raise fail(Category.RACE,

@@ -14,6 +14,7 @@ turn, only for the warpgroup whose turn it is.
 """
 from __future__ import annotations
 
+from collections import deque
 from typing import Mapping
 
 import numpy as np
@@ -61,9 +62,29 @@ def expected_outputs(front_end: ir.Kernel, problem: Problem,
     tensors = problem.fresh_tensors()
     added = {s.tensor: (np.zeros(tensors[s.tensor].shape), np.zeros(tensors[s.tensor].shape))
              for s in walk(front_end.body) if isinstance(s, ir.GlobalRowStore) and s.atomic}
-    for block in problem.grid:
-        reference(front_end, problem.env(block), tensors, budget, added)
+    blocks = deque(problem.grid)
+    waited = 0  # blocks set back in a row, each at a wait not yet satisfied
+    while blocks:
+        block = blocks.popleft()
+        before = ({k: v.copy() for k, v in tensors.items()},
+                  {k: (a.copy(), m.copy()) for k, (a, m) in added.items()})
+        try:
+            reference(front_end, problem.env(block), tensors, budget, added)
+            waited = 0
+        except _Blocked as blocked:
+            # Undo its writes and run it again after the others (flags: a block
+            # waits for those that signal, whatever the grid order).
+            tensors.update(before[0])
+            added.update(before[1])
+            blocks.append(block)
+            waited += 1
+            if waited > len(blocks):
+                raise ReferenceUnavailable(f"{blocked}: no order of the blocks satisfies it")
     return Expected({name: tensors[name] for name in problem.outputs}, added)
+
+
+class _Blocked(Exception):
+    """A block reached a `wait` its flag does not yet satisfy."""
 
 
 def _top_level(kernel: ir.Kernel) -> list[ir.Stmt]:
@@ -226,6 +247,12 @@ class _Block:
                                            walk))
             case ir.StartTileWalk(walk=walk):
                 self.env.update(started_walk(walk, self.env))
+            case ir.Signal(tensor=tensor, index=index):
+                self.tensors[tensor][tuple(self.scalar(i) for i in index)] += 1
+            case ir.Wait(tensor=tensor, index=index, count=count, span=span):
+                where = tuple(self.scalar(i) for i in index)
+                if self.tensors[tensor][where] < self.scalar(count):
+                    raise _Blocked(f"{span.file}:{span.line}: wait {tensor}{list(where)}")
             case _:
                 pass  # synchronization: the reference has no concurrency to order
 

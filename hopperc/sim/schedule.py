@@ -128,6 +128,13 @@ def run_cluster(program: Program, envs: list[dict[str, int]], tensors, chooser,
         block.cluster_barrier = blocks[0].cluster_barrier
         block.global_writes = blocks[0].global_writes
         block.warps = [make_warp(block, i) for i in range(program.kernel.threads // 32)]
+    run_blocks(program, blocks, chooser, block_index)
+
+
+def run_blocks(program: Program, blocks: list[Block], chooser, block_index: int) -> None:
+    """Run `blocks`, their warps made, together to their end (one schedule);
+    raises SimFailure at the first finding, with the blocks' trace."""
+    trace = blocks[0].trace
     warps = [w for block in blocks for w in block.warps]
     runs = {w: w.run() for w in warps}
     try:

@@ -319,7 +319,10 @@ class _ToAst(Transformer):
         return ast.Signal(children[0], self._s(meta))
 
     def wait_stmt(self, meta, children):
-        flag, count = children
+        flag, op, count = children
+        if str(op) != ">=":
+            raise CompileError(self._s(meta), f"a flag is waited on with '>=' (wait F[i] >= n: "
+                                              f"it only grows), not '{op}'")
         return ast.Wait(flag, count, self._s(meta))
 
     def elect_block(self, meta, children):

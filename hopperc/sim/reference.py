@@ -247,14 +247,23 @@ class _Block:
                                            walk))
             case ir.StartTileWalk(walk=walk):
                 self.env.update(started_walk(walk, self.env))
-            case ir.Signal(tensor=tensor, index=index):
-                self.tensors[tensor][tuple(self.scalar(i) for i in index)] += 1
+            case ir.Signal(tensor=tensor, index=index, span=span):
+                self.tensors[tensor][self.flag(tensor, index, span)] += 1
             case ir.Wait(tensor=tensor, index=index, count=count, span=span):
-                where = tuple(self.scalar(i) for i in index)
+                where = self.flag(tensor, index, span)
                 if self.tensors[tensor][where] < self.scalar(count):
                     raise _Blocked(f"{span.file}:{span.line}: wait {tensor}{list(where)}")
             case _:
                 pass  # synchronization: the reference has no concurrency to order
+
+    def flag(self, tensor: str, index: tuple[ir.ScalarExpr, ...], span) -> tuple[int, ...]:
+        where = tuple(self.scalar(i) for i in index)
+        shape = self.tensors[tensor].shape
+        if not all(0 <= i < n for i, n in zip(where, shape)):
+            # The simulated warps report it as a finding, at its line.
+            raise ReferenceUnavailable(f"{span.file}:{span.line}: flag {tensor}{list(where)} "
+                                       f"is outside '{tensor}' (shape {list(shape)})")
+        return where
 
     def running(self) -> range | tuple[int]:
         """The warpgroups running: all, in step, or the one whose turn it is."""

@@ -10,7 +10,7 @@ a wait an acquire for everything the block does after it:
                      bar.sync 0, threads
                      [one thread] red.release.gpu.global.add.s32 [F + i], 1
     wait F[i] >= n -> [one thread] spin ld.acquire.gpu.global.b32 [F + i] until >= n
-                      [the same thread] fence.proxy.async.global   (kernels with TMA loads)
+                      [the same thread] fence.proxy.async.global   (if a TMA load may follow)
                       bar.sync 0, threads
 
 Hardware rules (PTX ISA): a bulk store's global writes are complete, and
@@ -44,14 +44,29 @@ def order_semaphores(kernel: ir.Kernel) -> ir.Kernel:
     stores = [s for s in stmts if isinstance(s, ir.AsyncStore)]
     lowering = _Lowering(kernel.threads, bool(stores),
                          any(issued_per_warpgroup(s) for s in stores),
-                         any(isinstance(s, ir.AsyncLoad) for s in stmts))
+                         _loads_after_waits(kernel.body))
     return replace(kernel, body=lowering.block(kernel.body))
 
 
+def _loads_after_waits(body: ir.Block) -> set[int]:
+    """The waits (by id) that a TMA load may follow: one later in program order
+    (any later statement of the kernel, branches included), or one anywhere in
+    a loop around the wait."""
+    order = list(walk(body))
+    found = {id(s) for i, s in enumerate(order) if isinstance(s, ir.Wait) and any(
+        isinstance(later, ir.AsyncLoad) for later in order[i + 1:])}
+    for loop in (s for s in order if isinstance(s, ir.ForLoop)):
+        inside = list(walk(loop.body))
+        if any(isinstance(s, ir.AsyncLoad) for s in inside):
+            found |= {id(s) for s in inside if isinstance(s, ir.Wait)}
+    return found
+
+
 class _Lowering:
-    def __init__(self, threads: int, stores: bool, stores_per_warpgroup: bool, loads: bool):
-        self.threads, self.stores, self.per_warpgroup, self.loads = \
-            threads, stores, stores_per_warpgroup, loads
+    def __init__(self, threads: int, stores: bool, stores_per_warpgroup: bool,
+                 loads_after: set[int]):
+        self.threads, self.stores, self.per_warpgroup, self.loads_after = \
+            threads, stores, stores_per_warpgroup, loads_after
 
     def block(self, block: ir.Block) -> ir.Block:
         out: list[ir.Stmt] = []
@@ -79,7 +94,7 @@ class _Lowering:
 
     def wait(self, stmt: ir.Wait) -> list[ir.Stmt]:
         span, inner = stmt.span, [stmt]
-        if self.loads:
+        if id(stmt) in self.loads_after:
             inner.append(ir.GlobalProxyFence(span, _reason(
                 ir.Hazard.GENERIC_WRITE_ASYNC_READ, stmt, "what the acquire made visible",
                 "the issuer's later TMA loads")))

@@ -12,6 +12,7 @@ from hopperc.sim.barriers import MBarrier, NamedBarrier
 from hopperc.sim.block import TRACE_LENGTH, Block, Program
 from hopperc.sim.findings import Category, SimFailure, fail
 from hopperc.sim.memory import Agents
+from hopperc.sim.semaphores import starve_block
 from hopperc.sim.warp import Warp
 
 MODES = ("async-early", "async-late", "random", "starve")
@@ -39,6 +40,9 @@ class Chooser:
         if mode == "async-late" and warps:
             return rng.choice(warps)
         if mode == "starve":
+            if getattr(block, "grid_blocks", 1) > 1:  # blocks interleaved: one lags behind
+                return rng.choice(starve_block(candidates, self.turn % block.grid_blocks)
+                                  or candidates)
             if self.starved is None:
                 self.starved = _starved_warp(block, self.turn)
             others = [c for c in candidates if not (c[0] == "warp" and c[1].index == self.starved)]

@@ -169,7 +169,11 @@ class _BlockAgents:
 
 
 class GridBlock(Block):
-    """A block of an interleaved run, named by its tile in messages."""
+    """A block of an interleaved run, named by its tile in messages; `number` is
+    its place in the run, of `grid_blocks`."""
+
+    number = 0
+    grid_blocks = 1
 
     @property
     def label(self) -> str:
@@ -190,6 +194,20 @@ def make_grid(program: Program, clusters: list[list[dict[str, int]]], tensors, w
             block = GridBlock(program, env, tensors, writers, _BlockAgents(agents, owner, number),
                               trace)
             block.global_writes, block.flags = writes, flags
+            block.number = len(blocks)
             block.warps = [make_warp(block, i) for i in range(program.kernel.threads // 32)]
             blocks.append(block)
+    for block in blocks:
+        block.grid_blocks = len(blocks)
     return blocks
+
+
+def starve_block(candidates: list[tuple[str, object]], number: int) -> list:
+    """The candidates that are not block `number`'s (its warps and its
+    asynchronous work): a starve schedule of an interleaved run keeps one block
+    behind the others, so a wait that lets its block read too early (another
+    block's write not yet made) shows."""
+    def block_of(candidate) -> object:
+        kind, what = candidate
+        return what.block if kind in ("warp", "product") else what[0]
+    return [c for c in candidates if getattr(block_of(c), "number", -1) != number]

@@ -302,6 +302,8 @@ class _Context:
         # `wait_group.read N` counts groups: a commit taken out merges two groups and
         # shifts the count for every store, so the race shows at any store's memory.
         self.store_lines = set().union(*(self.memory_lines.get(m, set()) for m in stored))
+        self.stored_buffers = {s.src.buffer for s in walk(kernel.body)
+                               if isinstance(s, ir.AsyncStore)}
         # A flag orders global accesses of different blocks: what it leaves unordered
         # shows at a global read or write, or at a wait that never passes.
         self.flags = {s.tensor for s in walk(kernel.body) if isinstance(s, (ir.Signal, ir.Wait))}
@@ -325,7 +327,12 @@ class _Context:
             lines |= self.barrier_lines.get(ref.array, set())
         if isinstance(stmt, ir.NamedBarrier):
             lines |= self.named_lines.get(stmt.id, set())
-        if isinstance(stmt, ir.BulkCommit):
+        if isinstance(stmt, ir.BulkCommit) or isinstance(stmt, ir.BulkWaitRead) or (
+                isinstance(stmt, ir.NamedBarrier) and reason is not None
+                and reason.subject in self.stored_buffers):
+            # A wait completes every older group of its thread, whichever store's, and
+            # the barrier after it hands that on: taken out, the race may show first at
+            # any store's memory.
             lines |= self.store_lines
         if isinstance(stmt, ir.WgmmaCommit):
             lines |= self.wgmma_wait_lines

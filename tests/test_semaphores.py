@@ -193,3 +193,14 @@ def test_diagnostics_in_a_role_and_in_a_cluster():
               "    wait F[tile.m] >= 1\n}\n"
     with pytest.raises(CompileError, match="not available in a kernel with clusters"):
         driver.check(SourceFile("c.hk", cluster))
+
+
+def test_a_findings_trace_replays_every_block_interleaved(tmp_path, hopperc_cli):
+    kernel = tmp_path / "split.hk"
+    kernel.write_text(SPLIT.replace("        signal F[tile.m]\n", ""))
+    done = hopperc_cli("sim", "-j", "1", str(kernel), "--seeds", "2", "--search", "10",
+                       "--trace", str(tmp_path / "traces"))
+    assert done.returncode == 1 and "deadlock" in done.stdout + done.stderr
+    assert "exhaustive search of every block" in done.stdout + done.stderr
+    (trace,) = sorted((tmp_path / "traces").glob("*.json"))[:1]
+    assert "flag F[0]" in trace.read_text()

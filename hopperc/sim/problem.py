@@ -115,10 +115,10 @@ def launch_tensors(kernel: ir.Kernel) -> list[TensorShape]:
 
 
 def stored_tensors(kernel: ir.Kernel) -> set[str]:
-    """The tensors the kernel stores to (the outputs, and inputs it rewrites:
-    flags it signals, which start at zero)."""
+    """The tensors the kernel stores to (the outputs, and inputs it rewrites),
+    flag tensors among them: they are given zeroed, as the caller must."""
     return {s.tensor for s in walk(kernel.body)
-            if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore, ir.Signal))}
+            if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait))}
 
 
 def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,

@@ -46,6 +46,10 @@ class Flag:
         self.name, self.value = name, value
         self.clock: Clock = {}
 
+    @property
+    def label(self) -> str:  # how a trace names what a wait waits on
+        return f"flag {self.name}"
+
     def describe(self) -> str:
         return f"{self.name} holds {self.value}"
 
@@ -169,11 +173,9 @@ class _BlockAgents:
 
 
 class GridBlock(Block):
-    """A block of an interleaved run, named by its tile in messages; `number` is
-    its place in the run, of `grid_blocks`."""
-
-    number = 0
-    grid_blocks = 1
+    """A block of an interleaved run, named by its tile in messages; make_grid
+    gives it (as any block it makes) `grid_index`, its place in the run, of
+    `grid_blocks`."""
 
     @property
     def label(self) -> str:
@@ -182,19 +184,20 @@ class GridBlock(Block):
 
 
 def make_grid(program: Program, clusters: list[list[dict[str, int]]], tensors, writers,
-              make_warp) -> list[Block]:
+              make_warp, make_block=GridBlock) -> list[Block]:
     """Every block of `clusters` (each of one block: the front end refuses
-    flags with clusters), sharing clocks, global writes and flags."""
+    flags with clusters), sharing clocks, global writes and flags; `make_block`
+    and `make_warp` make them (a recorder's types, for a trace)."""
     agents, owner = Agents(), []
     trace: deque = deque(maxlen=TRACE_LENGTH)
     writes, flags = GridWrites(owner), Flags(tensors)
     blocks = []
     for number, cluster in enumerate(clusters):
         for env in cluster:
-            block = GridBlock(program, env, tensors, writers, _BlockAgents(agents, owner, number),
-                              trace)
+            block = make_block(program, env, tensors, writers,
+                               _BlockAgents(agents, owner, number), trace)
             block.global_writes, block.flags = writes, flags
-            block.number = len(blocks)
+            block.grid_index = len(blocks)
             block.warps = [make_warp(block, i) for i in range(program.kernel.threads // 32)]
             blocks.append(block)
     for block in blocks:
@@ -210,4 +213,4 @@ def starve_block(candidates: list[tuple[str, object]], number: int) -> list:
     def block_of(candidate) -> object:
         kind, what = candidate
         return what.block if kind in ("warp", "product") else what[0]
-    return [c for c in candidates if getattr(block_of(c), "number", -1) != number]
+    return [c for c in candidates if block_of(c).grid_index != number]

@@ -85,6 +85,20 @@ def test_integer_adds_are_red_s32():
     assert [i.opcode for i in code if i.base == "REDG"][0].startswith("REDG.E.ADD.S32")
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_a_16_bit_add_is_a_compare_and_swap_loop_on_sm90(dtype):
+    """One 16-bit element per lane: red.global.add.noftz.bf16 / .f16 exist in PTX, but
+    ptxas makes them an ATOMG.E.CAS loop (only the packed x2 forms are native), which
+    docs/language.md tells users (add in f32 where they can)."""
+    source = SourceFile("sums.hk", ROW_SUMS.replace("S: f32[M]", f"S: {dtype}[M]").replace(
+        ADD, f"S[BM * tile.m : M] += {dtype}(rowsum(x))"))
+    built = driver.build(source)
+    assert f"red.global.add.noftz.{dtype}" in built.result.ptx
+    (code,) = sm.functions(built.result.cubin).values()
+    assert any(i.opcode.startswith("ATOMG.E.CAS") for i in code)
+    assert not any(i.base == "REDG" for i in code)
+
+
 def test_the_store_keeps_its_atomic_flag_through_the_passes():
     lowered = driver.lower(driver.check(SourceFile("sums.hk", ROW_SUMS)))
     (store,) = [s for s in walk(lowered.body) if isinstance(s, ir.GlobalRowStore)]

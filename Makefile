@@ -78,11 +78,21 @@ bench: $(STAMP)
 	$(BIN)/python bench/frontend.py
 	$(BIN)/python bench/check.py
 
-# Attention's key loop in SASS beside FlashAttention-3's (installs its wheel; no GPU).
+# The samples' SASS beside the kernels a user would pick (no GPU): FlashAttention-3's
+# forward and backward, Liger's LayerNorm and cross-entropy compiled by Triton, CUTLASS's
+# stream-K GEMM (nvcc and the CUTLASS headers of `make test`). Two wheels are read, not
+# imported: installed without their torch and JAX dependencies.
+PEER_FILES := liger-kernel==0.8.5 flash-attn3-jax==0.2.3
+
 peer-sass: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[peers]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(PEER_FILES)
 	$(BIN)/python bench/attention_sass.py --head-dim 64 --head-dim 128 --head-dim 256
 	$(BIN)/python bench/attention_sass.py --head-dim 64 --head-dim 128 --head-dim 256 --causal
+	$(BIN)/python bench/attention_bwd_sass.py
+	$(BIN)/python bench/attention_bwd_sass.py --causal
+	$(BIN)/python bench/triton_sass.py
+	$(BIN)/python bench/cutlass_sass.py --kernel streamk samples/gemm_splitk.hk samples/gemm_streamk.hk
 
 clean:
 	rm -rf build $(VENV)

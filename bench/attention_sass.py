@@ -53,8 +53,10 @@ def multiply_adds(instruction: sm.Instruction) -> int:
     return m * n * k
 
 
-def key_loops(code: list[sm.Instruction], head_dim: int) -> list[LoopFigures]:
-    """Every loop holding HGMMAs that holds no shorter such loop, in code order."""
+def key_loops(code: list[sm.Instruction], head_dim: int,
+              products: int = 2) -> list[LoopFigures]:
+    """Every loop holding HGMMAs that holds no shorter such loop, in code order;
+    a 64x64 tile's work is `products` products of 64 * 64 * head_dim."""
     found = [lp for lp in sm.loops(code) if any(i.is_wgmma for i in lp.body(code))]
     innermost = [lp for lp in found
                  if not any(o is not lp and lp.start <= o.start and o.end <= lp.end for o in found)]
@@ -62,7 +64,7 @@ def key_loops(code: list[sm.Instruction], head_dim: int) -> list[LoopFigures]:
     for lp in sorted(innermost, key=lambda lp: lp.start):
         body = lp.body(code)
         work = sum(multiply_adds(i) for i in body if i.is_wgmma)
-        figures.append(LoopFigures(lp.start, len(lp), work / (2 * 64 * 64 * head_dim),
+        figures.append(LoopFigures(lp.start, len(lp), work / (products * 64 * 64 * head_dim),
                                    sum(i.base in MASK_OPCODES for i in body), tuple(body)))
     return figures
 

@@ -1,12 +1,12 @@
 """SASS figures of the row-reducing samples (softmax, softmax_wide, rmsnorm,
-layernorm, attention_fwd): for each loop of the kernel in address order, the source loop it
-compiles (its line, and the part: the whole loop, or the interior or a boundary
-of one split at its boundary iterations), its instructions per source
-iteration (nested loops apart), how many are block barriers, shuffles, MUFU,
-HGMMA and the masks' FSETP and FSEL, and all of them by class
-(`sass_metrics.INSTRUCTION_CLASSES`: arithmetic, sync, address, predicate, ...);
-then the registers and spills. Needs the SASS tools (`pip install 'hopperc[sass]'`);
-no GPU.
+layernorm, cross_entropy, attention_fwd): for each loop of the kernel in
+address order, the source loop it compiles (its line, and the part: the whole
+loop, or the interior or a boundary of one split at its boundary iterations),
+its instructions per source iteration (nested loops apart), how many are block
+barriers, shuffles, MUFU, HGMMA and the masks' FSETP and FSEL, and all of them
+by class (`sass_metrics.INSTRUCTION_CLASSES`: arithmetic, sync, address,
+predicate, ...); then the registers and spills. Needs the SASS tools
+(`pip install 'hopperc[sass]'`); no GPU.
 
 Usage: python bench/rows.py [SAMPLE.hk ...] [-D NAME=VALUE ...]
 """
@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT))
 from hopperc import driver  # noqa: E402
 from hopperc.backend import sass_metrics as sm  # noqa: E402
 
-SAMPLES = ("softmax", "softmax_wide", "rmsnorm", "layernorm", "attention_fwd")
+SAMPLES = ("softmax", "softmax_wide", "rmsnorm", "layernorm", "cross_entropy",
+           "attention_fwd")
 COUNTED = ("BAR", "SHFL", "MUFU", "HGMMA", "FSETP", "FSEL")
 
 

@@ -180,6 +180,60 @@ def class_counts(body: list[Instruction]) -> dict[str, int]:
     return counts
 
 
+# ---------------------------------------------------------------- cross-block reductions
+# How partial results meet in global memory (split-K, stream-K, attention's dQ),
+# by kind, in the order the figures print them.
+REDUCTION_KINDS = ("TMA reduce", "element reduce", "flag", "flag wait", "GPU fence",
+                   "global store", "global load")
+_ATOMIC = frozenset({"RED", "REDG", "ATOM", "ATOMG", "REDAS"})
+_FLOAT_TYPES = (".F32", ".F16", ".BF16", ".F64", ".F16x2", ".BF16x2")
+
+
+def reduction_kind(instruction: Instruction) -> str | None:
+    """The kind of an instruction that takes part in a cross-block reduction, or
+    None: a TMA or bulk reduce-add (UTMAREDG, UBLKRED), an element-wise
+    floating-point red/atom, an integer one (a flag or counter), a strong
+    (acquire or relaxed) load of a flag, a GPU-scope memory fence, or a plain
+    global store or load (a fix-up workspace's partials, and any other global
+    traffic of the threads)."""
+    base, opcode = instruction.base, instruction.opcode
+    if base in ("UTMAREDG", "UBLKRED"):
+        return "TMA reduce"
+    if base in _ATOMIC:
+        return "element reduce" if any(t in opcode for t in _FLOAT_TYPES) else "flag"
+    if base in ("LDG", "LD") and ".STRONG" in opcode:
+        return "flag wait"
+    if base == "MEMBAR" and (".GPU" in opcode or ".SYS" in opcode):
+        return "GPU fence"
+    if base == "STG":
+        return "global store"
+    if base == "LDG":
+        return "global load"
+    return None
+
+
+def reduction_counts(code: list[Instruction]) -> dict[str, dict[str, int]]:
+    """Per kind (REDUCTION_KINDS, the present ones), how many of each opcode the
+    code holds."""
+    counts: dict[str, dict[str, int]] = {}
+    for instruction in code:
+        kind = reduction_kind(instruction)
+        if kind is not None:
+            by_opcode = counts.setdefault(kind, {})
+            by_opcode[instruction.opcode] = by_opcode.get(instruction.opcode, 0) + 1
+    return {kind: counts[kind] for kind in REDUCTION_KINDS if kind in counts}
+
+
+def flag_waits(code: list[Instruction]) -> list[Loop]:
+    """The loops that poll a flag: the innermost ones holding a strong global
+    load, in code order."""
+    polling = [lp for lp in loops(code)
+               if any(reduction_kind(i) == "flag wait" for i in lp.body(code))]
+    return sorted((lp for lp in polling if not any(
+        o is not lp and lp.start <= o.start and o.end <= lp.end for o in polling)),
+        key=lambda lp: lp.start)
+
+
 # ---------------------------------------------------------------- loops by source loop
 SPIN = ("SYNCS", "USETMAXREG", "BRA", "NOP", "PLOP3", "YIELD")  # a wait's or setmaxnreg's retry
 

@@ -182,13 +182,15 @@ class If:
 
 @dataclass(frozen=True)
 class Copy:
-    """`tma DST <- SRC` or `bulk DST <- SRC`, optionally `via BARRIER` (manual sync)."""
+    """`tma DST <- SRC` or `bulk DST <- SRC`, optionally `via BARRIER` (manual sync);
+    `tma T[...] += SRC` (`reduce_add`) adds the tile into global memory."""
 
     engine: str  # "tma" | "bulk"
     dst: Expr
     src: Expr
     via: Expr | None
     span: Span
+    reduce_add: bool = False
 
 
 @dataclass(frozen=True)

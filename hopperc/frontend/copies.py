@@ -24,6 +24,8 @@ def lower_copy(stmt: ast.Copy, scope: Scope, warpgroups: int, manual: bool):
         raise CompileError(stmt.span, f"a {stmt.engine} copy moves a tile between a shared "
                                       "buffer and a global tensor: tma buf <- T[i, j] or "
                                       "tma T[i, j] <- buf")
+    if stmt.reduce_add:
+        _check_reduce_add(stmt, view.buffer, load)
     if view.view.transposed:
         raise CompileError(stmt.span, "a copy moves a buffer as it is laid out; remove ^T")
     tensor, indices = _tensor_ref(tensor_expr, scope)
@@ -43,7 +45,26 @@ def lower_copy(stmt: ast.Copy, scope: Scope, warpgroups: int, manual: bool):
             nbytes *= extent
         return ir.AsyncLoad(engine, view.view, tensor.name, coords, box, nbytes, barrier, stmt.span,
                             ragged=ragged)
-    return ir.AsyncStore(engine, tensor.name, coords, box, view.view, stmt.span, ragged=ragged)
+    return ir.AsyncStore(engine, tensor.name, coords, box, view.view, stmt.span, ragged=ragged,
+                         reduce_add=stmt.reduce_add)
+
+
+# The element types cp.reduce.async.bulk.tensor adds (PTX ISA: .add takes .u32,
+# .s32, .u64, .f32, .f16 and .bf16 tensors); fp8 tensor maps are bytes (UINT8).
+REDUCE_ADD_DTYPES = (ir.DType.F32, ir.DType.F16, ir.DType.BF16, ir.DType.I32)
+
+
+def _check_reduce_add(stmt: ast.Copy, buffer: ir.SharedBuffer, load: bool) -> None:
+    """`tma T[i, j] += buf` adds a staged tile into a tensor of a type TMA adds."""
+    if load:
+        raise CompileError(stmt.span, "'+=' adds a shared tile into a global tensor: tma "
+                                      "T[i, j] += buf (a load into shared memory is "
+                                      "'tma buf <- T[i, j]')")
+    if buffer.dtype not in REDUCE_ADD_DTYPES:
+        names = ", ".join(d.text for d in REDUCE_ADD_DTYPES)
+        raise CompileError(stmt.span, f"a TMA reduce-add adds {names} elements, not "
+                                      f"{buffer.dtype} ('{buffer.name}'): reduce into a "
+                                      "tensor of one of those types")
 
 
 def _coordinate(index: ast.Expr, box: int, scope: Scope) -> ir.ScalarExpr:

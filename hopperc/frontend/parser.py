@@ -296,8 +296,12 @@ class _ToAst(Transformer):
         return ast.If(cond, then, orelse, self._s(meta))
 
     def tma_stmt(self, meta, children):
-        dst, _arrow, src, via = children
-        return ast.Copy("tma", dst, src, via, self._s(meta))
+        dst, op, src, via = children
+        if str(op) == "=":
+            raise CompileError(Span(self.file, op.line, op.column, op.end_line, op.end_column),
+                               "a tma copy is 'tma DST <- SRC' or, to add a tile "
+                               "into a tensor, 'tma T[i, j] += buf'")
+        return ast.Copy("tma", dst, src, via, self._s(meta), reduce_add=str(op) == "+=")
 
     def bulk_stmt(self, meta, children):
         dst, _arrow, src, via = children

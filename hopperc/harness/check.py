@@ -42,6 +42,9 @@ class RunResult:
     reference: str | None  # None: no reference for this kernel, with why in `unchecked`
     unchecked: str = ""
     tensors: dict | None = None  # the GPU tensors after the run, for callers to compare
+    # The problem's arrays before the run (f32 numpy): a tensor the kernel adds into
+    # (a TMA reduce-add) starts from them, so a caller's reference needs them.
+    inputs: dict | None = None
 
     @property
     def passed(self) -> bool:
@@ -65,10 +68,12 @@ def run_check(source: SourceFile, defines: dict[str, int] | None = None,
     try:
         want = expected_outputs(driver.check(source, defines), problem)
     except ReferenceUnavailable as exc:
-        return RunResult(lowered.name, dims, launch.grid, (), None, str(exc), tensors)
+        return RunResult(lowered.name, dims, launch.grid, (), None, str(exc), tensors,
+                         problem.inputs)
     outputs = tuple(compare(name, to_host(tensors[name]), expect, lowered.tensor(name).dtype)
                     for name, expect in want.items())
-    return RunResult(lowered.name, dims, launch.grid, outputs, "numpy reference", "", tensors)
+    return RunResult(lowered.name, dims, launch.grid, outputs, "numpy reference", "", tensors,
+                     problem.inputs)
 
 
 def compare(name: str, got: np.ndarray, want: np.ndarray, dtype) -> OutputCheck:

@@ -275,7 +275,8 @@ def leaf_accesses(stmt: ir.Stmt) -> list[Access]:
         case ir.AsyncLoad(dst=dst, engine=engine, span=span):
             return [_access(dst, Proxy.ASYNC, True, True, f"written by {engine.label} load", span)]
         case ir.AsyncStore(src=src, engine=engine, span=span):
-            read = _access(src, Proxy.ASYNC, False, True, f"read by {engine.label} store", span)
+            read = _access(src, Proxy.ASYNC, False, True, f"read by {engine.label} {stmt.verb}",
+                           span)
             return [replace(read, per_warpgroup=issued_per_warpgroup(stmt))]
         case ir.SharedStore(dst=dst, value=value, span=span):
             reads = [_access(v, Proxy.GENERIC, False, False, "read by ld.shared", span)

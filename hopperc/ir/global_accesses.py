@@ -38,7 +38,7 @@ def _global(stmt: ir.Stmt) -> list[Access]:
     match stmt:
         case ir.AsyncStore(tensor=tensor, engine=engine, span=span):
             return [Access(global_memory(tensor), Proxy.ASYNC, True, True,
-                           f"written by {engine.label} store", span,
+                           f"written by {engine.label} {stmt.verb}", span,
                            per_warpgroup=issued_per_warpgroup(stmt), region=copy_box(stmt))]
         case ir.AsyncLoad(tensor=tensor, engine=engine, span=span):
             return [Access(global_memory(tensor), Proxy.ASYNC, False, True,

@@ -203,7 +203,10 @@ class AsyncLoad:
 
 @dataclass(frozen=True)
 class AsyncStore:
-    """Shared -> global through the async proxy (a bulk group)."""
+    """Shared -> global through the async proxy (a bulk group). With
+    `reduce_add` the box is added into global memory element by element
+    (cp.reduce.async.bulk.tensor .add: each element's add is atomic, the order of
+    the adds of different stores is free); its commit and waits are a store's."""
 
     engine: Engine
     tensor: str
@@ -212,6 +215,12 @@ class AsyncStore:
     src: BufferView
     span: Span
     ragged: RaggedBound | None = None  # coords[ragged.dim] is an element START, clipped at END
+    reduce_add: bool = False
+
+    @property
+    def verb(self) -> str:
+        """How messages name it: "store" or "reduce-add"."""
+        return "reduce-add" if self.reduce_add else "store"
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,8 @@ def statement(stmt: ir.Stmt) -> str:
                 via += f", each block's own ({stmt.unicast.because})"
             return f"{e.value}.load {view(dst)} <- {t}[{_coords(stmt)}] ({n} B){via}"
         case ir.AsyncStore(engine=e, tensor=t, src=src):
-            return f"{e.value}.store {t}[{_coords(stmt)}] <- {view(src)}"
+            arrow = "+=" if stmt.reduce_add else "<-"
+            return f"{e.value}.{stmt.verb} {t}[{_coords(stmt)}] {arrow} {view(src)}"
         case ir.TileDef(name=name, dtype=dtype, shape=shape, layout=layout, init=init):
             value = "undefined" if init is None else tile(init)
             return f"{name}: {dtype}{list(shape)} {layout.value} = {value}"

@@ -16,6 +16,8 @@ barrier pass hands that completion to the other reading threads. Before the
 role (or kernel) ends with stores still reading shared memory, it waits
 `.read 0`, so shared memory outlives every read of it (the global writes
 complete by the kernel's end).
+A TMA reduce-add (`tma T[i, j] += buf`) is a store here: it reads its source
+and writes (adds into) global memory in a bulk group like any other.
 
 Hardware rule: a bulk store reads its shared source asynchronously until
 `wait_group.read` reports its group done, and writes global memory until a
@@ -24,6 +26,8 @@ most recent groups are still pending (PTX ISA, cp.async.bulk.wait_group). The
 completion of a bulk copy is followed by an implicit generic-async proxy fence
 (PTX ISA, async proxy), so no fence.proxy.async comes between the plain wait
 and an ld.global of what the store wrote.
+cp.reduce.async.bulk.tensor completes through the same bulk-group
+mechanism (PTX ISA: `.bulk_group` completion, the same wait_group{.read}).
 """
 from __future__ import annotations
 
@@ -61,7 +65,7 @@ def _commit(run: list[ir.Stmt]) -> ir.BulkCommit:
     """One commit_group closes each run of consecutive stores."""
     last = run[-1]
     return ir.BulkCommit(last.span, ir.Reason(
-        ir.Hazard.ASYNC_READ_WRITE, last.src.buffer, f"read by {last.engine.label} store",
+        ir.Hazard.ASYNC_READ_WRITE, last.src.buffer, f"read by {last.engine.label} {last.verb}",
         last.span, "tracked as one bulk group", None))
 
 

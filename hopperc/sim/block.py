@@ -16,10 +16,11 @@ from hopperc.ir.accesses import tile_operands
 from hopperc.ir.elements import tensor_elements_in
 from hopperc.ir.global_accesses import global_vectors
 from hopperc.sim.barriers import MBarrier, NamedBarrier
+from hopperc.sim.block_accesses import BlockAccesses
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Agents, Clock, GlobalWrites, ShadowMemory, Site
 from hopperc.sim.scalars import PER_THREAD, compile_scalar, per_lane
-from hopperc.sim.values import Clip, read_box, write_box
+from hopperc.sim.values import Clip, add_box, read_box, write_box
 from hopperc.sim.views import Place, SharedSpace
 
 TRACE_LENGTH = 14
@@ -145,6 +146,7 @@ class Store:
     site: Site
     done: bool = False
     clip: Clip = None  # a ragged store's (axis, END)
+    reduce_add: bool = False  # adds its box into the tensor (cp.reduce.async.bulk.tensor)
 
 
 @dataclass
@@ -207,7 +209,8 @@ class Block:
     def __init__(self, program: Program, env: dict[str, int],
                  tensors: dict[str, np.ndarray] | None,
                  writers: dict[str, np.ndarray] | None = None, agents: Agents | None = None,
-                 trace: deque | None = None):
+                 trace: deque | None = None, between: BlockAccesses | None = None,
+                 key: object = 0):
         """`tensors` None: a run without data (the exhaustive search), which makes
         every synchronization and shared-memory access with its checks but moves
         and computes no values. Nothing it reports depends on them: indices,
@@ -215,13 +218,15 @@ class Block:
         after the seeded schedules. `writers`: per output tensor, the span of
         the TMA store that last wrote each element, so a wrong result names it.
         The blocks of a cluster share `agents` (one set of clocks) and `trace`;
-        `cluster` lists them, by rank, once all are made."""
+        `cluster` lists them, by rank, once all are made. `between`: the record of
+        global accesses across the grid's blocks, in which this block is `key`."""
         kernel = program.kernel
         self.program = program
         self.kernel = kernel
         self.env = env
         self.tensors = tensors
         self.writers = writers if writers is not None else {}
+        self.between, self.key = between, key
         self.space = SharedSpace(kernel, program.layout, data=tensors is not None)
         self.agents = agents if agents is not None else Agents()
         self.rank = env.get("@rank", 0)
@@ -248,6 +253,12 @@ class Block:
                                               f"'{array}' ({count} barriers, indexed 0 to "
                                               f"{count - 1})", span)
         return barrier
+
+    def touch_global(self, tensor: str, origin: tuple[int, ...], box: tuple[int, ...], clip,
+                     reduce_add: bool, site: Site, what: str) -> None:
+        """A copy's box of global memory, for the record across blocks."""
+        if self.between is not None:
+            self.between.box(self.key, tensor, origin, box, clip, reduce_add, site, what)
 
     def named_barrier(self, ident: int) -> NamedBarrier:
         return self.named.setdefault(ident, NamedBarrier(ident))
@@ -287,9 +298,14 @@ class Block:
         store: Store = queue.pending.popleft()
         self.memory.read(queue.agent, store.clock, self.space.region(store.place), store.site)
         if self.tensors is not None:
-            values = self.space.read(store.place)
-            write_box(self.tensors[store.tensor], store.origin, values.reshape(store.box),
-                      store.clip)
+            values = self.space.read(store.place).reshape(store.box)
+            if store.reduce_add:
+                add_box(self.tensors[store.tensor], store.origin, values,
+                        self.kernel.tensor(store.tensor).dtype, store.clip)
+                if self.between is not None:
+                    self.between.added(store.tensor, store.origin, values, store.clip)
+            else:
+                write_box(self.tensors[store.tensor], store.origin, values, store.clip)
         if store.tensor in self.writers:
             write_box(self.writers[store.tensor], store.origin,
                       np.full(store.box, store.site.span, dtype=object), store.clip)

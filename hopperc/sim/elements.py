@@ -67,8 +67,11 @@ class ElementCode:
         for vector in self.block.program.global_vectors(expr):
             start = integer(vector.start)
             length = plane_rows(shape) if vector.axis == "rows" else shape[-1]
-            self.block.global_writes.read(self.clock, vector.tensor, (start,), (length,),
-                                          Site(f"ld.global of '{vector.tensor}'", span), self)
+            read = Site(f"ld.global of '{vector.tensor}'", span)
+            self.block.global_writes.read(self.clock, vector.tensor, (start,), (length,), read,
+                                          self)
+            self.block.touch_global(vector.tensor, (start,), (length,), None, False, read,
+                                    "reads")
         data = self.block.tensors is not None
         if data:
             values = elementwise(expr, shape, dtype, tile, shared, self.block.tensors, integer,

@@ -23,6 +23,7 @@ import numpy as np
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.sim.block import BudgetReached, Program, WorkBudget
+from hopperc.sim.block_accesses import BlockAccesses, block_accesses
 from hopperc.sim.findings import Category, Finding, SimFailure
 from hopperc.sim.problem import Problem
 from hopperc.sim.reference import ReferenceUnavailable, expected_outputs
@@ -278,22 +279,25 @@ def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Repo
     """One schedule of every block: what it stored, or None where it stopped at a finding."""
     tensors = problem.fresh_tensors()
     writers = {name: np.full(tensors[name].shape, None, dtype=object) for name in want or ()}
+    between = block_accesses(prog.kernel, tensors)
     try:
         run_clusters(prog, [[problem.env(block) for block in cluster]
-                            for cluster in problem.clusters()], tensors, chooser, writers)
+                            for cluster in problem.clusters()], tensors, chooser, writers, between)
     except SimFailure as failure:
         report.add(replace(failure.finding, trace=getattr(failure, "trace", ()), schedule=name,
                            run=run))
         return None
     if want is not None:
-        _compare(prog.kernel, tensors, want, writers, name, report, run)
+        _compare(prog.kernel, tensors, want, writers, name, report, run, between)
     return tensors
 
 
 def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.ndarray],
-             writers: dict[str, np.ndarray], name: str, report: Report, run: tuple = ()) -> None:
+             writers: dict[str, np.ndarray], name: str, report: Report, run: tuple = (),
+             between: BlockAccesses | None = None) -> None:
     """A wrong element is blamed on the TMA store that wrote it, else (never
-    written) on the kernel's first store to that tensor."""
+    written) on the kernel's first store to that tensor. An element reduced
+    into may differ by what the order of its adds changes (`between.slack`)."""
     for tensor, expect in want.items():
         dtype = kernel.tensor(tensor).dtype
         # NaN (or an infinity) where the reference has the same is equal (rsqrt of a
@@ -304,7 +308,7 @@ def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.n
             error = np.where(same, 0.0, np.abs(got[tensor] - expect))
         report.max_error[tensor] = max(report.max_error.get(tensor, 0.0), float(error.max(
             initial=0.0)))
-        allowed = tolerance(dtype, expect)
+        allowed = tolerance(dtype, expect) + (between.slack(tensor) if between else 0.0)
         if tensor in getattr(want, "added", {}):  # adds in any order (red.global.add)
             allowed = allowed + added_tolerance(dtype, *want.added[tensor])
         with np.errstate(invalid="ignore"):

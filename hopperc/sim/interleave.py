@@ -10,14 +10,15 @@ from hopperc.sim.warp import Warp
 
 
 def run_clusters(program: Program, clusters: list[list[dict[str, int]]], tensors, chooser,
-                 writers=None) -> None:
+                 writers=None, between=None) -> None:
     """Run the blocks of `clusters` (each cluster's block environments) to their
     end; raises SimFailure at the first finding (see `schedule.run_cluster`)."""
     if uses_semaphores(program.kernel):
-        run_blocks(program, make_grid(program, clusters, tensors, writers, Warp), chooser, 0)
+        run_blocks(program, make_grid(program, clusters, tensors, writers, Warp,
+                                      between=between), chooser, 0)
         return
     for index, envs in enumerate(clusters):
-        run_cluster(program, envs, tensors, chooser, index, writers)
+        run_cluster(program, envs, tensors, chooser, index, writers, between=between)
 
 
 def searched_clusters(program: Program, clusters: list[list[dict[str, int]]]

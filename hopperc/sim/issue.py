@@ -24,10 +24,10 @@ class AsyncIssue:
         place = self.place(stmt.dst, lanes, stmt.span)
         origin = tuple(self.value(c, lanes, span) for c in stmt.coords)
         clip = self.ragged_clip(stmt, origin, lanes)
+        read = Site(f"{stmt.engine.label} load of '{stmt.tensor}'", span)
         block.global_writes.read(self.clock, stmt.tensor, origin,
-                                 clipped_box(origin, stmt.box, clip),
-                                 Site(f"{stmt.engine.label} load of '{stmt.tensor}'", span),
-                                 self, True)
+                                 clipped_box(origin, stmt.box, clip), read, self, True)
+        block.touch_global(stmt.tensor, origin, stmt.box, clip, False, read, "reads")
         box, nbytes, targets = stmt.box, stmt.nbytes, [block]
         if stmt.multicast > 1:  # this block's slice of rows, into every block's stage
             box, nbytes = stmt.issued_box, stmt.nbytes // stmt.multicast
@@ -57,7 +57,7 @@ class AsyncIssue:
         axis = stmt.ragged.dim
         if origin[axis] < 0:
             raise fail(Category.OUT_OF_RANGE, f"the {stmt.engine.label} "
-                       f"{'load' if isinstance(stmt, ir.AsyncLoad) else 'store'} of "
+                       f"{'load' if isinstance(stmt, ir.AsyncLoad) else stmt.verb} of "
                        f"'{stmt.tensor}' starts at element {origin[axis]} of dimension {axis}: "
                        "a START : END copy clips only at END, so its rows before 0 would "
                        "touch the memory before the tensor", stmt.span)
@@ -79,8 +79,11 @@ class AsyncIssue:
         clip = self.ragged_clip(stmt, origin, (lane,))
         queue.issued += 1
         clock = {**self.clock, queue.agent: queue.issued}
-        site = Site(f"{stmt.engine.label} store from {self.label(place)}", stmt.span)
-        queue.add(Store(clock, place, stmt.tensor, origin, stmt.box, site, clip=clip))
+        site = Site(f"{stmt.engine.label} {stmt.verb} from {self.label(place)}", stmt.span)
+        queue.add(Store(clock, place, stmt.tensor, origin, stmt.box, site, clip=clip,
+                        reduce_add=stmt.reduce_add))
+        self.block.touch_global(stmt.tensor, origin, stmt.box, clip, stmt.reduce_add, site,
+                                "stores")
         # Its global writes may land any time until a plain wait completes its group.
         self.block.global_writes.write(GlobalWrite(stmt.tensor, origin,
                                                    clipped_box(origin, stmt.box, clip),

@@ -121,13 +121,18 @@ def stored_tensors(kernel: ir.Kernel) -> set[str]:
             if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait))}
 
 
+def reduced_tensors(kernel: ir.Kernel) -> set[str]:
+    """The tensors the kernel adds into (TMA reduce-adds): their first values matter."""
+    return {s.tensor for s in walk(kernel.body) if isinstance(s, ir.AsyncStore) and s.reduce_add}
+
+
 def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
                  max_blocks: int | None = None) -> Problem:
     """Random inputs for `dims`; with `max_blocks`, a grid larger than that is
     represented by a subset of its blocks (the reference runs the same ones)."""
     check_launch(kernel, dims)
     rng = np.random.default_rng(seed)
-    stored = stored_tensors(kernel)
+    stored, reduced = stored_tensors(kernel), reduced_tensors(kernel)
     inputs = {}
     indices = index_ranges(kernel, dims)
     elements = tuple(element_tensors(kernel))
@@ -142,7 +147,7 @@ def make_problem(kernel: ir.Kernel, dims: dict[str, int], seed: int = 0,
         shape = tuple(dims[d] if isinstance(d, str) else d for d in t.dims)
         if t.name in element_sets[0]:
             inputs[t.name] = element_sets[0][t.name]
-        elif t.name in stored:
+        elif t.name in stored and t.name not in reduced:
             inputs[t.name] = np.zeros(shape, dtype=np.float32)
         elif t.name in indices:  # valid indices or lengths, not -1 / 0 / 1
             inputs[t.name] = rng.integers(0, max(indices[t.name], 1), shape).astype(np.float32)

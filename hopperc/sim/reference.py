@@ -29,7 +29,7 @@ from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
 from hopperc.sim.row_stores import stored_elements
 from hopperc.sim.scalars import PER_THREAD, per_lane, scalar, started_walk, taken_tile
-from hopperc.sim.values import (added, elementwise, matrix_product, read_box, row_partials, undefined,
+from hopperc.sim.values import (add_box, added, elementwise, matrix_product, read_box, row_partials, undefined,
                                 write_box)
 from hopperc.sim.views import Place, place_shape
 
@@ -228,8 +228,12 @@ class _Block:
                 for instance in self.running() if issued_per_warpgroup(stmt) else (0,):
                     origin = tuple(self.scalar(c, instance) for c in coords)
                     clip = ragged and (ragged.dim, self.scalar(ragged.end, instance))
-                    write_box(self.tensors[tensor], origin,
-                              self.read(self.place(src, instance)).reshape(box), clip)
+                    values = self.read(self.place(src, instance)).reshape(box)
+                    if stmt.reduce_add:  # the grid's blocks add in their order
+                        add_box(self.tensors[tensor], origin, values,
+                                self.kernel.tensor(tensor).dtype, clip)
+                    else:
+                        write_box(self.tensors[tensor], origin, values, clip)
             case ir.TileDef() | ir.TileAssign() | ir.SharedStore() | ir.Mma():
                 for instance in self.running():
                     self.per_warpgroup(stmt, instance)

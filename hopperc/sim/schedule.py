@@ -116,17 +116,20 @@ def run_block(program: Program, env: dict[str, int], tensors, chooser, block_ind
 
 
 def run_cluster(program: Program, envs: list[dict[str, int]], tensors, chooser,
-                block_index: int, writers=None, recorder=None) -> None:
+                block_index: int, writers=None, recorder=None, between=None) -> None:
     """Run the blocks of one cluster together to their end; raises SimFailure at
     the first finding. A block's exit is checked when its last warp is done.
     `tensors` None: without data (see `Block`); `writers`: see `Block`.
     `recorder` (`recorder.Recorder`, for a trace): makes the blocks and warps,
-    which record what they do, and counts the steps; None runs the plain ones."""
+    which record what they do, and counts the steps; None runs the plain ones.
+    `between` (`block_accesses.BlockAccesses`): the grid's record of global
+    accesses across blocks, each block named (cluster index, rank)."""
     agents, trace = Agents(), deque(maxlen=TRACE_LENGTH)
     make_block, make_warp = (Block, Warp) if recorder is None else recorder.types
     if recorder is not None:
         chooser = recorder.counted(chooser)
-    blocks = [make_block(program, env, tensors, writers, agents, trace) for env in envs]
+    blocks = [make_block(program, env, tensors, writers, agents, trace, between,
+                         (block_index, env.get("@rank", 0))) for env in envs]
     for block in blocks:
         block.cluster = blocks
         block.cluster_barrier = blocks[0].cluster_barrier

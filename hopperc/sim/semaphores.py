@@ -184,10 +184,11 @@ class GridBlock(Block):
 
 
 def make_grid(program: Program, clusters: list[list[dict[str, int]]], tensors, writers,
-              make_warp, make_block=GridBlock) -> list[Block]:
+              make_warp, make_block=GridBlock, between=None) -> list[Block]:
     """Every block of `clusters` (each of one block: the front end refuses
     flags with clusters), sharing clocks, global writes and flags; `make_block`
-    and `make_warp` make them (a recorder's types, for a trace)."""
+    and `make_warp` make them (a recorder's types, for a trace); `between`: the
+    record of reduce-adds across blocks (`block_accesses.py`)."""
     agents, owner = Agents(), []
     trace: deque = deque(maxlen=TRACE_LENGTH)
     writes, flags = GridWrites(owner), Flags(tensors)
@@ -195,7 +196,7 @@ def make_grid(program: Program, clusters: list[list[dict[str, int]]], tensors, w
     for number, cluster in enumerate(clusters):
         for env in cluster:
             block = make_block(program, env, tensors, writers,
-                               _BlockAgents(agents, owner, number), trace)
+                               _BlockAgents(agents, owner, number), trace, between, (number, 0))
             block.global_writes, block.flags = writes, flags
             block.grid_index = len(blocks)
             block.warps = [make_warp(block, i) for i in range(program.kernel.threads // 32)]

@@ -9,7 +9,8 @@ the host would convert it (to f32 first, then to the nearest even value of the
 dtype; fp8 saturates), an i32 tensor takes integers up to 2^24 in magnitude
 (exact in f32), an i32 scalar any i32 (scalars stay Python integers); both are
 checked as Python integers before any conversion. The stored tensors the user
-does not pass start at zero, as `check`'s do.
+does not pass start at zero, as `check`'s do (but for a tensor the kernel adds
+into, which `check` fills with random values: pass its first values here).
 """
 from __future__ import annotations
 

@@ -363,6 +363,22 @@ def write_box(data: np.ndarray, origin: tuple[int, ...], values: np.ndarray,
         data[src] = values[dst]
 
 
+def add_box(data: np.ndarray, origin: tuple[int, ...], values: np.ndarray, dtype: DType,
+            clip: Clip = None) -> None:
+    """Add a box into a tensor (a TMA reduce-add), each sum rounded to the
+    tensor's dtype; parts outside the tensor (or at or past a ragged END) are
+    not touched."""
+    src, dst = _clip(_bounds(data.shape, clip), origin, values.shape)
+    if src is not None:
+        data[src] = round_to(dtype, data[src] + values[dst])
+
+
+def box_index(shape: tuple[int, ...], origin: tuple[int, ...], box: tuple[int, ...],
+              clip: Clip = None) -> tuple[slice, ...] | None:
+    """The elements of a tensor of `shape` a box at `origin` touches (None: none)."""
+    return _clip(_bounds(shape, clip), origin, box)[0]
+
+
 def clipped_box(origin: tuple[int, ...], box: tuple[int, ...], clip: Clip) -> tuple[int, ...]:
     """The part of a box a ragged copy may touch: along its axis, up to END."""
     if clip is None:

@@ -86,6 +86,12 @@ def _tf32_mm(torch, t):
     return {"C": (a @ b.T).float()}
 
 
+def _splitk(torch, t):
+    """C's values before the run plus A @ B^T: the kernel adds every split's
+    partial into C (the splits' f32 adds land in any order)."""
+    return {"C": (t["C_before"].double() + t["A"].double() @ t["B"].double().T).float()}
+
+
 def _layernorm(torch, t):
     """torch's layer_norm (eps 1e-5) and the statistics it saves, in float64."""
     x = t["X"].double()
@@ -123,6 +129,7 @@ TORCH_REFERENCE = {
     "grouped_gemm_masked": _grouped_masked,
     "gemm_fp8_blockscaled": _blockscaled,
     "gemm_tf32": _tf32_mm,
+    "gemm_splitk": _splitk,
     "rmsnorm": lambda torch, t: {"Y": (t["X"].float() * torch.rsqrt(
         (t["X"].float() ** 2).mean(dim=1, keepdim=True) + 1e-6) * t["W"].float()).bfloat16()},
     "layernorm": _layernorm,
@@ -167,6 +174,11 @@ DERIVED = {"gemm_fp8_blockscaled": _fp8_blocks, "attention_varlen": _varlen_head
            "gemm_streamk": _streamk_blocks}
 
 
+# Tensors a sample adds into (TMA reduce-adds): its reference starts from their
+# values before the run, NAME_before.
+ADDED_INTO = {"gemm_splitk": ("C",)}
+
+
 CASES = [(p, kind) for p in SAMPLES for kind in ("tiles", "large", "ragged", "tiny")]
 
 
@@ -177,7 +189,9 @@ def test_sample_matches_references(path, kind, torch):
     assert result.reference is not None, result.unchecked
     for out in result.outputs:
         assert out.mismatches == 0, out
-    by_hand = TORCH_REFERENCE[path.stem](torch, result.tensors)
+    before = {f"{name}_before": torch.from_numpy(result.inputs[name]).to(
+        result.tensors[name].device) for name in ADDED_INTO.get(path.stem, ())}
+    by_hand = TORCH_REFERENCE[path.stem](torch, {**result.tensors, **before})
     for name, want in by_hand.items():
         check = compare(name, to_host(result.tensors[name]), to_host(want),
                         driver.check(driver.read_source(path)).tensor(name).dtype)

@@ -11,6 +11,9 @@ Operators, over the lowered IR (what `check` simulates and `build` renders):
   `expect_tx` (16 bytes more, 16 fewer, half), each stage index (a view's ring
   stage or rank-3 plane, an mbarrier index: the next one, modulo the ring) and
   each `wait_group N` (N + 1; a smaller N only waits more);
+- turn each TMA reduce-add into a plain store: another block's adds into the
+  same box then meet a plain store (a race across blocks), or the tensor's first
+  values are lost (a wrong result);
 - narrow each cluster-scope release (a remote `mbarrier.arrive.release.cluster`)
   and acquire (`try_wait.acquire.cluster`) to `.cta`: the other block's refill
   is then not ordered after this block's reads, a race.
@@ -196,6 +199,10 @@ def _operators(stmt: ir.Stmt, kernel: ir.Kernel) -> Iterator[tuple]:
             # .read frees the shared source only: what the stores write is not complete
             yield ("read", (replace(stmt, read=True),), frozenset({Category.RACE}),
                    f"wait_group {n} -> wait_group.read {n}")
+    match stmt:
+        case ir.AsyncStore(reduce_add=True):
+            yield ("store", (replace(stmt, reduce_add=False),),
+                   frozenset({Category.RACE, Category.WRONG_RESULT}), "reduce-add -> plain store")
     for index, (where, shifted) in enumerate(_shifted_indices(stmt, kernel)):
         yield (f"index{index + 1}", (shifted,), SYNC | {Category.WRONG_RESULT},
                f"{where} shifted to the next slot")

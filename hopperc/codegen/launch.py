@@ -78,7 +78,7 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
                 maps.append(TensorMap(tensor_map_label(stmt.tensor, ordinal), stmt.tensor,
                                       kernel.tensor(stmt.tensor).dtype, box, buf.swizzle,
                                       ragged))
-        if isinstance(stmt, ir.GlobalRowStore):
+        if isinstance(stmt, (ir.GlobalRowStore, ir.Signal, ir.Wait)):
             pointers.add(stmt.tensor)
         pointers |= vector_tensors(stmt)
     pointers.update(element_tensors(kernel))
@@ -107,14 +107,15 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
 
 
 def written_tensors(kernel: ir.Kernel) -> set[str]:
-    """The tensors the kernel writes: stores, reduce-adds (TMA or bulk) and
-    stores from registers. Only the others may be read through the non-coherent
+    """The tensors the kernel writes: stores, reduce-adds (TMA or bulk), stores
+    and atomic adds from registers, and flags (signalled, or waited on while
+    other blocks signal them). Only the others may be read through the non-coherent
     path (`ld.global.nc`, `__ldg`) from a `const __restrict__` pointer: that path
     is valid for data read-only for the whole kernel (PTX ISA, ld.global.nc;
     CUDA C++ Programming Guide, __restrict__ and __ldg), and may return a stale
     value of what the kernel wrote, even after the wait that completed it."""
-    return {s.tensor for s in walk(kernel.body) if isinstance(s, (ir.AsyncStore,
-                                                                   ir.GlobalRowStore))}
+    return {s.tensor for s in walk(kernel.body)
+            if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait))}
 
 
 def tensor_map_label(tensor: str, ordinal: int) -> str:

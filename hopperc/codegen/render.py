@@ -22,6 +22,7 @@ from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.loop_descriptors import INVARIANT_DESCRIPTORS, invariant_descriptors
 from hopperc.codegen.row_stores import RowStoreCode, row_store, shared_row_store
 from hopperc.codegen.scalars import RoleContext, scalar
+from hopperc.codegen.semaphores import flag_address
 from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
@@ -335,6 +336,9 @@ class _Context:
 
     def shared_row_store(self, stmt: ir.SharedStore) -> RowStoreCode:
         return shared_row_store(stmt, self.kernel, self.exprs, self.role)
+
+    def flag(self, stmt: ir.Signal | ir.Wait) -> str:
+        return flag_address(stmt, self.kernel, self.role)
 
     def row_partials(self, stmt: ir.RowPartials) -> RowPartialsCode:
         return row_partials(stmt, self.kernel, self.exprs, self.role)

@@ -289,10 +289,12 @@ class Block:
         if self.between is not None:
             self.between.box(self.key, tensor, origin, box, clip, reduce_add, site, what)
 
-    def touch_elements(self, tensor: str, index: tuple[np.ndarray, ...], site: Site) -> None:
-        """Elements a warp stores from registers, for the record across blocks."""
+    def touch_elements(self, tensor: str, index: tuple[np.ndarray, ...], site: Site,
+                       adds: bool) -> None:
+        """Elements a warp stores (or, `adds`, adds into) from registers, for the
+        record across blocks."""
         if self.between is not None:
-            self.between.elements(self.key, tensor, index, site)
+            self.between.elements(self.key, tensor, index, site, adds)
 
     def named_barrier(self, ident: int) -> NamedBarrier:
         return self.named.setdefault(ident, NamedBarrier(ident))

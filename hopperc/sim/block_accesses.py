@@ -4,8 +4,9 @@ with TMA reduce-adds.
 Nothing orders one block's accesses of global memory against another block's
 (short of flags with release/acquire), so two blocks may touch one element
 only in ways that commute. Adds do: each element's add of
-cp.reduce.async.bulk.tensor is atomic, and the sum does not depend on the
-order (up to rounding), so many blocks may add into one element. Anything else
+cp.reduce.async.bulk.tensor (and of red.global.add) is atomic, and the sum does
+not depend on the order (up to rounding), so many blocks may add into one
+element. Anything else
 does not: two blocks' plain stores of one element (a TMA store, a bulk store,
 st.global of a row vector: the element keeps whichever lands last), a plain
 store or read of an element another block adds into, a plain read of an
@@ -14,7 +15,9 @@ its reference in the same order, so order alone hides such a race; this model
 keeps, per element of each tensor the kernel stores into, which block added
 into it, which stored it and which read it, and reports the access that meets
 another block's of a kind it does not commute with (whichever comes second:
-the race is symmetric), at that access. A TMA box writes only the elements
+the race is symmetric), at that access. Where the kernel's blocks order each
+other with flags, its run interleaves them and judges plain accesses by
+happens-before (semaphores.GridWrites): here only adds meet the others then. A TMA box writes only the elements
 inside the tensor (and before a ragged copy's END): the parts of two boxes
 past the edge are no overlap.
 
@@ -52,28 +55,36 @@ UNIT_ROUNDOFF = {DType.F32: 2.0 ** -24, DType.F16: 2.0 ** -11, DType.BF16: 2.0 *
 
 ADD, STORE, READ = "adds into", "stores", "reads"  # what an access does to an element
 _CLASHES = {ADD: (STORE, READ), STORE: (ADD, STORE, READ), READ: (ADD, STORE)}
+# Where blocks order each other with flags, the interleaved run's happens-before
+# (semaphores.GridWrites) judges plain accesses: only adds against the others here.
+_CLASHES_WITH_FLAGS = {ADD: (STORE, READ), STORE: (ADD,), READ: (ADD,)}
 
 
 def block_accesses(kernel: ir.Kernel, tensors: dict[str, np.ndarray] | None
                    ) -> "BlockAccesses | None":
     """The record for one run of the grid over `tensors` (None: a run without
     data, which runs one cluster and needs none), if the kernel stores."""
-    stores = [s for s in walk(kernel.body) if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore))]
+    stmts = list(walk(kernel.body))
+    stores = [s for s in stmts if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore))]
     reduced = {s.tensor: kernel.tensor(s.tensor).dtype for s in stores
                if isinstance(s, ir.AsyncStore) and s.reduce_add}
+    flags = any(isinstance(s, (ir.Signal, ir.Wait)) for s in stmts)
     stored = {s.tensor for s in stores}
-    return BlockAccesses(tensors, reduced, stored) if stored and tensors is not None else None
+    return BlockAccesses(tensors, reduced, stored, flags) \
+        if stored and tensors is not None else None
 
 
 class BlockAccesses:
     """One run of the grid's record (the module's docstring)."""
 
     def __init__(self, tensors: dict[str, np.ndarray], reduced: dict[str, DType],
-                 stored: set[str] = frozenset()):
+                 stored: set[str] = frozenset(), flags: bool = False):
         """`tensors`: the problem's tensors, before the kernel runs; `reduced`:
         the tensors the kernel reduces into, each with its DType; `stored`: the
-        tensors it stores into (the reduced ones are recorded either way)."""
+        tensors it stores into (the reduced ones are recorded either way);
+        `flags`: its blocks order each other with flags."""
         self.reduced = reduced
+        self.clashes = _CLASHES_WITH_FLAGS if flags else _CLASHES
         self.ids: dict[object, int] = {}
         self.sites: list[Site] = []
         shapes = {name: tensors[name].shape for name in {*reduced, *stored}}
@@ -96,10 +107,11 @@ class BlockAccesses:
             self._touch(block, tensor, index, ADD if reduce_add else what, site)
 
     def elements(self, block: object, tensor: str, index: tuple[np.ndarray, ...],
-                 site: Site) -> None:
-        """`block` stores the elements at `index` (one array per axis)."""
+                 site: Site, adds: bool = False) -> None:
+        """`block` stores (or, `adds`, adds into: red.global.add) the elements at
+        `index` (one array per axis)."""
         if (tensor, STORE) in self.who and index[0].size:
-            self._touch(block, tensor, index, STORE, site)
+            self._touch(block, tensor, index, ADD if adds else STORE, site)
 
     def added(self, tensor: str, origin: tuple[int, ...], values: np.ndarray, clip) -> None:
         """A reduce-add of `values` at `origin` completed: count its terms."""
@@ -121,7 +133,7 @@ class BlockAccesses:
     def _touch(self, block: object, tensor: str, index: tuple, kind: str, site: Site) -> None:
         """`index`: slices (a box) or one array per axis (elements)."""
         me = self.ids.setdefault(block, len(self.ids)) + 1
-        for other in _CLASHES[kind]:
+        for other in self.clashes[kind]:
             who = self.who[(tensor, other)][index]
             clash = (who != 0) & (who != me)
             if clash.any():

@@ -19,6 +19,7 @@ from hopperc.ir.index_algebra import names
 from hopperc.ir.raster import count_tiles, launch_grid, ragged_walk, run_extents
 from hopperc.runtime.launch_rules import (TensorShape, extent_names, illegal_shape,
                                           tile_count_problem)
+from hopperc.sim.semaphores import uses_semaphores
 from hopperc.sim.index_inputs import index_ranges
 from hopperc.sim.shapes import (  # noqa: F401 - default_dims re-exported
     MAX_BLOCKS, default_dims, ring_depth)
@@ -115,9 +116,10 @@ def launch_tensors(kernel: ir.Kernel) -> list[TensorShape]:
 
 
 def stored_tensors(kernel: ir.Kernel) -> set[str]:
-    """The tensors the kernel stores to (the outputs, and inputs it rewrites)."""
+    """The tensors the kernel stores to (the outputs, and inputs it rewrites),
+    flag tensors among them: they are given zeroed, as the caller must."""
     return {s.tensor for s in walk(kernel.body)
-            if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore))}
+            if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait))}
 
 
 def reduced_tensors(kernel: ir.Kernel) -> set[str]:
@@ -204,8 +206,10 @@ def given_problem(kernel: ir.Kernel, dims: dict[str, int], inputs: dict[str, np.
     size = math.prod(kernel.cluster)
     # Whole clusters, each block with its rank (x fastest, as %cluster_ctarank).
     clusters = [e // c for e, c in zip(extents, shape)]
+    # Blocks that wait on each other's flags all run: a subset could wait forever.
     picks = representative_blocks(clusters, max(1, max_blocks // size), shared_axes(kernel)) \
-        if max_blocks and blocks > max_blocks else list(np.ndindex(*clusters))
+        if max_blocks and blocks > max_blocks and not uses_semaphores(kernel) \
+        else list(np.ndindex(*clusters))
     grid = []
     for cluster in picks:
         for rank, within in enumerate(np.ndindex(*reversed(shape))):

@@ -154,7 +154,7 @@ class _BulkStores(ForwardRewrite[_InFlight]):
                        if _conflict(s, a) and iterations.in_flight_overlap(s, a)]
             if earlier:  # a store of this run writes the same box: a wait needs its group
                 (store, access), *_ = earlier
-                closed = [ir.BulkCommit(access.span, ir.Reason(
+                closed = [ir.BulkCommit(store.span, ir.Reason(
                     ir.Hazard.ASYNC_WRITE_WRITE, access.buffer, store.what, store.span,
                     access.what, access.span))]
                 state = self.transfer(closed[0], state)

@@ -22,7 +22,9 @@ need no wait: their adds commute. Before the role (or kernel) ends with stores s
 `.read 0`, so shared memory outlives every read of it (the global writes
 complete by the kernel's end).
 A TMA reduce-add (`tma T[i, j] += buf`) is a store here: it reads its source
-and writes (adds into) global memory in a bulk group like any other.
+and writes (adds into) global memory in a bulk group like any other. A
+`signal` completes every group: order_semaphores, later, waits the plain
+`wait_group 0` before it.
 
 Hardware rule: a bulk store reads its shared source asynchronously until
 `wait_group.read` reports its group done, and writes global memory until a
@@ -199,6 +201,8 @@ class _BulkStores(ForwardRewrite[_InFlight]):
             while writing and not writing[0]:
                 writing = writing[1:]
             return replace(state, groups=writing + running)
+        if isinstance(stmt, ir.Signal):  # order_semaphores waits `wait_group 0` before it
+            return replace(state, groups=())
         return state
 
     def manual(self, region: ir.ManualRegion, state: _InFlight) -> _InFlight:

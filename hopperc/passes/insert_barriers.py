@@ -143,21 +143,21 @@ class _Barriers(ForwardRewrite[Pending]):
                      if self.needs_barrier(prior, access)]
         if not conflicts:
             return [], state
-        barrier = self.barrier(conflicts)
-        return [barrier], self.transfer(barrier, state)
-
-    def barrier(self, conflicts: list[tuple[Access, Access]]) -> ir.NamedBarrier:
-        """Each warpgroup's own where every conflict allows, else the role's,
-        explained by the first conflict that needs it."""
-        own = warpgroup_barrier(self.kernel, self.role)
-        wide = [(p, a) for p, a in conflicts if own is None or not self.same_rows(p, a)]
-        prior, access = (wide or conflicts)[0]
+        # A barrier of the whole role is explained by a conflict that needs it.
+        prior, access = next(((p, a) for p, a in conflicts if not self.same_rows(p, a)),
+                             conflicts[0])
         what = prior.what if prior.buffer == access.buffer else f"{prior.what} as '{prior.buffer}'"
         reason = ir.Reason(ir.Hazard.THREAD_HANDOFF, access.buffer, what, prior.span,
                            access.what, access.span)
-        if not wide:
-            return ir.NamedBarrier(own, 128, access.span, reason, per_warpgroup=True)
-        return ir.NamedBarrier(*role_barrier(self.kernel, self.role), access.span, reason)
+        barrier = self.barrier(conflicts, access.span, reason)
+        return [barrier], self.transfer(barrier, state)
+
+    def barrier(self, conflicts: list[tuple[Access, Access]], span, reason: ir.Reason
+                ) -> ir.NamedBarrier:
+        own = warpgroup_barrier(self.kernel, self.role)
+        if own is not None and all(self.same_rows(p, a) for p, a in conflicts):
+            return ir.NamedBarrier(own, 128, span, reason, per_warpgroup=True)
+        return ir.NamedBarrier(*role_barrier(self.kernel, self.role), span, reason)
 
     def arms(self, stmt: ir.Stmt) -> list[Access]:
         return [a for a in mbarrier_arms(stmt) if a.buffer not in self.ordered_phases]

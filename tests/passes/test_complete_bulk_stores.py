@@ -500,3 +500,12 @@ def test_negative_a_persistent_blocks_next_tile_does_not_wait_for_its_last_store
     out = ir_after((ROOT / "samples/gemm_persistent.hk").read_text(), PASS)
     assert "cp.async.bulk.wait_group.read 1" in out
     assert "cp.async.bulk.wait_group " not in out
+
+
+def test_negative_a_store_before_a_signal_is_complete_after_it():
+    """gemm_streamk stores its partial W[tile.b, ...] then signals (order_semaphores
+    waits `wait_group 0` before the release): the next work unit's store of the
+    same box waits for nothing more."""
+    out = ir_after((ROOT / "samples/gemm_streamk.hk").read_text(), PASS)
+    assert "global W written by TMA store" not in out
+    assert "signal F" in out

@@ -186,13 +186,14 @@ def given_problem(kernel: ir.Kernel, dims: dict[str, int], inputs: dict[str, np.
                                "--shape NAME=VALUE,...`")
         blocks = counts[0]
     else:
-        blocks = math.prod(scalar(axis.extent, env) for axis in kernel.grid)
+        blocks = math.prod(scalar(axis.extent, env, kernel_side=False) for axis in kernel.grid)
     if kernel.persistent:
         # Fewer blocks than tiles, as SMs: each block takes several tiles, so the
         # rings wrap across tiles and the tile loop's syncs are exercised. With
         # clusters, fewer clusters than runs of tiles.
         size = kernel.cluster[0]
-        runs = blocks if ragged else math.prod(scalar(e, env) for e in run_extents(kernel))
+        runs = blocks if ragged else math.prod(scalar(e, env, kernel_side=False)
+                                               for e in run_extents(kernel))
         resident = max(1, min(runs // 2, PERSISTENT_BLOCKS))
         if size == 1:
             grid = [{"@block": b, "@blocks": resident} for b in range(resident)]
@@ -201,7 +202,7 @@ def given_problem(kernel: ir.Kernel, dims: dict[str, int], inputs: dict[str, np.
                     for c in range(resident) for r in range(size)]
         return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid, tiles=blocks,
                        cluster=size, element_tensors=elements, element_sets=element_sets)
-    extents = [scalar(axis.extent, env) for axis in kernel.grid]
+    extents = [scalar(axis.extent, env, kernel_side=False) for axis in kernel.grid]
     shape = list(kernel.cluster[:len(extents)])
     size = math.prod(kernel.cluster)
     # Whole clusters, each block with its rank (x fastest, as %cluster_ctarank).

@@ -14,8 +14,8 @@ alone: `bar.sync id + wg, 128` on ids past the roles' (see
 `warpgroup_barrier`). Global memory is handed on the same way: a store's
 writes, completed by its issuer's plain wait_group, reach another thread's
 later access of the box through a barrier; none is needed where one
-warpgroup's issuer makes both and no other warpgroup's box meets them. Element-wise accesses that put every element on the
-same thread (one grid, layout and thread count: `owned`) need none: a thread
+warpgroup's issuer makes both and no other warpgroup's box meets them
+(`own_boxes`). Element-wise accesses that put every element on the same thread (one grid, layout and thread count: `owned`) need none: a thread
 rereads and rewrites its own elements in program order, in one iteration or
 the next; so do stmatrix stores of one view (each lane rewrites the rows it
 addresses), but not a stmatrix store and a per-element access.
@@ -47,8 +47,7 @@ from hopperc.ir.accesses import (Access, Proxy, bodies, completed, finished_by_i
                                  manual_accesses, may_overlap, mbarrier_arms, mbarrier_waits,
                                  own_rows, phase_word, same_rows, source_order, varies, walk,
                                  writes_global)
-from hopperc.ir.global_accesses import global_accesses
-from hopperc.ir.index_algebra import GlobalBox, boxes_overlap, substitute
+from hopperc.ir.global_accesses import global_accesses, own_boxes
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 from hopperc.ir.rewrite import map_bodies
 from hopperc.ir.layout import element_grid, element_threads, part_shape, stores_by_matrix
@@ -241,24 +240,9 @@ class _Barriers(ForwardRewrite[Pending]):
         thread on that warpgroup's own rows (of shared memory, or of a global
         tensor: boxes that no other warpgroup's box meets)."""
         if a.per_warpgroup or b.per_warpgroup:
-            return a.per_warpgroup and b.per_warpgroup and (self.same_rows(a, b)
-                                                            or self.own_boxes(a, b))
+            return a.per_warpgroup and b.per_warpgroup and (
+                self.same_rows(a, b) or own_boxes(a, b, self.running // 128))
         return a.single_thread and b.single_thread
-
-    def own_boxes(self, a: Access, b: Access) -> bool:
-        """Global boxes that move with `wg` so that warpgroup w's box of `a` and
-        warpgroup w + d's box of `b` are apart, for every other warpgroup d."""
-        if a.region is None or b.region is None:
-            return False
-        wg = ir.Scalar(ir.ScalarKind.BUILTIN, "wg")
-
-        def moved(box: GlobalBox, d: int) -> GlobalBox:
-            other = ir.ScalarOp("+", wg, ir.const(d))
-            return replace(box, coords=tuple(substitute(c, ir.ScalarKind.BUILTIN, "wg", other)
-                                             for c in box.coords))
-        warpgroups = self.running // 128
-        return all(not boxes_overlap(a.region, moved(b.region, d), same_point=True)
-                   for d in range(1 - warpgroups, warpgroups) if d)
 
     def manual(self, region: ir.ManualRegion, state: Pending) -> Pending:
         """Hand-written accesses stay unordered for the automatic code after them

@@ -474,7 +474,7 @@ def test_another_warpgroups_write_of_the_box_waits_and_meets(tmp_path):
 CHECK: tma.store Y
 CHECK-NEXT: cp.async.bulk.commit_group
 CHECK-NEXT: cp.async.bulk.wait_group 0
-CHECK-SAME: why: global Y written by TMA store (t.hk:12), written by TMA reduce-add (t.hk:13)
+CHECK-SAME: why: global Y written by TMA store (t.hk:13), written by TMA reduce-add (t.hk:14)
 CHECK-NEXT: bar.sync 1, 256
 CHECK-NEXT: tma.reduce-add Y
 """, tmp_path)

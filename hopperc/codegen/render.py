@@ -335,7 +335,7 @@ class _Context:
     def shared_row_store(self, stmt: ir.SharedStore) -> RowStoreCode:
         return shared_row_store(stmt, self.kernel, self.exprs, self.role)
 
-    def flag(self, stmt: ir.Signal | ir.Wait) -> str:
+    def flag(self, stmt: ir.Signal | ir.Wait | ir.Count) -> str:
         return flag_address(stmt, self.kernel, self.role)
 
     def row_partials(self, stmt: ir.RowPartials) -> RowPartialsCode:

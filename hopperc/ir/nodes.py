@@ -17,7 +17,7 @@ from hopperc.ir.declarations import (  # noqa: F401 - re-exported: one namespace
 from hopperc.ir.scalars import (  # noqa: F401 - re-exported: one namespace for the IR
     Scalar, ScalarExpr, ScalarKind, ScalarOp, TensorElement, const, operands, with_operands)
 from hopperc.ir.semaphores import (  # noqa: F401 - re-exported
-    GlobalProxyFence, SemaphoreStmt, Signal, Wait)
+    Count, CountRead, GlobalProxyFence, SemaphoreStmt, Signal, Wait)
 from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace for the IR
     BarrierRef, BulkCommit, BulkWaitRead, ClusterBarrier, Hazard, MBarrierArrive, MBarrierExpectTx,
     MBarrierInit, MBarrierInitFence, MBarrierInval, MBarrierWait, MemoryScope, NamedBarrier,

@@ -216,6 +216,11 @@ def statement(stmt: ir.Stmt) -> str:
         case ir.Wait(tensor=t, index=index, count=n):
             return (f"spin ld.acquire.gpu.global {t}[{', '.join(map(scalar, index))}] until "
                     f">= {scalar(n)}")
+        case ir.Count(tensor=t, index=index, result=result, acquire=acquire):
+            return (f"{result} = atom.{'acq_rel' if acquire else 'release'}.gpu.global.add.s32 "
+                    f"{t}[{', '.join(map(scalar, index))}], 1 -> slot")
+        case ir.CountRead(result=result):
+            return f"{result} = slot"
         case ir.GlobalProxyFence():
             return "fence.proxy.async.global"
     raise TypeError(stmt)

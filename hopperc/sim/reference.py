@@ -258,6 +258,10 @@ class _Block:
                 self.env.update(started_walk(walk, self.env))
             case ir.Signal(tensor=tensor, index=index, span=span):
                 self.tensors[tensor][self.flag(tensor, index, span)] += 1
+            case ir.Count(tensor=tensor, index=index, result=result, span=span):
+                where = self.flag(tensor, index, span)
+                self.env[result] = int(self.tensors[tensor][where])
+                self.tensors[tensor][where] += 1
             case ir.Wait(tensor=tensor, index=index, count=count, span=span):
                 where = self.flag(tensor, index, span)
                 if self.tensors[tensor][where] < self.scalar(count):

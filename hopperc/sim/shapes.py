@@ -154,7 +154,7 @@ def _reach(kernel: ir.Kernel, dims: dict[str, int]) -> dict[str, int]:
         tensor = kernel.tensor(stmt.tensor)
         if isinstance(stmt, ir.GlobalRowStore):
             pairs = zip(tensor.dims, (*stmt.index, stmt.start))
-        elif isinstance(stmt, (ir.Signal, ir.Wait)):  # a flag: one element
+        elif isinstance(stmt, (ir.Signal, ir.Wait, ir.Count)):  # a flag: one element
             pairs = zip(tensor.dims, stmt.index)
         else:
             box = stmt.box[-len(tensor.dims):]
@@ -171,7 +171,8 @@ def _copies(block: ir.Block, loops: tuple[ir.ForLoop, ...], warps: int):
     """Every box copy, row store and flag, with the loops around it (outermost
     first) and the warps of the role that runs it."""
     for stmt in block.stmts:
-        if isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait)):
+        if isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait,
+                             ir.Count)):
             yield stmt, loops, warps
         inner = loops + (stmt,) if isinstance(stmt, ir.ForLoop) else loops
         role = stmt.role.active_warps if isinstance(stmt, ir.RoleBlock) else warps
@@ -243,7 +244,7 @@ def _grid_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
     """Tiles along each grid axis: whole clusters, two of them where cheap."""
     # Blocks that signal each other: three, so that work shared out evenly over them
     # still splits a tile between two of them more often than two would.
-    flags = any(isinstance(s, (ir.Signal, ir.Wait)) for s in walk(kernel.body))
+    flags = any(isinstance(s, (ir.Signal, ir.Wait, ir.Count)) for s in walk(kernel.body))
     tiles = [GRID_TILES + 1 if kernel.pingpong or flags else GRID_TILES for _ in kernel.grid]
     if ragged_walk(kernel.grid):  # more values of the slowest axis: empty and uneven ones
         tiles[-1] = RAGGED_VALUES

@@ -290,6 +290,10 @@ class Warp(ElementCode, AsyncIssue):
                 semaphores.signal(self, stmt, lanes)
             case ir.Wait():
                 yield from semaphores.wait(self, stmt, lanes)
+            case ir.Count():
+                semaphores.count(self, stmt, lanes)
+            case ir.CountRead():
+                semaphores.count_read(self, stmt)
             case ir.GlobalProxyFence():
                 semaphores.proxy_fence(self, stmt)
             case ir.Mma():

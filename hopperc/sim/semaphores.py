@@ -198,7 +198,8 @@ def _unordered(site: Site, write: Site, tensor: str, async_proxy: bool, acquired
     return fail(Category.RACE,
                 f"{site} reads global memory of '{tensor}' that {write} writes in another "
                 "block, and nothing orders the write before the read: the writing block must "
-                "signal a flag after it (release) and this block wait on it (acquire)"
+                "signal a flag after it (release) and this block wait on it (acquire), or "
+                "count it with an acq_rel atom"
                 + (" before the load" if async_proxy else ""), site.span, write.span)
 
 

@@ -104,6 +104,8 @@ def test_negative_no_completion_of_the_partial_store_is_a_race():
 
 def test_sass_has_the_acq_rel_atom_and_the_proxy_fence():
     built = driver.build(driver.read_source(SAMPLE))
+    assert "atom.acq_rel.gpu.global.add.s32" in built.result.ptx
+    assert "fence.proxy.async.global" in built.result.ptx
     (code,) = sm.functions(built.result.cubin).values()
     opcodes = [i.opcode for i in code]
     atom = opcodes.index(next(op for op in opcodes if op.startswith("ATOMG.E.ADD.S32.STRONG.GPU")))
@@ -116,6 +118,8 @@ def test_sass_has_the_acq_rel_atom_and_the_proxy_fence():
 @pytest.mark.parametrize("line, message", [
     ("x: f32 = signal F[0]", "a counter's value is i32, not f32"),
     ("x: i32 = signal Y[0, 0]", "flags are i32 elements"),
+    ("x: i32 = signal F[lane]", "differs between the block's threads"),
+    ("manual { x: i32 = signal F[0] }", "'signal' is automatic code"),
 ])
 def test_negative_bad_counters_are_refused_at_their_line(line, message):
     source = f"""kernel k(Y: f32[M, 64], F: i32[T])

@@ -131,3 +131,50 @@ def test_negative_bad_counters_are_refused_at_their_line(line, message):
     with pytest.raises(CompileError) as error:
         driver.check(SourceFile("k.hk", source))
     assert message in str(error.value) and error.value.span.line == 4
+
+
+# The block that counts last stores its own tile: which one that is depends on
+# the schedule, so in some schedule it is not the reference's (grid order).
+WHO_IS_LAST = """kernel who(X: f32[M, N], F: i32[T], Y: f32[M, 64])
+    tile(BM = 64, BN = 64) grid(m: M / BM, p: N / BN) threads 128
+{
+    shared sx: f32[BM, BN]
+    tma sx <- X[tile.m, tile.p]
+    n: i32 = signal F[tile.m]
+    if n == N / BN - 1 {
+        tma Y[tile.m, 0] <- sx
+    }
+}
+"""
+
+
+def test_the_counters_value_is_the_schedules():
+    report = driver.simulate(SourceFile("who.hk", WHO_IS_LAST),
+                             shapes={"M": 64, "N": 192, "T": 1}, seeds=8, search=0)
+    assert [f.category for f in report.findings][:1] == [Category.WRONG_RESULT]
+
+
+# Two counters in a loop reuse the block's slot: each count's barrier before its
+# atom keeps the slot's next store after every thread's read of the last.
+COUNT_TWICE = """kernel twice(X: f32[M, N], W: f32[P, M, N], F: i32[T, 2], Y: f32[M, N])
+    tile(BM = 64, BN = 64, P = 2) grid(m: M / BM, p: P) threads 128
+{
+    shared sx: f32[BM, BN]
+    for j in 0 .. 2 {
+        tma sx <- X[tile.m, j]
+        tma W[tile.p, tile.m, j] <- sx
+        n: i32 = signal F[tile.m, j]
+        if n == P - 1 {
+            tma sx <- W[0, tile.m, j]
+            tma Y[tile.m, j] <- sx
+        }
+    }
+}
+"""
+
+
+def test_counters_in_a_loop_check_clean():
+    report = driver.simulate(SourceFile("twice.hk", COUNT_TWICE),
+                             shapes={"M": 100, "N": 128, "T": 2}, seeds=6, search=40)
+    assert report.ok, [f.headline() for f in report.findings]
+    assert report.reference == "numpy reference"

@@ -126,7 +126,7 @@ def count(warp, stmt: ir.Count, lanes: tuple[int, ...]) -> None:
     join(flag.clock, warp.clock)
     warp.tick()
     flags.store(flag, stmt.tensor, index)
-    generation = getattr(warp.block, "count_slot", (0,))[0] + 1
+    generation = warp.block.count_slot[0] + 1
     warp.block.count_slot = (generation, old, warp.agent, warp.clock[warp.agent], stmt.span)
     warp.tick()
     order = "acq_rel" if stmt.acquire else "release"
@@ -138,8 +138,8 @@ def count_read(warp, stmt: ir.CountRead) -> None:
     its block's counter made for this read (the warp's how-manieth), ordered
     before it (a load before that store reads a stale value: a race either
     way)."""
-    generation, old, agent, tick, span = getattr(warp.block, "count_slot", (0, 0, 0, 0, None))
-    warp.count_reads = getattr(warp, "count_reads", 0) + 1
+    generation, old, agent, tick, span = warp.block.count_slot
+    warp.count_reads += 1
     if generation != warp.count_reads or warp.clock.get(agent, 0) < tick:
         raise fail(Category.RACE, f"{warp.block.label}warp {warp.local} reads the counter's "
                                   "value from the block's shared-memory slot, and no barrier "

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Mapping
 from hopperc.backend.nvrtc import PTX_DIAGNOSTIC_FILE, CompileResult, NvrtcError, compile_cuda
 from hopperc.codegen.launch import LaunchInfo
 from hopperc.codegen.render import render
+from hopperc.codegen.semaphores import COUNT_SLOT_BYTES
 # read_source and the target's names are re-exported: the API and the tests use them here.
 from hopperc.diagnostics import CompileError, SourceFile, ToolchainError, read_source  # noqa: F401
 from hopperc.frontend import ast
@@ -89,7 +90,7 @@ def generate(source: SourceFile, defines: dict[str, int] | None = None,
     cuda, launch = render(kernel, recorded_name or source.name)
     # The passes add mbarriers and the base-alignment slack: check the final figure,
     # with a counter's broadcast slot (static shared memory, the same 227 KB).
-    slot = 4 if any(isinstance(s, ir.Count) for s in walk(kernel.body)) else 0
+    slot = COUNT_SLOT_BYTES if any(isinstance(s, ir.Count) for s in walk(kernel.body)) else 0
     check_shared_memory(launch.dynamic_shared_bytes + slot, kernel.span, kernel.buffers)
     return Generated(kernel, cuda, launch)
 

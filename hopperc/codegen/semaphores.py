@@ -6,6 +6,10 @@ from hopperc.codegen import names
 from hopperc.codegen.scalars import RoleContext, scalar
 from hopperc.ir import nodes as ir
 
+# A counter's broadcast slot (`__shared__ int hk_count_slot`) is static shared memory,
+# beside the dynamic: ptxas reserves 16 bytes for it (sum_slices' resources).
+COUNT_SLOT_BYTES = 16
+
 
 def flag_address(stmt: ir.Signal | ir.Wait | ir.Count, kernel: ir.Kernel, role: RoleContext) -> str:
     dims = [str(d) if isinstance(d, int) else names.user(d)

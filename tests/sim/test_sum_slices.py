@@ -13,6 +13,7 @@ import pytest
 import hopperc
 from hopperc import driver
 from hopperc.backend import sass_metrics as sm
+from hopperc.codegen.semaphores import COUNT_SLOT_BYTES
 from hopperc.diagnostics import CompileError, SourceFile
 from hopperc.ir import nodes as ir
 from hopperc.sim.explore import simulate
@@ -113,6 +114,7 @@ def test_sass_has_the_acq_rel_atom_and_the_proxy_fence():
     assert "CCTL.IVALL" in opcodes[atom + 1:atom + 3]  # the acquire: L1 invalidated
     assert any(op.startswith("FENCE.VIEW.ASYNC.G") for op in opcodes[atom:atom + 6])
     assert built.result.resources.spill_stores == 0
+    assert built.result.resources.shared_bytes == COUNT_SLOT_BYTES  # the slot, static
 
 
 @pytest.mark.parametrize("line, message", [

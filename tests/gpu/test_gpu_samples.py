@@ -194,9 +194,11 @@ def _streamk_blocks(d: dict[str, int]) -> dict[str, int]:
 
 
 # sum_slices' counters: one per 64 x 64 tile of Y (no block waits on another, so
-# the grid need not be resident at once).
+# the grid need not be resident at once); at least one slice and one part (the
+# ragged and tiny kinds shrink them).
 def _slice_counters(d: dict[str, int]) -> dict[str, int]:
-    return {**d, "TM": -(-d["M"] // 64), "TN": -(-d["N"] // 64)}
+    return {**d, "P": max(d["P"], 3), "PARTS": max(d["PARTS"], 2),
+            "TM": -(-d["M"] // 64), "TN": -(-d["N"] // 64)}
 
 
 DERIVED = {"gemm_fp8_blockscaled": _fp8_blocks, "attention_varlen": _varlen_heads,

@@ -1,5 +1,6 @@
-"""Flags in global memory that blocks signal and wait on (`signal F[i]`,
-`wait F[i] >= n`): the IR nodes. Re-exported by `hopperc.ir.nodes`.
+"""Flags in global memory that blocks signal, wait on and count (`signal F[i]`,
+`wait F[i] >= n`, `n: i32 = signal F[i]`): the IR nodes. Re-exported by
+`hopperc.ir.nodes`.
 
 A flag is an i32 element of a tensor the kernel is given zeroed. The front end
 makes one `Signal` or `Wait` per statement; the pass order_semaphores wraps

@@ -144,7 +144,8 @@ class ElementCode:
             operands(stmt.value, lambda name: self.register_use(name, span), shared_access,
                      integer)
         op = "red.global.add" if stmt.atomic else "st.global"
-        block.global_writes.store(self.agent, self.clock, stmt.tensor, zip(*map(tuple, index)),
+        written = zip(*(i.tolist() for i in index))
+        block.global_writes.store(self.agent, self.clock, stmt.tensor, written,
                                   Site(f"{op} of '{stmt.tensor}' by {self.who}", span),
                                   stmt.atomic)
         self.tick()

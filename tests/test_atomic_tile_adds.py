@@ -5,6 +5,8 @@ one element at a time where a pair straddles the ragged end. Blocks add in any
 order (split-K); an add racing a plain store of the same element is found."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -30,6 +32,8 @@ SPLIT_K = """kernel split_k_add(A: bf16[M, K], B: bf16[N, K], C: f32[M, N])
 }
 """
 ADD = "C[BM * tile.m + 64 * wg : M, BN * tile.n : N] += acc"
+# The same with a K loop per split, warp-specialized (also scored by the mutation run).
+SPLIT_K_LOOP = Path(__file__).parent / "sim" / "kernels" / "split_k_tile_adds.hk"
 
 
 def _bf16(x: np.ndarray) -> np.ndarray:
@@ -51,6 +55,22 @@ def test_split_k_blocks_add_their_partials_at_a_ragged_shape():
     # 3 f32 adds per element in some order, each term a 64-long f32 dot product
     bound = 8 * 2 ** -24 * (np.abs(c) + np.abs(_bf16(a)) @ np.abs(_bf16(b)).T)
     assert got.shape == (130, 100) and np.all(np.abs(got - want) <= bound)
+
+
+def test_the_warp_specialized_split_k_kernel_matches_numpy():
+    a, b, c = _inputs(150, 70, 328)  # K: 6 tiles, the last ragged, 3 per split
+    source = driver.read_source(SPLIT_K_LOOP)
+    got = hopperc.simulate(source, {"A": a, "B": b, "C": c}, schedules=2)["C"]
+    want = c + _bf16(a) @ _bf16(b).T
+    bound = 8 * 2 ** -24 * (np.abs(c) + np.abs(_bf16(a)) @ np.abs(_bf16(b)).T) * 6
+    assert np.all(np.abs(got - want) <= bound)
+    report = driver.simulate(source, shapes={"M": 150, "N": 70, "K": 328}, seeds=2,
+                             search=50)
+    assert report.ok, [f.headline() for f in report.findings]
+    built = driver.build(source)
+    assert built.result.resources.spill_stores == 0
+    (code,) = sm.functions(built.result.cubin).values()
+    assert sum(i.opcode.startswith("REDG.E.ADD.F32x2") for i in code) == 16
 
 
 def test_a_bf16_tensor_takes_the_converted_tile():

@@ -33,7 +33,7 @@ def tile_add(stmt: ir.GlobalRowStore, kernel: ir.Kernel, exprs: ExprRenderer,
              role: RoleContext) -> TileAddCode:
     tensor = kernel.tensor(stmt.tensor)
     dims = [str(d) if isinstance(d, int) else names.user(d) for d in tensor.dims]
-    inside = [f"hk_gr >= 0", f"hk_gr < {dims[-2]}", f"hk_gr < ({scalar(stmt.row_end, role)})"]
+    inside = ["hk_gr >= 0", f"hk_gr < {dims[-2]}", f"hk_gr < ({scalar(stmt.row_end, role)})"]
     for index, dim in zip(stmt.index, dims):
         inside += [f"({scalar(index, role)}) >= 0", f"({scalar(index, role)}) < {dim}"]
     column_end = f"({scalar(stmt.end, role)})"

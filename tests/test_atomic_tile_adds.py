@@ -164,3 +164,41 @@ def test_a_row_major_tile_is_refused():
         driver.check(SourceFile("rows.hk", text))
     assert "'x' is not in the wgmma accumulator layout" in info.value.message
     assert info.value.span.line == 7
+
+
+# Split 0 stores its row sums where the later splits add, in turn by the flag.
+SERIAL = """kernel serial_split_k(A: bf16[M, K], B: bf16[N, K], C: f32[M, N], F: i32[MT, NT])
+    tile(BM = 128, BN = 64, BK = 64) grid(m: M / BM, n: N / BN, s: K / BK) threads 256
+{
+    shared sa: bf16[BM, BK] swizzle 128B
+    shared sb: bf16[BN, BK] swizzle 128B
+    tma sa <- A[tile.m, tile.s]
+    tma sb <- B[tile.n, tile.s]
+    acc: f32[64, BN] = sa[wg] @ sb^T
+    wait F[tile.m, tile.n] >= tile.s
+    if tile.s == 0 {
+        C[BM * tile.m + 64 * wg, BN * tile.n : N] = rowsum(acc)
+    } else {
+        C[BM * tile.m + 64 * wg : M, BN * tile.n : N] += acc
+    }
+    signal F[tile.m, tile.n]
+}
+"""
+SERIAL_SHAPES = {"M": 130, "N": 100, "K": 192, "MT": 2, "NT": 2}
+
+
+def test_a_flag_orders_a_store_before_other_blocks_adds():
+    report = driver.simulate(SourceFile("serial.hk", SERIAL), shapes=SERIAL_SHAPES, seeds=2,
+                             search=50)
+    assert report.ok, [f.headline() for f in report.findings]
+
+
+def test_negative_without_the_flag_a_store_races_other_blocks_adds():
+    text = SERIAL.replace("    wait F[tile.m, tile.n] >= tile.s\n", "")
+    report = driver.simulate(SourceFile("serial.hk", text), shapes=SERIAL_SHAPES, seeds=4,
+                             search=50)
+    races = [f for f in report.findings if f.category is Category.RACE]
+    assert races, [f.headline() for f in report.findings]
+    assert "by block" in races[0].message and "nothing orders the two stores" in \
+        races[0].message
+    assert {races[0].span.line, races[0].related.line} == {10, 12}

@@ -1,7 +1,7 @@
 """Register tile adds (`C[R0 : R1, C0 : C1] += acc`) on the GPU against torch:
-split-K partials from every block summed into C at ragged shapes, an odd row
-length (rows alternate between the vector red and the scalar fallback), and
-bf16 pairs (red.global.add.noftz.bf16x2)."""
+split-K partials from every block summed into C, whole tiles (untested vector
+reds) and ragged ones with an odd row length (each pair tested: the vector red
+or the scalar fallback), and bf16 pairs (red.global.add.noftz.bf16x2)."""
 import pytest
 
 import hopperc
@@ -24,13 +24,14 @@ def test_split_k_tile_adds_sum_every_split(torch, m, n, k):
     assert bool(((c.double() - want).abs() <= bound).all())
 
 
-def test_bf16_pairs(torch):
+@pytest.mark.parametrize("m, n", [(130, 67), (128, 64)], ids=["tested", "whole"])
+def test_bf16_pairs(torch, m, n):
     kernel = hopperc.compile(SPLIT_K.replace("C: f32[M, N]", "C: bf16[M, N]").replace(
         ADD, "C[BM * tile.m + 64 * wg : M, BN * tile.n : N] += bf16(acc)"))
     gen = torch.Generator(device="cuda").manual_seed(6)
-    a = torch.randn(130, 128, device="cuda", generator=gen).to(torch.bfloat16)
-    b = torch.randn(67, 128, device="cuda", generator=gen).to(torch.bfloat16)
-    c = torch.zeros(130, 67, device="cuda", dtype=torch.bfloat16)
+    a = torch.randn(m, 128, device="cuda", generator=gen).to(torch.bfloat16)
+    b = torch.randn(n, 128, device="cuda", generator=gen).to(torch.bfloat16)
+    c = torch.zeros(m, n, device="cuda", dtype=torch.bfloat16)
     kernel(A=a, B=b, C=c)
     torch.cuda.synchronize()
     want = a.double() @ b.double().T

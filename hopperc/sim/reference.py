@@ -290,7 +290,8 @@ class _Block:
         self.block(body)
 
     def row_store(self, stmt: ir.GlobalRowStore, instance: int) -> None:
-        """The warpgroup's row vector to the elements it reaches (sim/row_stores.py)."""
+        """The warpgroup's row vector, or tile (a tile add), to the elements it
+        reaches (sim/row_stores.py)."""
         data = self.tensors[stmt.tensor]
         shape = (stmt.rows, stmt.columns) if stmt.columns else (stmt.rows,)
         values = elementwise(stmt.value, shape, self.kernel.tensor(stmt.tensor).dtype,

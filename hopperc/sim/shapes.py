@@ -123,8 +123,10 @@ def _tensor_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
     for stmt in walk(kernel.body):
         if isinstance(stmt, ir.GlobalRowStore):  # a row vector's run of the last dimension
             dims = kernel.tensor(stmt.tensor).dims
-            if isinstance(dims[-1], str):
-                uses[dims[-1]].boxes.add(stmt.rows)
+            runs = (stmt.rows, stmt.columns) if stmt.columns else (stmt.rows,)
+            for dim, run in zip(dims[-len(runs):], runs):  # a tile's add: rows and columns
+                if isinstance(dim, str):
+                    uses[dim].boxes.add(run)
         if not isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore)):
             continue
         tensor = kernel.tensor(stmt.tensor)
@@ -153,7 +155,8 @@ def _reach(kernel: ir.Kernel, dims: dict[str, int]) -> dict[str, int]:
     for stmt, loops, warps in _copies(kernel.body, (), kernel.threads // 32):
         tensor = kernel.tensor(stmt.tensor)
         if isinstance(stmt, ir.GlobalRowStore):
-            pairs = zip(tensor.dims, (*stmt.index, stmt.start))
+            starts = (stmt.start,) if stmt.row_start is None else (stmt.row_start, stmt.start)
+            pairs = zip(tensor.dims, (*stmt.index, *starts))
         elif isinstance(stmt, (ir.Signal, ir.Wait, ir.Count)):  # a flag: one element
             pairs = zip(tensor.dims, stmt.index)
         else:

@@ -1,7 +1,7 @@
 """order_semaphores
 
-Requires: `signal` / `wait` (ir.Signal, ir.Wait) in code the whole block runs
-(no roles, no clusters: the front end), every other sync pass done (the
+Requires: `signal` / `wait` / counters (ir.Signal, ir.Wait, ir.Count) in code the
+whole block runs (no roles, no clusters: the front end), every other sync pass done (the
 copies' issuers elected, so the thread that commits the bulk stores is known).
 Establishes: a signal is a release of everything the block wrote before it,
 a wait an acquire for everything the block does after it:
@@ -140,5 +140,6 @@ class _Lowering:
                     "every thread's later accesses"))]
 
 
-def _reason(hazard: ir.Hazard, stmt: ir.Signal | ir.Wait | ir.Count, before: str, after: str) -> ir.Reason:
+def _reason(hazard: ir.Hazard, stmt: ir.Signal | ir.Wait | ir.Count, before: str,
+            after: str) -> ir.Reason:
     return ir.Reason(hazard, stmt.tensor, before, stmt.span, after, stmt.span)

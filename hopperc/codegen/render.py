@@ -21,6 +21,7 @@ from hopperc.codegen.integers import Renderer
 from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.loop_descriptors import INVARIANT_DESCRIPTORS, invariant_descriptors
 from hopperc.codegen.row_stores import RowStoreCode, row_store, shared_row_store
+from hopperc.codegen.tile_adds import TileAddCode, tile_add
 from hopperc.codegen.scalars import RoleContext, scalar
 from hopperc.codegen.semaphores import flag_address
 from hopperc.codegen.wgmma import SharedOperand, WgmmaForm, WgmmaStep
@@ -334,10 +335,13 @@ class _Context:
     def row_store(self, stmt: ir.GlobalRowStore) -> RowStoreCode:
         return row_store(stmt, self.kernel, self.exprs, self.role)
 
+    def tile_add(self, stmt: ir.GlobalRowStore) -> TileAddCode:
+        return tile_add(stmt, self.kernel, self.exprs, self.role)
+
     def shared_row_store(self, stmt: ir.SharedStore) -> RowStoreCode:
         return shared_row_store(stmt, self.kernel, self.exprs, self.role)
 
-    def flag(self, stmt: ir.Signal | ir.Wait) -> str:
+    def flag(self, stmt: ir.Signal | ir.Wait | ir.Count) -> str:
         return flag_address(stmt, self.kernel, self.role)
 
     def row_partials(self, stmt: ir.RowPartials) -> RowPartialsCode:

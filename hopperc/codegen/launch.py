@@ -115,7 +115,7 @@ def written_tensors(kernel: ir.Kernel) -> set[str]:
     CUDA C++ Programming Guide, __restrict__ and __ldg), and may return a stale
     value of what the kernel wrote, even after the wait that completed it."""
     return {s.tensor for s in walk(kernel.body)
-            if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait))}
+            if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait, ir.Count))}
 
 
 def tensor_map_label(tensor: str, ordinal: int) -> str:

@@ -18,13 +18,13 @@ writing (a second store, or a store and a reduce-add, of overlapping boxes),
 it waits the plain `wait_group N` likewise (an earlier store of the same run
 is first committed as a group of its own); the barrier pass hands that
 completion on where another thread issues the later write. Two reduce-adds
-need no wait: their adds commute. Before the role (or kernel) ends with stores still reading shared memory, it waits
-`.read 0`, so shared memory outlives every read of it (the global writes
-complete by the kernel's end).
+need no wait: their adds commute. Before the role (or kernel) ends with
+stores still reading shared memory, it waits `.read 0`, so shared memory
+outlives every read of it (the global writes complete by the kernel's end).
 A TMA reduce-add (`tma T[i, j] += buf`) is a store here: it reads its source
 and writes (adds into) global memory in a bulk group like any other. A
-`signal` completes every group: order_semaphores, later, waits the plain
-`wait_group 0` before it.
+`signal` (or a counter's) completes every group: order_semaphores, later,
+waits the plain `wait_group 0` before it.
 
 Hardware rule: a bulk store reads its shared source asynchronously until
 `wait_group.read` reports its group done, and writes global memory until a
@@ -201,7 +201,7 @@ class _BulkStores(ForwardRewrite[_InFlight]):
             while writing and not writing[0]:
                 writing = writing[1:]
             return replace(state, groups=writing + running)
-        if isinstance(stmt, ir.Signal):  # order_semaphores waits `wait_group 0` before it
+        if isinstance(stmt, (ir.Signal, ir.Count)):  # order_semaphores waits `wait_group 0` first
             return replace(state, groups=())
         return state
 

@@ -15,7 +15,8 @@ alone: `bar.sync id + wg, 128` on ids past the roles' (see
 writes, completed by its issuer's plain wait_group, reach another thread's
 later access of the box through a barrier; none is needed where one
 warpgroup's issuer makes both and no other warpgroup's box meets them
-(`own_boxes`). Element-wise accesses that put every element on the same thread (one grid, layout and thread count: `owned`) need none: a thread
+(`own_boxes`). Element-wise accesses that put every element on the same
+thread (one grid, layout and thread count: `owned`) need none: a thread
 rereads and rewrites its own elements in program order, in one iteration or
 the next; so do stmatrix stores of one view (each lane rewrites the rows it
 addresses), but not a stmatrix store and a per-element access.

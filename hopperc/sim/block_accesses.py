@@ -17,8 +17,8 @@ into it, which stored it and which read it, and reports the access that meets
 another block's of a kind it does not commute with (whichever comes second:
 the race is symmetric), at that access. Where the kernel's blocks order each
 other with flags, its run interleaves them and judges plain accesses by
-happens-before (semaphores.GridWrites): here only adds meet the others then. A TMA box writes only the elements
-inside the tensor (and before a ragged copy's END): the parts of two boxes
+happens-before (semaphores.GridWrites): here only adds meet the others then.
+A TMA box writes only the elements inside the tensor (and before a ragged copy's END): the parts of two boxes
 past the edge are no overlap.
 
 It also keeps each element's number of adds and the sum of their magnitudes
@@ -68,7 +68,7 @@ def block_accesses(kernel: ir.Kernel, tensors: dict[str, np.ndarray] | None
     stores = [s for s in stmts if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore))]
     reduced = {s.tensor: kernel.tensor(s.tensor).dtype for s in stores
                if isinstance(s, ir.AsyncStore) and s.reduce_add}
-    flags = any(isinstance(s, (ir.Signal, ir.Wait)) for s in stmts)
+    flags = any(isinstance(s, (ir.Signal, ir.Wait, ir.Count)) for s in stmts)
     stored = {s.tensor for s in stores}
     return BlockAccesses(tensors, reduced, stored, flags) \
         if stored and tensors is not None else None

@@ -84,6 +84,7 @@ class BlockAccesses:
         tensors it stores into (the reduced ones are recorded either way);
         `flags`: its blocks order each other with flags."""
         self.reduced = reduced
+        self.flags = flags
         self.clashes = _CLASHES_WITH_FLAGS if flags else _CLASHES
         self.ids: dict[object, int] = {}
         self.sites: list[Site] = []
@@ -109,7 +110,11 @@ class BlockAccesses:
     def elements(self, block: object, tensor: str, index: tuple[np.ndarray, ...],
                  site: Site, adds: bool = False) -> None:
         """`block` stores (or, `adds`, adds into: red.global.add) the elements at
-        `index` (one array per axis)."""
+        `index` (one array per axis). Where flags order blocks, a red.global.add
+        is judged with the plain accesses by the interleaved run's happens-before
+        (semaphores.GridWrites holds its clock); a TMA reduce-add has none there."""
+        if adds and self.flags:
+            return
         if (tensor, STORE) in self.who and index[0].size:
             self._touch(block, tensor, index, ADD if adds else STORE, site)
 

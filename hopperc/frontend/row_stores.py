@@ -122,8 +122,9 @@ def lower_scalar_add(stmt: ast.Assign, tensor: ir.TensorParam, value: ir.TileExp
     index = tuple(scalar_expr(i, scope) for i in target.indices)
     named = set().union(*(builtins_in(e.expr) for e in tile_operands(value)
                           if isinstance(e, ir.ScalarValue)))
-    _uniform([*zip(index, target.indices), *((e.expr, stmt.value) for e in tile_operands(value)
-                                             if isinstance(e, ir.ScalarValue))], "value")
+    _uniform(list(zip(index, target.indices)), "index")
+    _uniform([(e.expr, stmt.value) for e in tile_operands(value)
+              if isinstance(e, ir.ScalarValue)], "value")
     named |= set().union(*(builtins_in(i) for i in index))
     adding = threads if "wg" in named or scope.turns else running
     *leading, last = index

@@ -15,7 +15,7 @@ from hopperc.diagnostics import SourceFile
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.sim.findings import Category
-from tests.conftest import edit_error
+from tests.conftest import ROOT, edit_error
 
 # Each block adds twice its tile's first element to Count[0], each of its
 # warpgroups 1 to Count[1 + wg], and the block's tile row + 1 to Tiles[0].
@@ -94,3 +94,20 @@ def test_diagnostics(old, new, message):
 def test_a_value_that_differs_between_lanes_is_refused():
     error = edit_error(BLOCK_ADDS, "Count[1 + wg] += 1.0", "k: i32 = lane\n    Count[1] += k")
     assert "this value names 'lane'" in error.message and error.span.line == 7
+
+
+def test_pingpong_warpgroups_add_once_per_tile_they_take():
+    """The consumer's warpgroups take tiles in turn: each adds for its own tiles;
+    the producer warp adds once per tile it loads."""
+    text = driver.read_source(ROOT / "samples" / "gemm_pingpong.hk").text
+    text = text.replace("C: bf16[M, N])", "C: bf16[M, N], Tiles: i32[2])")
+    text = text.replace("        acc: f32[BM, BN] = 0\n",
+                        "        acc: f32[BM, BN] = 0\n        Tiles[0] += 1\n")
+    text = text.replace("    role load: warp regs 40 {\n",
+                        "    role load: warp regs 40 {\n        Tiles[1] += 1\n")
+    a, b = np.zeros((128, 64), np.float32), np.zeros((512, 64), np.float32)  # 2 x 2 tiles
+    got = hopperc.simulate(SourceFile("pp.hk", text), {"A": a, "B": b}, schedules=2)
+    np.testing.assert_array_equal(got["Tiles"], [4, 4])
+    lowered = driver.lower(driver.check(SourceFile("pp.hk", text)))
+    assert [s.threads for s in walk(lowered.body) if isinstance(s, ir.GlobalRowStore)] == \
+        [128, 32]

@@ -85,6 +85,8 @@ def test_negative_an_add_racing_a_plain_store_of_the_element_is_a_race():
     ("Count[0] += 2.0 * c", "Count[0] += f32(row())", "the value added to one element is a "
                                                       "scalar"),
     ("Count[0] += 2.0 * c", "Count[lane % 4] += c", "this index names 'lane'"),
+    ("Count[0] += 2.0 * c", "Count[0] = 2.0 * c", "a scalar is added to one element: "
+                                                  "T[i, j] += s"),
 ])
 def test_diagnostics(old, new, message):
     error = edit_error(BLOCK_ADDS, old, new)

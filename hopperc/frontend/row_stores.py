@@ -229,4 +229,5 @@ def _vector_layout(typed, scope: Scope, stmt: ast.Assign,
                                             "T[R0 : R1, C0 : C1] += acc")
     raise CompileError(stmt.value.span, "the value names no row vector: store a register row "
                                         "vector (m: f32[64] = rowmax(s)), a loaded vector (t: "
-                                        "f32[BM] = T[tile.m]) or an expression of them")
+                                        "f32[BM] = T[tile.m]) or an expression of them; "
+                                        "a scalar is added to one element: T[i, j] += s")

@@ -138,8 +138,9 @@ def _uniform(exprs: list[tuple[ir.ScalarExpr | None, ast.Expr]], what: str) -> N
         lanes = builtins_in(expr) & DIVERGENT_BUILTINS - {"wg"} if expr is not None else set()
         if lanes:
             raise CompileError(where.span, f"this {what} names '{sorted(lanes)[0]}', which "
-                                           "differs between the threads that hold the vector; "
-                                           "it may name wg (each warpgroup stores its own rows)")
+                                           "differs between the threads that run the "
+                                           "statement; it may name wg (each warpgroup then "
+                                           "writes its own)")
 
 
 def lower_shared_row_store(stmt: ast.Assign, view: ViewInfo, scope: Scope,

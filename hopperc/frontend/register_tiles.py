@@ -23,7 +23,11 @@ from hopperc.ir.layout import (FP8_FRAGMENT_COLUMNS, MAX_EVERY_ROW, element_thre
 class RegisterTiles:
     def _element_threads(self) -> int:
         """Threads that share a register tile where the statement runs."""
-        return element_threads(self.role.active_warps * 32 if self.role else self.threads)
+        return element_threads(self._running_threads())
+
+    def _running_threads(self) -> int:
+        """Threads that run the statement: its role's, else the block's."""
+        return self.role.active_warps * 32 if self.role else self.threads
 
     def _tile_decl(self, d: ast.TileDecl) -> list[ir.Stmt]:
         dtype = DType.parse(d.dtype)

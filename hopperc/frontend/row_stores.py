@@ -13,7 +13,11 @@ latter two on sm_90 / sm_70 and later; relaxed, .gpu scope by default), so
 blocks and warpgroups may add to the same elements in any order. No vector
 form is used: one lane holds one row (`.v2`/`.v4` exist for .f32 and for the
 packed 16-bit types, on consecutive elements of one thread). A register tile's
-add, `T[R0 : R1, C0 : C1] += acc`, is frontend/tile_adds.py."""
+add, `T[R0 : R1, C0 : C1] += acc`, is frontend/tile_adds.py.
+
+`T[i, j] += s`, every index an element's and `s` a scalar (the same in every
+thread): a one-row vector's add, EVERY_ROW over the threads that add it once,
+so thread 0 of them issues the one `red` (lower_scalar_add)."""
 from __future__ import annotations
 
 from hopperc.diagnostics import CompileError
@@ -41,8 +45,9 @@ def is_tensor_target(target: ast.Expr, scope: Scope) -> bool:
 
 
 def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int,
-                    threads: int) -> ir.GlobalRowStore:
-    """`threads`: those that share a register tile where the statement runs."""
+                    threads: int, running: int) -> ir.GlobalRowStore:
+    """`threads`: those that share a register tile where the statement runs;
+    `running`: all that run it."""
     target: ast.Subscript = stmt.target
     tensor: ir.TensorParam = scope.lookup(target.value.id, target.value.span)
     name = tensor.name
@@ -63,6 +68,8 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int,
             raise CompileError(index.span, f"only the last dimension of '{name}' takes a slice "
                                            "START : END; index the others by element")
     typed = lower_row_values(stmt.value, scope, warpgroups, True)
+    if typed.shape is None and stmt.op == "+=":
+        return lower_scalar_add(stmt, tensor, typed.expr, scope, threads, running)
     # A value with a row vector in it is one: a tile or a broadcast beside it
     # would have been refused as a shape mismatch.
     layout, threads = _vector_layout(typed, scope, stmt, threads)
@@ -85,14 +92,55 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int,
     else:
         start, end = ir.ScalarOp("*", scalar_expr(last, scope), ir.const(rows)), None
     index = tuple(scalar_expr(i, scope) for i in leading)
-    for expr, where in [(start, last), (end, last), *zip(index, leading)]:
-        lanes = builtins_in(expr) & DIVERGENT_BUILTINS - {"wg"} if expr is not None else set()
-        if lanes:
-            raise CompileError(where.span, f"this index names '{sorted(lanes)[0]}', which "
-                                           "differs between the threads that hold the vector; "
-                                           "it may name wg (each warpgroup stores its own rows)")
+    _uniform([(start, last), (end, last), *zip(index, leading)], "index")
     return ir.GlobalRowStore(name, index, start, end, value, rows, layout, threads, stmt.span,
                              atomic=stmt.op == "+=")
+
+
+def lower_scalar_add(stmt: ast.Assign, tensor: ir.TensorParam, value: ir.TileExpr,
+                     scope: Scope, threads: int, running: int) -> ir.GlobalRowStore:
+    """`T[i, j] += s`: a one-row vector's add of scalar `value` (a red.global.add
+    by one thread). Added once by the `running` threads, or once by each
+    warpgroup (`threads`) where they differ (the statement names `wg`) or take
+    tiles in turn (pingpong): the value is the same in all of them, so more
+    adds would only multiply it."""
+    target: ast.Subscript = stmt.target
+    name = tensor.name
+    for index in target.indices:
+        if isinstance(index, (ast.RangeSlice, ast.FullSlice, ast.NewAxis)):
+            raise CompileError(index.span, f"a scalar is added to one element of '{name}': "
+                                           "index every dimension by element")
+    for operand in tile_operands(value):
+        if not isinstance(operand, (ir.Literal, ir.ScalarValue)):
+            raise CompileError(stmt.value.span, "the value added to one element is a scalar: "
+                                                "literals, scalar parameters, tensor elements "
+                                                "and scalars (c: f32 = ...)")
+    if tensor.dtype not in STORABLE:
+        raise CompileError(target.value.span, f"'{name}' is {tensor.dtype}, which has no "
+                                              "red.global.add: a scalar is added to a tensor of "
+                                              "f32, i32, bf16 or f16")
+    index = tuple(scalar_expr(i, scope) for i in target.indices)
+    named = set().union(*(builtins_in(e.expr) for e in tile_operands(value)
+                          if isinstance(e, ir.ScalarValue)))
+    _uniform(list(zip(index, target.indices)), "index")
+    _uniform([(e.expr, stmt.value) for e in tile_operands(value)
+              if isinstance(e, ir.ScalarValue)], "value")
+    named |= set().union(*(builtins_in(i) for i in index))
+    adding = threads if "wg" in named or scope.turns else running
+    *leading, last = index
+    return ir.GlobalRowStore(name, tuple(leading), last, None, value, 1, ir.Layout.EVERY_ROW,
+                             adding, stmt.span, atomic=True)
+
+
+def _uniform(exprs: list[tuple[ir.ScalarExpr | None, ast.Expr]], what: str) -> None:
+    """Refuse a per-thread builtin other than `wg` in an index or added value."""
+    for expr, where in exprs:
+        lanes = builtins_in(expr) & DIVERGENT_BUILTINS - {"wg"} if expr is not None else set()
+        if lanes:
+            raise CompileError(where.span, f"this {what} names '{sorted(lanes)[0]}', which "
+                                           "differs between the threads that run the "
+                                           "statement; it may name wg (each warpgroup then "
+                                           "writes its own)")
 
 
 def lower_shared_row_store(stmt: ast.Assign, view: ViewInfo, scope: Scope,
@@ -182,4 +230,5 @@ def _vector_layout(typed, scope: Scope, stmt: ast.Assign,
                                             "T[R0 : R1, C0 : C1] += acc")
     raise CompileError(stmt.value.span, "the value names no row vector: store a register row "
                                         "vector (m: f32[64] = rowmax(s)), a loaded vector (t: "
-                                        "f32[BM] = T[tile.m]) or an expression of them")
+                                        "f32[BM] = T[tile.m]) or an expression of them; "
+                                        "a scalar is added to one element: T[i, j] += s")

@@ -256,7 +256,7 @@ class _Analyzer(RegisterTiles, ControlFlow):
                                       stmt.span)]
         if is_tensor_target(target, self.scope):
             return [lower_row_store(stmt, self.scope, self._warpgroups,
-                                    self._element_threads())]
+                                    self._element_threads(), self._running_threads())]
         view = buffer_view(target, self.scope, self._warpgroups)
         if view is None:
             raise CompileError(target.span, "can only assign to a register tile, a shared "

@@ -285,7 +285,9 @@ class GlobalRowStore:
     `columns` > 0, Layout.WGMMA): element (r, c) of the [rows, columns] `value`
     goes to element `row_start + r` (below `row_end`) of the second-to-last
     dimension and `start + c` (below `end`) of the last; `index` then indexes
-    the dimensions before those two. Each thread adds the elements it holds."""
+    the dimensions before those two. Each thread adds the elements it holds.
+    A scalar's add (`T[i, j] += s`) is a one-row EVERY_ROW add: thread 0 of
+    `threads` (the block's, a role's, or a warpgroup's) adds it once."""
 
     tensor: str
     index: tuple[ScalarExpr, ...]

@@ -242,8 +242,11 @@ class _Block:
             case ir.TileDef() | ir.TileAssign() | ir.SharedStore() | ir.Mma():
                 for instance in self.running():
                     self.per_warpgroup(stmt, instance)
-            case ir.GlobalRowStore():
-                for instance in self.running():
+            case ir.GlobalRowStore(threads=threads):
+                # a scalar's add over more threads than a warpgroup's is added once
+                running = self.running()
+                for instance in running if threads <= element_threads(self.threads) else \
+                        running[:1]:
                     self.row_store(stmt, instance)
             case ir.RowPartials(op=op, tile=tile, partials=partials):
                 width = self.kernel.buffer(partials.buffer).shape[1]

@@ -27,6 +27,11 @@ NAMES = [
          "unknown name 'gw'; did you mean 'wg'?"),
     case("builtin_lane", EW, [("t + 1.0", "t + f32(lnae)")], "lnae",
          "unknown name 'lnae'; did you mean 'lane'?"),
+    # a built-in of integer expressions named where a value is wanted: never "did you
+    # mean" itself
+    case("builtin_as_value", EW, [("t + 1.0", "t + f32(lane)")], "lane)",
+         "'lane' is a built-in of integer expressions (indices, scalars), not a value here: "
+         "declare a scalar from it first, e.g. `v: i32 = lane`"),
     # tile.AXIS: the axis, and the built-in `tile` itself
     case("grid_axis", COPY, [("X[tile.m, tile.n]", "X[tile.mm, tile.n]")], "tile.mm",
          "unknown grid axis 'tile.mm'; did you mean 'tile.m'?", "(declared: tile.m, tile.n)"),

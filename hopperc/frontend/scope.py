@@ -134,6 +134,10 @@ class Scope:
         for table in reversed(self.tables):
             if name in table:
                 return table[name][0]
+        if name in self.visible():  # a built-in of integer expressions only
+            raise CompileError(span, f"'{name}' is a built-in of integer expressions (indices, "
+                                     f"scalars), not a value here: declare a scalar from it "
+                                     f"first, e.g. `v: i32 = {name}`")
         raise CompileError(span, f"unknown name '{name}'{did_you_mean(name, self.visible())}")
 
     def visible(self) -> set[str]:

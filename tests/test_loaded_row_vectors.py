@@ -14,6 +14,7 @@ from hopperc.backend import sass_metrics as sm
 from hopperc.diagnostics import SourceFile
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import tile_operands, walk
+from hopperc.ir.global_accesses import written_tensors
 from tests.conftest import ROOT, edit_error
 
 # A warpgroup's rows (Layout.ROWS): loaded i32 labels and f32 scales, and a
@@ -250,3 +251,56 @@ def test_rows_spanning_warps_hold_every_row_in_every_thread():
     assert (copy.name, copy.layout, copy.shape) == ("t_rows", ir.Layout.EVERY_ROW, (16,))
     (store,) = [s for s in walk(lowered.body) if isinstance(s, ir.GlobalRowStore)]
     assert not [e for e in tile_operands(store.value) if isinstance(e, ir.GlobalVector)]
+
+
+# The kernel writes S after `s` is declared: `s` names S's elements, read where
+# used (after the store), in its per-row and per-column uses alike.
+STORED = """kernel stored(X: f32[M, N], S: f32[M], Y: f32[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM) threads 128
+{
+    shared sx: f32[BM, BN]
+    shared ss: f32[BM]
+    tma sx <- X[tile.m, 0]
+    s: f32[BM] = S[tile.m]
+    ss = 1.5
+    bulk S[tile.m] <- ss
+    sx = sx * s[:, None]
+    tma Y[tile.m, 0] <- sx
+}
+"""
+STORED_MIXED = STORED.replace("sx * s[:, None]", "sx * s[:, None] + s[None, :]")
+
+
+@pytest.mark.parametrize("text, per_column", [(STORED, 0.0), (STORED_MIXED, 1.5)],
+                         ids=["per_row", "per_row_and_column"])
+def test_a_vector_of_a_tensor_the_kernel_writes_reads_it_where_used(text, per_column):
+    rng = np.random.default_rng(8)
+    inputs = {"X": rng.normal(0, 1, (64, 64)).astype(np.float32),
+              "S": rng.normal(0, 1, 64).astype(np.float32)}
+    out = hopperc.simulate(SourceFile("stored.hk", text), inputs)
+    np.testing.assert_allclose(out["Y"], inputs["X"].astype(np.float64) * 1.5 + per_column,
+                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(out["S"], np.full(64, 1.5, np.float32))
+
+
+@pytest.mark.parametrize("text", [STORED, STORED_MIXED], ids=["per_row", "per_row_and_column"])
+def test_negative_no_register_copy_of_a_tensor_the_kernel_writes(text):
+    lowered = driver.lower(driver.check(SourceFile("stored.hk", text)))
+    assert written_tensors(lowered.body) == {"S", "Y"}
+    assert [s.name for s in walk(lowered.body) if isinstance(s, ir.TileDef)
+            and isinstance(s.init, ir.GlobalVector)] == []
+    (update,) = [s for s in walk(lowered.body) if isinstance(s, ir.SharedStore)
+                 and s.dst.buffer == "sx"]
+    reads = list(tile_operands(update.value))
+    assert not [e for e in reads if isinstance(e, (ir.RowValues, ir.TileRef))]
+    assert ("S", "rows") in {(e.tensor, e.axis) for e in reads if isinstance(e, ir.GlobalVector)}
+    report = driver.simulate(SourceFile("stored.hk", text), seeds=2, search=20)
+    assert report.ok, [f.headline() for f in report.findings]
+
+
+@pytest.mark.parametrize("sample, written", [
+    ("gemm_splitk", {"C"}), ("cross_entropy", {"Loss"}), ("layernorm", {"Y", "Mean", "Rstd"}),
+    ("attention_bwd", {"DQ", "DK", "DV"})])
+def test_written_tensors_are_those_a_store_reduce_add_or_row_store_names(sample, written):
+    lowered = driver.lower(driver.check(driver.read_source(ROOT / "samples" / f"{sample}.hk")))
+    assert written_tensors(lowered.body) == written

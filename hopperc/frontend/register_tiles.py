@@ -15,7 +15,8 @@ from hopperc.frontend.scope import (TileSymbol, VectorSymbol, const_value, did_y
 from hopperc.frontend.tiles import lower_row_values, lower_tile_expr
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import register_uses, walk
-from hopperc.ir.rewrite import map_bodies
+from hopperc.ir.global_accesses import written_tensors
+from hopperc.ir.rewrite import map_bodies, map_operands, map_stmts
 from hopperc.ir.layout import (FP8_FRAGMENT_COLUMNS, MAX_EVERY_ROW, WGMMA_M, element_threads,
                                register_layout)
 
@@ -156,18 +157,32 @@ class RegisterTiles:
         return value
 
 
-def without_unread_copies(body: ir.Block, copies: set[str]) -> ir.Block:
-    """`body` without the register copies of loaded vectors that no statement reads
-    (every per-row use went with tiles whose rows the copy's threads do not hold,
-    and reads the tensor): their loads would be dead code, and the simulator would
-    model reads that nothing uses."""
+def settled_copies(body: ir.Block, copies: set[str]) -> ir.Block:
+    """`body` with the register copies of loaded vectors kept only where they are
+    the tensor's value at every use. A loaded vector names the tensor's elements,
+    read where used; its copy, read at the declaration, equals them only if
+    nothing in the kernel writes the tensor (`written_tensors`, the condition of
+    ld.global.nc): where something does, each use of the copy reads the tensor
+    instead, and the copy goes. A copy no statement reads (every per-row use went
+    with tiles whose rows its threads do not hold) goes too: its loads would be
+    dead code, and the simulator would model reads that nothing uses."""
+    defs = {s.name: s.init for s in walk(body) if isinstance(s, ir.TileDef) and s.name in copies}
+    written = written_tensors(body)
+    stale = {name for name, rows in defs.items() if rows.tensor in written}
+
+    def reread(e: ir.TileExpr) -> ir.TileExpr:
+        if isinstance(e, (ir.RowValues, ir.TileRef)) and e.name in stale:
+            return defs[e.name]
+        return e
+    if stale:
+        body = map_stmts(body, lambda stmt: map_operands(stmt, reread))
     read = {use.tile for stmt in walk(body) for use in register_uses(stmt) if not use.write}
-    unread = copies - read
+    dropped = copies - read
 
     def drop(block: ir.Block) -> ir.Block:
         return ir.Block(tuple(map_bodies(s, drop) for s in block.stmts
-                              if not (isinstance(s, ir.TileDef) and s.name in unread)))
-    return drop(body) if unread else body
+                              if not (isinstance(s, ir.TileDef) and s.name in dropped)))
+    return drop(body) if dropped else body
 
 
 def _read_per_row(body: ast.Block, name: str) -> bool:

@@ -304,3 +304,34 @@ def test_negative_no_register_copy_of_a_tensor_the_kernel_writes(text):
 def test_written_tensors_are_those_a_store_reduce_add_or_row_store_names(sample, written):
     lowered = driver.lower(driver.check(driver.read_source(ROOT / "samples" / f"{sample}.hk")))
     assert written_tensors(lowered.body) == written
+
+
+# Two loops declare their own `t`: the first reads it per column only, the second per row.
+SCOPED = """kernel scoped(X: f32[M, 64], T: f32[M], Y: f32[M, 64], Z: f32[M, 64])
+    tile(BM = 64) grid(m: M / BM) threads 128
+{
+    shared sx: f32[BM, 64]
+    shared sy: f32[BM, 64]
+    tma sx <- X[tile.m, 0]
+    for i in 0 .. 1 {
+        t: f32[BM] = T[tile.m]
+        sy = sx + t[None, :]
+        tma Y[tile.m, 0] <- sy
+    }
+    for j in 0 .. 1 {
+        t: f32[BM] = T[tile.m]
+        x: f32[BM, 64] = sx
+        sx = x * t[:, None]
+        tma Z[tile.m, 0] <- sx
+    }
+}
+"""
+
+
+def test_only_the_declarations_own_uses_decide_its_copy():
+    """The first loop's `t` is read per column only: no copy of it is made (the
+    second loop's per-row use is of another vector), so the second's is `t_rows`."""
+    lowered = driver.lower(driver.check(SourceFile("scoped.hk", SCOPED)))
+    copies = [(s.name, s.span.line) for s in walk(lowered.body) if isinstance(s, ir.TileDef)
+              and isinstance(s.init, ir.GlobalVector)]
+    assert copies == [("t_rows", 13)]

@@ -110,7 +110,7 @@ class RegisterTiles:
         register vector can hold it (another dtype, more than 64 rows) or no use
         reads it per row."""
         if dtype not in (DType.F32, DType.I32) or rows.length > MAX_EVERY_ROW or \
-                not _read_per_row(self.kernel.body, d.name):
+                not _read_per_row(self.kernel.body, d):
             return []
         threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
         layout = ir.Layout.ROWS if threads == 128 and rows.length == WGMMA_M \
@@ -185,10 +185,17 @@ def settled_copies(body: ir.Block, copies: set[str]) -> ir.Block:
     return drop(body) if dropped else body
 
 
-def _read_per_row(body: ast.Block, name: str) -> bool:
-    """Whether the kernel names vector `name` alone or broadcasts all of it along the
-    rows (`name[:, None]`) anywhere: a use that reads one value per row."""
-    nodes = list(ast.walk(body))
+def _read_per_row(body: ast.Block, decl: ast.TileDecl) -> bool:
+    """Whether a use in `decl`'s scope (the statements after it in its block,
+    nested ones too: a visible name cannot be declared again) names the vector
+    alone or broadcasts all of it along the rows (`name[:, None]`): a use that
+    reads one value per row. Another block's declaration of the name is another
+    vector."""
+    block = next(b for b in ast.walk(body) if isinstance(b, ast.Block)
+                 and any(s is decl for s in b.stmts))
+    after = next(i for i, s in enumerate(block.stmts) if s is decl) + 1
+    nodes = list(ast.walk(block.stmts[after:]))
+    name = decl.name
     bases = {id(n.value) for n in nodes if isinstance(n, ast.Subscript)}
     for node in nodes:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \

@@ -16,7 +16,7 @@ from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.layout import element_grid, element_threads, view_shape
-from hopperc.sim.values import elementwise
+from hopperc.sim.tile_values import elementwise
 from hopperc.sim.views import element_lanes
 
 # (threads, buffer shape, the view written): rank 1 to 4, grids that do not split

@@ -7,11 +7,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
+import hopperc
 from hopperc import driver
 from hopperc.diagnostics import SourceFile
 from hopperc.ir.arith import INTEGER_OPS
+from hopperc.sim.scalars import wrap_i32
 from tests.conftest import device_helper
 
 
@@ -35,6 +38,59 @@ int main() {
     assert (-1, 0) in got and (0, 3) in got  # -64 / 64 rounds up to -1; -5 % 4 is 3
 
 
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++ compiler")
+def test_the_wrapping_helpers_agree_with_the_simulators_wrap(tmp_path):
+    """i32 + - *, negation and abs at the ends of the range: two's complement, as
+    the simulator wraps them, with no undefined int overflow for a compiler to use."""
+    edges = [-2 ** 31, -2 ** 31 + 1, -2, -1, 0, 1, 2, 2 ** 30, 2 ** 31 - 2, 2 ** 31 - 1]
+    helpers = "".join(device_helper(f"hk_wrap_{op}") for op in ("add", "sub", "mul", "neg", "abs"))
+    literals = ", ".join(f"{v}" if v > -2 ** 31 else "-2147483647 - 1" for v in edges)
+    program = "#include <cstdio>\n" + helpers + f"""
+int main() {{
+  const int v[] = {{{literals}}};
+  for (int a : v) {{
+    std::printf("%d %d\\n", hk_wrap_neg(a), hk_wrap_abs(a));
+    for (int b : v) std::printf("%d %d %d\\n", hk_wrap_add(a, b), hk_wrap_sub(a, b),
+                                hk_wrap_mul(a, b));
+  }}
+}}
+"""
+    (tmp_path / "wrap.cpp").write_text(program)
+    subprocess.run(["g++", "-O2", "-fsanitize=undefined", "-fno-sanitize-recover",
+                    "-o", str(tmp_path / "wrap"), str(tmp_path / "wrap.cpp")], check=True)
+    out = subprocess.run([str(tmp_path / "wrap")], capture_output=True, text=True, check=True)
+    got = [tuple(map(int, line.split())) for line in out.stdout.splitlines()]
+    want = []
+    for a in edges:
+        want.append((wrap_i32(-a), wrap_i32(abs(a))))
+        want += [(wrap_i32(a + b), wrap_i32(a - b), wrap_i32(a * b)) for b in edges]
+    assert got == want
+    assert (-2 ** 31, -2 ** 31) in got  # -INT_MIN and abs(INT_MIN) are INT_MIN
+
+
+# A scalar parameter's sum wraps in the simulator as in the C++ (hk_wrap_add).
+SCALAR_WRAP = """
+kernel scalar_wrap(X: bf16[M, 64], Y: bf16[M, 64], s: i32)
+    tile(BM = 64) grid(m: M / BM) threads 128
+{
+    shared buf: bf16[BM, 64]
+    if s + 1 > s {
+        tma buf <- X[tile.m, 0]
+        tma Y[tile.m, 0] <- buf
+    }
+}
+"""
+
+
+def test_a_scalar_parameters_sum_wraps_in_the_simulator_and_the_cxx():
+    source = SourceFile("scalar_wrap.hk", SCALAR_WRAP)
+    assert "(hk_wrap_add(u_s, 1) > u_s)" in driver.generate(source).cuda
+    x = np.ones((64, 64), np.float32)
+    for s, copied in ((5, True), (2 ** 31 - 1, False)):
+        out = hopperc.simulate(source, {"X": x, "Y": np.zeros_like(x), "s": s})
+        assert bool(out["Y"].any()) is copied
+
+
 KERNEL = """
 kernel signs(X: bf16[M, 64], Y: bf16[M, 64], OFFS: i32[G], s: i32)
     tile(BM = 64) grid(m: M / BM) threads 128
@@ -50,9 +106,10 @@ kernel signs(X: bf16[M, 64], Y: bf16[M, 64], OFFS: i32[G], s: i32)
 
 def test_operands_that_may_be_negative_use_the_signed_forms():
     cuda = driver.generate(SourceFile("signs.hk", KERNEL)).cuda
-    condition = next(line for line in cuda.splitlines() if "hk_elem_OFFS(hk_tile_m) - 64" in line)
-    assert "hk_cdiv_signed((hk_elem_OFFS(hk_tile_m) - 64), 64)" in condition
-    assert "hk_mod_signed((hk_elem_OFFS(hk_tile_m) - 3), 4)" in condition
+    condition = next(line for line in cuda.splitlines()
+                     if "hk_wrap_sub(hk_elem_OFFS(hk_tile_m), 64)" in line)
+    assert "hk_cdiv_signed(hk_wrap_sub(hk_elem_OFFS(hk_tile_m), 64), 64)" in condition
+    assert "hk_mod_signed(hk_wrap_sub(hk_elem_OFFS(hk_tile_m), 3), 4)" in condition
     assert "hk_mod_signed(u_s, 2)" in condition  # a scalar parameter may be negative
     # tile coordinates and constants are never negative: the plain, cheaper forms
     assert "hk_cdiv((hk_tile_m + 3), 2)" in cuda and "(hk_tile_m % 2)" in cuda

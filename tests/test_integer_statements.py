@@ -7,6 +7,8 @@ past 2^24; the C++ (int arithmetic), one NVRTC build, and `check`. An i32
 statement with anything else in it keeps the f32 semantics."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -133,7 +135,7 @@ def test_integer_statements_become_int_arithmetic_and_build():
     argmax = driver.generate(SourceFile("argmax.hk", ARGMAX)).cuda
     # both layouts' argmax give the int column (the partials across warps hold it as
     # f32, exact: a tile's columns are far below 2^24)
-    assert "int hk_v = 0;" in argmax and argmax.count("return hk_i; }()") == 2
+    assert "int hk_v[1] = {};" in argmax and argmax.count("return hk_i; }()") == 2
     built = driver.build(SourceFile("argmax.hk", ARGMAX))
     assert built.result.resources.spill_stores == 0
 
@@ -146,6 +148,49 @@ def test_negative_an_i32_statement_with_a_division_keeps_f32_semantics():
     out = hopperc.simulate(SourceFile("half.hk", text), {"A": a, "B": a})
     np.testing.assert_array_equal(out["C"][0, :4], [2, 2, -2, 4])
     assert "hk_f32_to_i32(" in _kernel_body(driver.generate(SourceFile("half.hk", text)).cuda)
+
+
+# Sums that pass 2^31 - 1: `a + 1 > a` is 0 there, as two's complement wraps it,
+# where int arithmetic in C++ would let NVRTC fold it to 1 (overflow is undefined).
+WRAP = """kernel wraps(X: i32[M, 64], Y: i32[M, 64], s: i32)
+    tile(BM = 64) grid(m: M / BM) threads 128
+{
+    shared sx: i32[BM, 64]
+    tma sx <- X[tile.m, 0]
+    a: i32[BM, 64] = sx
+    b: i32[BM, 64] = where(a + 1 > a, 1, 0) + where(s + 1 > s, 2, 0) + 4 * (a * 2 < 0)
+    sx = where(col() == 1, -a, where(col() == 2, abs(a), b))
+    tma Y[tile.m, 0] <- sx
+}
+"""
+
+
+def test_i32_sums_products_negation_and_abs_wrap_in_the_simulator():
+    x = np.full((64, 64), 5, np.int32)
+    x[0], x[1], x[2] = 2 ** 31 - 1, -2 ** 31, 2 ** 30
+    out = hopperc.simulate(SourceFile("wraps.hk", WRAP), {"X": x, "s": 2 ** 31 - 1})
+    y = out["Y"]
+    # a + 1 wraps at 2^31 - 1 (and so does s + 1): the comparisons are false;
+    # (2^31 - 1) * 2 wraps to -2
+    assert y[0, 0] == 4 and y[3, 0] == 1
+    assert y[2, 0] == 1 + 4  # 2^30 * 2 wraps to -2^31
+    assert y[1, 1] == -2 ** 31 and y[1, 2] == -2 ** 31  # -INT_MIN, abs(INT_MIN)
+    assert y[0, 1] == -(2 ** 31 - 1) and y[0, 2] == 2 ** 31 - 1
+
+
+def test_i32_arithmetic_is_unsigned_in_the_cxx_and_comparisons_stay_signed():
+    source = SourceFile("wraps.hk", WRAP)
+    cuda = _kernel_body(driver.generate(source).cuda)
+    assert "hk_wrap_add(u_a[hk_k], 1)) > (u_a[hk_k])" in cuda
+    assert "hk_wrap_neg(u_a[hk_k])" in cuda and "hk_wrap_abs(u_a[hk_k])" in cuda
+    assert "hk_wrap_mul(u_a[hk_k], 2)" in cuda
+    for plain in (" + ", " - ", " * ", "(-u_a", "abs(u_a"):
+        assert plain not in cuda.split("u_b[hk_k] = ")[1].split(";")[0]
+    ptx = driver.build(source).result.ptx
+    # `a + 1 > a` and `s + 1 > s` survive as tests against 2^31 - 1 (a signed int
+    # comparison of the wrapped sum), not as a constant 1
+    assert re.search(r"setp\.ne\.s32\s+%p\d+, %r\d+, 2147483647;", ptx)
+    assert re.search(r"setp\.eq\.s32\s+%p\d+, %r\d+, 2147483647;", ptx)
 
 
 def _kernel_body(cuda: str) -> str:

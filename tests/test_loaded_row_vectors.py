@@ -112,6 +112,45 @@ def test_codegen_reads_each_slots_row_of_the_tensor_and_builds():
     assert built.result.resources.spill_stores == 0
 
 
+# Loaded vectors alone, stored as a register copy of them would be (`u: f32[BM] = t`):
+# to global memory directly, and into a 1-D shared buffer then by TMA, and a 1-D
+# shared buffer alone to global memory; over 128 threads (a warpgroup's rows,
+# Layout.ROWS) and over 32 (every row in every thread, two rows per thread).
+ALONE = """kernel loaded_alone(T: i32[M], S: f32[M], R: f32[M], Q: f32[M], P: f32[M])
+    tile(BM = 64) grid(m: M / BM) threads THREADS
+{
+    shared sl: f32[BM]
+    shared sq: f32[BM]
+    tma sq <- S[tile.m]
+    t: i32[BM] = T[tile.m]
+    s: f32[BM] = S[tile.m]
+    R[tile.m] = where(t == 3, 0.0, s)
+    sl = s
+    tma Q[tile.m] <- sl
+    P[tile.m] = sq + 1.0
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [128, 32])
+def test_loaded_vectors_alone_are_stored_to_global_and_shared_memory(threads):
+    source = SourceFile("alone.hk", ALONE.replace("THREADS", str(threads)))
+    inputs = _inputs(100, 1, 6)
+    out = hopperc.simulate(source, {k: inputs[k] for k in "TS"})
+    t, s = inputs["T"], inputs["S"]
+    np.testing.assert_array_equal(out["R"], np.where(t == 3, 0.0, s).astype(np.float32))
+    np.testing.assert_array_equal(out["Q"], s)
+    np.testing.assert_array_equal(out["P"], s.astype(np.float32) + np.float32(1))
+    layout = ir.Layout.ROWS if threads == 128 else ir.Layout.EVERY_ROW
+    lowered = driver.lower(driver.check(source))
+    stores = [st for st in walk(lowered.body) if isinstance(st, ir.GlobalRowStore)]
+    assert [(st.tensor, st.layout, st.threads) for st in stores] == [
+        ("R", layout, threads), ("P", layout, threads)]
+    report = driver.simulate(source, None, {"M": 100}, seeds=2, search=10)
+    assert report.ok, [f.headline() for f in report.findings]
+    assert driver.build(source).result.resources.spill_stores == 0
+
+
 @pytest.mark.parametrize("old, new, line, message", [
     ("x: f32[BM, 64] = sx", "x: f32[BM, 64] = sx + t", 10,
      "vector 't' needs a broadcast: t[:, None] (one value per row) or t[None, :] (per column)"),
@@ -122,10 +161,18 @@ def test_codegen_reads_each_slots_row_of_the_tensor_and_builds():
     ("a = max(a, sq)", "a = max(a, sq[:, None])", 12,
      "'sq' is one value per row in a row vector's statement: name it alone, sq"),
     ("where(t == 3, 0.0, a / abs(s))", "where(2 == 3, 0.0, 1.0)", 13,
-     "the value stored to a tensor is a register row vector"),
+     "the value names no row vector: store a register row vector (m: f32[64] = rowmax(s)), "
+     "a loaded vector (t: f32[BM] = T[tile.m]) or an expression of them"),
+    ("tma sx <- X[tile.m, 0]", "tma sx <- X[tile.m, 0]\n    shared sl: f32[1, BM]", 13,
+     "shape mismatch: the value is a row vector of 64 rows but 'sl' is [1, 64]; a row vector "
+     "is stored to a 1-D view of as many elements (shared sl: f32[64])"),
 ])
 def test_diagnostics(old, new, line, message):
-    error = edit_error(ROWS, old, new)
+    text = ROWS
+    if "shared sl" in new:  # an expression of row vectors into a 2-D view
+        text = text.replace("    a = max(a, sq)", "    sl = where(t == 1, 0.0, rowmax(x))\n"
+                                                 "    a = max(a, sq)")
+    error = edit_error(text, old, new)
     assert message in error.message
     assert error.span.line == line
 
@@ -205,8 +252,9 @@ def test_integer_comparisons_in_an_f32_statement_are_exact_past_2_24():
 
 def test_integer_comparisons_compile_to_int_compares():
     cuda = driver.generate(SourceFile("pick.hk", PICK)).cuda
-    assert "((static_cast<int>(u_base) + hk_c)) == (u_t_rows[(hk_k / 2) % 2]) ? 1.0f : 0.0f" \
-        in cuda
+    # base + col() wraps past 2^31 (codegen/integers.py), compared as signed ints
+    assert "((hk_wrap_add(static_cast<int>(u_base), hk_c)) == (u_t_rows[(hk_k / 2) % 2]) ? " \
+        "1.0f : 0.0f" in cuda
     built = driver.build(SourceFile("pick.hk", PICK))
     (code,) = sm.functions(built.result.cubin).values()
     ops = {i.base for i in code}

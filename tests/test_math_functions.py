@@ -13,7 +13,7 @@ from hopperc import driver
 from hopperc.diagnostics import CompileError, SourceFile
 from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
-from hopperc.sim.values import elementwise
+from hopperc.sim.tile_values import elementwise
 from tests.conftest import edit_error
 
 KERNEL = """kernel rows_exp(X: f32[M, 64], Y: f32[M, 64])
@@ -144,7 +144,9 @@ def test_a_causal_mask_compares_global_rows_and_columns():
 
 def test_comparisons_where_and_coordinates_in_cuda():
     cuda = driver.generate(SourceFile("mask.hk", MASK)).cuda
-    assert "static_cast<float>(hk_c)" in cuda and "static_cast<float>(hk_r)" in cuda
+    # the coordinates compare as ints (exact past 2^24), never through f32
+    assert "static_cast<float>(hk_c)" not in cuda and "static_cast<float>(hk_r)" not in cuda
+    assert "hk_c)) > (hk_wrap_add(" in cuda and "static_cast<int>(hk_tile_m)), hk_r))" in cuda
     assert "? 1.0f : 0.0f)" in cuda and ") != 0.0f ? (" in cuda
     assert driver.build(SourceFile("mask.hk", MASK)).result.resources.spill_stores == 0
     report = driver.simulate(SourceFile("mask.hk", MASK), seeds=2, search=20)
@@ -293,9 +295,9 @@ def test_integer_min_and_max_of_scalars_are_integer_operations(k):
 
 def test_integer_min_max_fold_and_check_their_arguments():
     # an i32 statement of integer operations: int max (ir/integer_exprs.py), the
-    # scalar folded to 3 + k
+    # scalar folded to 3 + k (which wraps: k is a parameter, any i32)
     assert "max(hk_ld_shared_i32(hk_smem_base + 0u + static_cast<unsigned>(" \
-        "((hk_r) * 64 + (hk_c)) * 4)), static_cast<int>((3 + u_k)))" in driver.generate(SourceFile(
+        "((hk_r) * 64 + (hk_c)) * 4)), static_cast<int>(hk_wrap_add(3, u_k)))" in driver.generate(SourceFile(
             "c.hk", CLAMP.replace("max(min(k, 3), -2)", "max(-1, 4 - 1) + k"))).cuda
     assert "max() takes 2 arguments" in edit_error(CLAMP, "max(min(k, 3), -2)",
                                                    "max(k)").message

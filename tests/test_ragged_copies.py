@@ -124,7 +124,7 @@ def test_generated_copy_uses_the_view_coordinates():
     end = "const int hk_ragged_end = min(max(u_e, 0), u_M);"
     assert code.count(end) == 2
     coords = ('"r"((hk_tile_n * 64)), "r"((1073741824 - hk_ragged_end) + '
-              '(u_s + (hk_tile_m * 64))), "r"(hk_ragged_end), "r"(1073741824)')
+              'hk_wrap_add(u_s, (hk_tile_m * 64))), "r"(hk_ragged_end), "r"(1073741824)')
     assert code.count(coords) == 2
     assert "cp.async.bulk.tensor.4d.shared::cluster.global.tile" in code
     assert "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group" in code

@@ -4,8 +4,10 @@ after it, wait_group.read before its source is rewritten or the block exits),
 refused where PTX has no such add, and what ptxas makes of it (UTMAREDG)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+import hopperc
 from hopperc import driver
 from hopperc.backend.cubin_tools import sass_instructions
 from hopperc.codegen.names import kernel_symbol
@@ -60,6 +62,16 @@ def test_gemm_splitk_sass_reduce_adds_each_subtile():
     assert built.result.resources.spill_stores == 0
 
 
+BULK = """\
+kernel bulk_add(X: f32[M], V: f32[M])
+    tile(BM = 64) grid(m: M / BM) threads 128
+{
+    shared buf: f32[BM]
+    bulk buf <- X[tile.m]
+    bulk V[tile.m] += buf
+}
+"""
+
 REFUSED = [
     case("reduce_add_into_shared", ADD, [("tma buf <- X[tile.m, tile.n]",
                                           "tma buf += X[tile.m, tile.n]")],
@@ -68,6 +80,16 @@ REFUSED = [
          "tma Y", "a TMA reduce-add adds f32, f16, bf16, i32 elements, not e4m3"),
     case("tma_copy_with_equals", ADD, [("+= buf", "= buf")], "= buf",
          "'tma DST <- SRC'", "'tma T[i, j] += buf'"),
+    # what a copy takes after its destination: '<-' or '+=' ('=' is always refused)
+    case("tma_copy_with_minus_equals", ADD, [("+= buf", "-= buf")], "-= buf",
+         "unexpected '-'; expected '+=', '.', '<-', '[', '^'"),
+    case("tile_added_without_tma", ADD, [("tma Y[tile.m, tile.n] +=", "Y[tile.m, tile.n] +=")],
+         "Y[tile.m, tile.n] +=", "'+=' into 'Y' is a TMA reduce-add of a shared buffer: "
+         "tma Y[...] += buf"),
+    case("bulk_reduce_add", BULK, [], "+= buf", "a reduce-add is a TMA copy's "
+         "(cp.reduce.async.bulk.tensor): 'tma T[i] += buf'"),
+    case("bulk_copy_with_equals", BULK, [("+= buf", "= buf")], "= buf",
+         "a bulk copy is 'bulk DST <- SRC'"),
 ]
 
 
@@ -79,6 +101,23 @@ def test_refused_reduce_add(text, marker, keywords, nth, defines) -> None:
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "i32"])
 def test_reduce_add_takes_the_types_ptx_adds(dtype) -> None:
     driver.check(SourceFile("add.hk", ADD.replace("f32", dtype)))
+
+
+def test_i32_reduce_add_is_an_exact_integer_add_that_wraps():
+    """The .s32 add of cp.reduce.async.bulk.tensor is an integer add: exact past
+    2^24 (f32 would round 2^24 + 3 to 2^24 + 4) and wrapping past 2^31, in the
+    simulator's blocks as in its numpy reference (`check`, a ragged shape)."""
+    source = SourceFile("iadd.hk", ADD.replace("f32", "i32").replace(" swizzle 128B", ""))
+    x = np.ones((70, 40), np.int32)
+    x[1] = 2 ** 31 - 1
+    y = np.full((70, 40), 2 ** 24 + 2, np.int32)
+    y[1] = 5
+    out = hopperc.simulate(source, {"X": x, "Y": y})
+    want = np.full((70, 40), 2 ** 24 + 3, np.int64)
+    want[1] = -2 ** 31 + 4
+    np.testing.assert_array_equal(out["Y"], want)
+    report = driver.simulate(source, None, {"M": 70, "N": 40}, seeds=2, search=10)
+    assert report.ok, [line for f in report.findings for line in f.lines()]
 
 
 READ_BACK = """\

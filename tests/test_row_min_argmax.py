@@ -20,7 +20,7 @@ from hopperc.ir.printer import tile as printed
 from hopperc.sim.explore import simulate
 from hopperc.sim.problem import default_dims, make_problem
 from hopperc.sim.reference import expected_outputs
-from hopperc.sim.values import combine_argmax, row_partials
+from hopperc.sim.tile_values import combine_argmax, row_partials
 from tests.conftest import edit_error
 from tests.sim import mutations as m
 

@@ -18,7 +18,7 @@ from hopperc.ir.accesses import walk
 from hopperc.sim.explore import simulate
 from hopperc.sim.problem import default_dims, make_problem
 from hopperc.sim.reference import expected_outputs
-from hopperc.sim.values import row_partials
+from hopperc.sim.tile_values import row_partials
 from tests.conftest import ROOT, edit_error, filecheck, ir_after
 from tests.sim import mutations as m
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import hopperc
 from hopperc import driver
 from hopperc.backend import sass_metrics as sm
 from hopperc.diagnostics import SourceFile
@@ -80,6 +81,9 @@ def test_codegen_stores_each_row_once_predicated_with_no_barrier():
     cuda = driver.generate(source).cuda
     assert "hk_st_global_f32(u_LSE + static_cast<long long>(1) * u_L + hk_e" in cuda
     assert "hk_t % 4 < 2 && hk_e >= 0 && hk_e < u_L" in cuda and "hk_e < (u_last)" in cuda
+    # START reads a parameter: its sums wrap (a row past 2^31 - 1 lands below 0 and is
+    # skipped) where int arithmetic would overflow, which C++ leaves undefined
+    assert "const int hk_e = hk_wrap_add(hk_wrap_add(u_first, (64 * hk_tile_m)), hk_r);" in cuda
     built = driver.build(source)
     assert "@hk_p st.global.f32" in built.result.ptx
     (code,) = sm.functions(built.result.cubin).values()
@@ -156,7 +160,8 @@ WIDE = """kernel wide_rows(X: f32[M, N], R: bf16[M])
 def test_every_row_vectors_store_one_row_per_thread_in_the_box_form():
     source = SourceFile("wide.hk", WIDE)
     cuda = driver.generate(source).cuda
-    assert "hk_st_global_u16(u_R + 0LL + hk_e, hk_f32_to_bf16(hk_v), hk_t < 16" in cuda
+    assert "hk_st_global_u16(u_R + 0LL + hk_e, hk_f32_to_bf16(hk_v[hk_j]), hk_r < 16" in cuda
+    assert "float hk_v[1] = {};" in cuda and "const int hk_r = hk_t + 128 * hk_j;" in cuda
     assert driver.build(source).result.resources.spill_stores == 0
     report = driver.simulate(source, seeds=2, search=30)
     assert report.ok, [f.headline() for f in report.findings]
@@ -167,14 +172,45 @@ def test_every_row_vectors_store_one_row_per_thread_in_the_box_form():
     np.testing.assert_allclose(got, want, rtol=2 ** -8)
 
 
+# 64 rows over one warp (Layout.EVERY_ROW): more rows than threads, so thread t
+# stores rows t and t + 32, to global memory directly or through a 1-D buffer.
+MORE_ROWS = """kernel more_rows(X: f32[M, 64], R: f32[M])
+    tile(BM = 64) grid(m: M / BM) threads 32
+{
+    shared sx: f32[BM, 64]
+    shared sl: f32[BM]
+    tma sx <- X[tile.m, 0]
+    x: f32[BM, 64] = sx
+    STORE
+}
+"""
+
+
+@pytest.mark.parametrize("store", ["R[tile.m] = rowmax(x)",
+                                   "sl = rowmax(x)\n    tma R[tile.m] <- sl"],
+                         ids=["global", "shared"])
+def test_a_vector_with_more_rows_than_threads_stores_every_row(store):
+    source = SourceFile("more_rows.hk", MORE_ROWS.replace("STORE", store))
+    cuda = driver.generate(source).cuda
+    assert "float hk_v[2] = {};" in cuda and "if (hk_k % 32 == hk_t) hk_v[hk_k / 32] = hk_x;" in cuda
+    assert "const int hk_r = hk_t + 32 * hk_j;" in cuda
+    assert driver.build(source).result.resources.spill_stores == 0
+    x = np.random.default_rng(5).standard_normal((100, 64)).astype(np.float32)
+    out = hopperc.simulate(source, {"X": x})
+    np.testing.assert_array_equal(out["R"], x.max(axis=1))
+    report = driver.simulate(source, None, {"M": 100}, seeds=2, search=10)
+    assert report.ok, [f.headline() for f in report.findings]
+
+
 @pytest.mark.parametrize("old, new, message", [
     (STORE, "q: f32[BM, BN] = sx\n    LSE[1, first : last] = q",
      "the value stored to a tensor is a register row vector (m: f32[64] = rowmax(s)) or an "
      "expression of them; tiles are stored through shared memory (tma)"),
     (STORE, "LSE[1, first : last] = m[:, None]", "'m' is one value per row in a row vector's "
                                                  "statement: name it alone, m"),
-    (STORE, "LSE[1, first : last] = 1.0", "the value stored to a tensor is a register row "
-                                          "vector"),
+    (STORE, "LSE[1, first : last] = 1.0", "the value names no row vector: store a register "
+                                          "row vector (m: f32[64] = rowmax(s)), a loaded "
+                                          "vector (t: f32[BM] = T[tile.m])"),
     (STORE, "LSE[first : last] = m", "'LSE' has rank 2: give one index per dimension"),
     (STORE, "LSE[0 : 1, first] = m", "only the last dimension of 'LSE' takes a slice"),
     (STORE, "LSE[1, :] = m", "the last index of 'LSE' is START : END"),

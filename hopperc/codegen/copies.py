@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hopperc.codegen import names
-from hopperc.codegen.cexpr import ExprRenderer, RoleContext, scalar
+from hopperc.codegen.cexpr import ExprRenderer
 from hopperc.codegen.launch import LaunchInfo
+from hopperc.codegen.scalars import RoleContext, scalar
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import block_bytes, column_blocks, copy_box, multicast_slice
 from hopperc.runtime import ragged_view

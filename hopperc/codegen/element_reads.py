@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hopperc.codegen import names
-from hopperc.codegen.cexpr import RoleContext, scalar
+from hopperc.codegen.scalars import RoleContext, scalar
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import bodies
 from hopperc.ir.elements import loop_invariant_elements, statement_elements

@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hopperc.codegen.argmax import argmax_keep, argmax_shuffle
-from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, local_thread,
-                                   reduction, shared_load, shared_store, tile_store, to_float)
+from hopperc.codegen.cexpr import (ExprRenderer, from_float, reduction, shared_load,
+                                   shared_store, tile_store, to_float)
 from hopperc.codegen import names
 from hopperc.codegen.integers import computes_in_integers, integer_value
 from hopperc.codegen.launch import vector_tensors
+from hopperc.codegen.scalars import RoleContext, local_thread
 from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import (ROW_SLOTS, STMATRIX_COLS, element_grid, element_threads,

@@ -1,15 +1,18 @@
 """The C++ of an i32 statement computed in 32-bit integers (ir/integer_exprs.py):
 int operands and int arithmetic, exact over the whole i32 range where the f32
-path is exact only below 2^24. Sums and products wrap past 2^31 as the
-hardware's IADD3 / IMAD do; a cast `i32(x)` of an f32 value rounds it to
+path is exact only below 2^24. Sums, differences, products, negation and
+abs wrap past 2^31 as the hardware's IADD3 / IMAD do: the prelude's hk_wrap_*
+compute them in unsigned, since an int overflow is undefined in C++ and NVRTC
+would assume none (fold `a + 1 > a` to 1). Comparisons, min and max stay
+signed int operations. A cast `i32(x)` of an f32 value rounds it to
 nearest (cvt.rni); where's condition is an int too where it is integer_exact
 (`a > b` of two i32 tiles), else computed in f32 as anywhere else."""
 from __future__ import annotations
 
 from hopperc.codegen import names
 from hopperc.codegen.argmax import row_argmax
-from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, scalar, shared_load,
-                                   tile_element)
+from hopperc.codegen.cexpr import ExprRenderer, shared_load, tile_element
+from hopperc.codegen.scalars import WRAPPING, RoleContext, scalar
 from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.integer_exprs import integer_exact
@@ -72,11 +75,11 @@ def integer_value(exprs: ExprRenderer, expr: ir.TileExpr, role: RoleContext,
 def _operation(op: str, vals: list[str]) -> str:
     match op:
         case "+" | "-" | "*":
-            return f"({vals[0]} {op} {vals[1]})"
+            return f"{WRAPPING[op]}({vals[0]}, {vals[1]})"
         case "neg":
-            return f"(-{vals[0]})"
+            return f"hk_wrap_neg({vals[0]})"
         case "abs":
-            return f"abs({vals[0]})"
+            return f"hk_wrap_abs({vals[0]})"
         case "relu":
             return f"max({vals[0]}, 0)"
         case "max" | "min":

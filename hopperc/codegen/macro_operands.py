@@ -8,12 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hopperc.codegen import names
-from hopperc.codegen.cexpr import scalar
 from hopperc.codegen.copies import CopyOperands, copy_operands, ragged_end
 from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, matrix_store,
                                       per_element, row_partials)
-from hopperc.codegen.row_stores import (RowStoreCode, SharedRowStoreCode, row_store,
-                                       shared_row_store)
+from hopperc.codegen.row_stores import RowStoreCode, row_store, shared_row_store
+from hopperc.codegen.scalars import scalar
 from hopperc.codegen.wgmma import SharedOperand, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
@@ -70,7 +69,7 @@ class MacroOperands:
     def row_store(self, stmt: ir.GlobalRowStore) -> RowStoreCode:
         return row_store(stmt, self.kernel, self.exprs, self.role)
 
-    def shared_row_store(self, stmt: ir.SharedStore) -> SharedRowStoreCode:
+    def shared_row_store(self, stmt: ir.SharedStore) -> RowStoreCode:
         return shared_row_store(stmt, self.kernel, self.exprs, self.role)
 
     def row_partials(self, stmt: ir.RowPartials) -> RowPartialsCode:

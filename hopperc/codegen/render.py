@@ -12,12 +12,12 @@ import jinja2
 
 from hopperc import __version__
 from hopperc.codegen import names
-from hopperc.codegen.cexpr import RoleContext, scalar
 from hopperc.codegen.element_reads import element_reader, elements_to_read, read_elements
 from hopperc.codegen.integers import Renderer
 from hopperc.codegen.launch import LaunchInfo, launch_info
 from hopperc.codegen.loop_descriptors import INVARIANT_DESCRIPTORS, invariant_descriptors
 from hopperc.codegen.macro_operands import MacroOperands
+from hopperc.codegen.scalars import RoleContext, scalar
 from hopperc.codegen.wgmma import WgmmaForm
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import mma_registers, walk

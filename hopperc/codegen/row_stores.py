@@ -1,16 +1,18 @@
-"""Operands of a register row vector's store to global memory (ir.GlobalRowStore,
-`GlobalRowStore` macro): each thread computes the vector's value at each of its
-slots (warp-collective shuffles of a row reduction included, so every lane
-runs them), keeps the one it stores, and one predicated st.global writes it."""
+"""Operands of a register row vector's store to global memory (ir.GlobalRowStore)
+or to a 1-D shared view (ir.SharedStore with a row_layout), the `RowStore`
+macro: each thread computes the vector's value at each of its slots
+(warp-collective shuffles of a row reduction included, so every lane runs
+them), keeps those it stores, and one predicated st.global (or st.shared)
+per kept row writes it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from hopperc.codegen import names
-from hopperc.codegen.cexpr import (ExprRenderer, RoleContext, from_float, scalar,
-                                   shared_store)
+from hopperc.codegen.cexpr import ExprRenderer, from_float, shared_store
 from hopperc.codegen.elements import ROWS_ROW, thread_among
 from hopperc.codegen.integers import computes_in_integers, integer_value
+from hopperc.codegen.scalars import RoleContext, holds_data, scalar
 from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import ROW_SLOTS
@@ -20,72 +22,77 @@ _STORE_KIND = {DType.F32: "f32", DType.I32: "i32", DType.BF16: "u16", DType.F16:
 
 @dataclass(frozen=True)
 class RowStoreCode:
-    """Slot hk_k of thread hk_t holds row `slot_row`; the thread stores the slot
-    where `stores_slot` holds, which is row `row`, at `address` when `predicate`."""
+    """A register row vector's store (ir.GlobalRowStore to global memory, or
+    ir.SharedStore with a row_layout into a 1-D shared view; the `RowStore`
+    macro): thread hk_t computes the value of each of its `slots` (slot hk_k is
+    row `slot_row`), keeps in hk_v[`kept`] those where `stores_slot` holds, then
+    for each of its `rounds` stores (hk_j) takes row `row` (hk_r) and runs `store`,
+    which writes hk_v[hk_j]."""
 
     thread: str
     slots: int
     slot_row: str
     value: str
-    stores_slot: str
-    row: str
-    start: str
-    kind: str
-    address: str
-    stored: str  # hk_v converted to the tensor's dtype
-    predicate: str
     value_type: str  # hk_v's: int where the value is computed in integers, else float
+    stores_slot: str
+    kept: str
+    rounds: int
+    row: str
+    store: str
 
 
 @dataclass(frozen=True)
-class SharedRowStoreCode:
-    """A row vector into a 1-D shared view (ir.SharedStore with a row_layout): as
-    RowStoreCode, thread hk_t keeps slot `stores_slot`, row `row`, and where
-    `mine` runs `store` (st.shared of hk_v to element hk_r)."""
+class _Storing:
+    """Which slots a thread keeps of a row vector, and which rows it stores."""
 
-    thread: str
     slots: int
     slot_row: str
-    value: str
     stores_slot: str
+    kept: str
+    rounds: int
     row: str
-    mine: str
-    store: str
-    value_type: str
+    mine: str  # whether round hk_j's row hk_r is one to store
 
 
-def _storing_slots(layout: ir.Layout, rows: int) -> tuple[int, str, str, str, str]:
-    """(slots, a slot's row, which slot the thread stores, its row, whether it
-    stores one) of a row vector of `layout` and `rows`."""
+def _storing(layout: ir.Layout, rows: int, threads: int) -> _Storing:
     if layout is ir.Layout.ROWS:
         # A quad's 4 lanes hold its 2 rows: lane q < 2 of the quad stores slot q, so
         # a warp's 16 rows go out in one instruction.
-        return (ROW_SLOTS, ROWS_ROW, "hk_t % 4 == hk_k",
-                "16 * (hk_t / 32) + (hk_t % 32) / 4 + 8 * (hk_t % 4)", "hk_t % 4 < 2")
-    # every thread holds every row: thread t stores row t
-    return rows, "hk_k", "hk_t == hk_k", "hk_t", f"hk_t < {rows}"
+        return _Storing(ROW_SLOTS, ROWS_ROW, "hk_t % 4 == hk_k", "0", 1,
+                        "16 * (hk_t / 32) + (hk_t % 32) / 4 + 8 * (hk_t % 4)", "hk_t % 4 < 2")
+    # Every thread holds every row: thread t stores rows t, t + threads, ... (a
+    # vector may have more rows than threads), the j-th of them kept in hk_v[j].
+    rounds = -(-rows // threads)
+    return _Storing(rows, "hk_k", f"hk_k % {threads} == hk_t", f"hk_k / {threads}", rounds,
+                    f"hk_t + {threads} * hk_j", f"hk_r < {rows}")
+
+
+def _code(role: RoleContext, threads: int, storing: _Storing, value: str, integer: bool,
+          store: str) -> RowStoreCode:
+    return RowStoreCode(thread_among(role, threads), storing.slots, storing.slot_row, value,
+                        "int" if integer else "float", storing.stores_slot, storing.kept,
+                        storing.rounds, storing.row, store)
 
 
 def shared_row_store(stmt: ir.SharedStore, kernel: ir.Kernel, exprs: ExprRenderer,
-                     role: RoleContext) -> SharedRowStoreCode:
+                     role: RoleContext) -> RowStoreCode:
     buf = kernel.buffer(stmt.dst.buffer)
     rows = buf.shape[-1] // (stmt.dst.part.count if stmt.dst.part else 1)
-    slots, slot_row, stores, row, mine = _storing_slots(stmt.row_layout, rows)
+    storing = _storing(stmt.row_layout, rows, stmt.row_threads)
     integer = computes_in_integers(buf.dtype, stmt.value, exprs)
     value = integer_value(exprs, stmt.value, role) if integer else exprs.value(stmt.value, role)
     address = f"{exprs.view_base(stmt.dst, role)} + static_cast<unsigned>(hk_r * {buf.dtype.nbytes})"
-    stored = "hk_v" if integer else from_float(buf.dtype, "hk_v")
-    return SharedRowStoreCode(thread_among(role, stmt.row_threads), slots, slot_row, value,
-                              stores, row, mine, shared_store(buf.dtype, address, stored) + ";",
-                              "int" if integer else "float")
+    stored = "hk_v[hk_j]" if integer else from_float(buf.dtype, "hk_v[hk_j]")
+    store = f"if ({storing.mine}) {shared_store(buf.dtype, address, stored)};"
+    return _code(role, stmt.row_threads, storing, value, integer, store)
 
 
 def row_store(stmt: ir.GlobalRowStore, kernel: ir.Kernel, exprs: ExprRenderer,
               role: RoleContext) -> RowStoreCode:
     tensor = kernel.tensor(stmt.tensor)
     dims = [str(d) if isinstance(d, int) else names.user(d) for d in tensor.dims]
-    slots, slot_row, stores, row, mine = _storing_slots(stmt.layout, stmt.rows)
-    bounds = [mine, "hk_e >= 0", f"hk_e < {dims[-1]}"]
+    storing = _storing(stmt.layout, stmt.rows, stmt.threads)
+    bounds = [storing.mine, "hk_e >= 0", f"hk_e < {dims[-1]}"]
     for index, dim in zip(stmt.index, dims):
         bounds += [f"({scalar(index, role)}) >= 0", f"({scalar(index, role)}) < {dim}"]
     offset = _row_major(stmt.index, dims, role) if stmt.index else "0LL"
@@ -93,12 +100,15 @@ def row_store(stmt: ir.GlobalRowStore, kernel: ir.Kernel, exprs: ExprRenderer,
         bounds.append(f"hk_e < ({scalar(stmt.end, role)})")
     integer = computes_in_integers(tensor.dtype, stmt.value, exprs)
     value = integer_value(exprs, stmt.value, role) if integer else exprs.value(stmt.value, role)
-    return RowStoreCode(
-        thread_among(role, stmt.threads), slots, slot_row, value,
-        stores, row, scalar(stmt.start, role), _STORE_KIND[tensor.dtype],
-        f"{names.user(stmt.tensor)} + {offset} + hk_e",
-        "hk_v" if integer else from_float(tensor.dtype, "hk_v"), " && ".join(bounds),
-        "int" if integer else "float")
+    stored = "hk_v[hk_j]" if integer else from_float(tensor.dtype, "hk_v[hk_j]")
+    # START from data (an element, a parameter) may sit anywhere in the i32 range:
+    # its sum wraps (a row past 2^31 - 1 is then below 0 and skipped), never overflows
+    start = scalar(stmt.start, role)
+    first = f"hk_wrap_add({start}, hk_r)" if holds_data(stmt.start) else f"({start}) + hk_r"
+    store = (f"const int hk_e = {first}; "
+             f"hk_st_global_{_STORE_KIND[tensor.dtype]}({names.user(stmt.tensor)} + {offset} + "
+             f"hk_e, {stored}, {' && '.join(bounds)});")
+    return _code(role, stmt.threads, storing, value, integer, store)
 
 
 def _row_major(index: tuple[ir.ScalarExpr, ...], dims: list[str], role: RoleContext) -> str:

@@ -5,7 +5,7 @@ from hopperc.diagnostics import CompileError
 from hopperc.frontend import ast, limits
 from hopperc.frontend.bounds import check_index
 from hopperc.frontend.scope import Scope, did_you_mean, scalar_expr
-from hopperc.frontend.tiles import ViewInfo, buffer_view
+from hopperc.frontend.views import ViewInfo, buffer_view
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, copy_indices
 from hopperc.ir.layout import column_blocks, copy_box

@@ -5,7 +5,7 @@ from hopperc.diagnostics import CompileError, Span
 from hopperc.ir.dtypes import DType, Swizzle
 from hopperc.frontend import ast, limits
 from hopperc.frontend.scope import Scope, TileSymbol
-from hopperc.frontend.tiles import ViewInfo, buffer_view
+from hopperc.frontend.views import ViewInfo, buffer_view
 from hopperc.ir import nodes as ir
 
 # f32 operands run as .tf32: the tensor cores read the f32 bits at tf32 precision.

@@ -128,7 +128,11 @@ def _syntax_error(source: SourceFile, exc: lark.UnexpectedInput) -> CompileError
     if isinstance(exc, lark.UnexpectedToken):
         token = exc.token
         found = "end of file" if at_end else f"'{token}'"
-        names = {_TOKEN_NAMES.get(t, _literal(t)) for t in exc.accepts or exc.expected}
+        accepts = exc.accepts or exc.expected
+        # Where a copy's arrow may come, ASSIGN_OP is only ever a reduce-add's '+=':
+        # the copies' '=' is refused (tma_stmt, bulk_stmt).
+        copy = {"ASSIGN_OP": "'+='"} if "ARROW" in accepts else {}
+        names = {copy.get(t) or _TOKEN_NAMES.get(t, _literal(t)) for t in accepts}
         # A missing closing bracket is the likeliest mistake: list closers first.
         expected = sorted(names, key=lambda n: (n not in CLOSERS, n))
         if not at_end:
@@ -304,7 +308,14 @@ class _ToAst(Transformer):
         return ast.Copy("tma", dst, src, via, self._s(meta), reduce_add=str(op) == "+=")
 
     def bulk_stmt(self, meta, children):
-        dst, _arrow, src, via = children
+        dst, op, src, via = children
+        if str(op) != "<-":
+            span = Span(self.file, op.line, op.column, op.end_line, op.end_column)
+            if str(op) == "+=":
+                raise CompileError(span, "a reduce-add is a TMA copy's (cp.reduce.async.bulk."
+                                         "tensor): 'tma T[i] += buf'; a bulk copy is 'bulk DST "
+                                         "<- SRC'")
+            raise CompileError(span, "a bulk copy is 'bulk DST <- SRC'")
         return ast.Copy("bulk", dst, src, via, self._s(meta))
 
     def tile_decl(self, meta, children):

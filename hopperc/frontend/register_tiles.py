@@ -9,7 +9,7 @@ from hopperc.diagnostics import CompileError, Span
 from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast
 from hopperc.frontend.mma import lower_mma
-from hopperc.frontend.rows import row_operands
+from hopperc.frontend.rows import register_vector_layout, row_operands
 from hopperc.frontend.scope import (TileSymbol, VectorSymbol, const_value, did_you_mean,
                                    scalar_expr)
 from hopperc.frontend.tiles import lower_row_values, lower_tile_expr
@@ -17,11 +17,15 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import register_uses, walk
 from hopperc.ir.global_accesses import written_tensors
 from hopperc.ir.rewrite import map_bodies, map_operands, map_stmts
-from hopperc.ir.layout import (FP8_FRAGMENT_COLUMNS, MAX_EVERY_ROW, WGMMA_M, element_threads,
+from hopperc.ir.layout import (FP8_FRAGMENT_COLUMNS, MAX_EVERY_ROW, element_threads,
                                register_layout)
 
 
 class RegisterTiles:
+    def _element_threads(self) -> int:
+        """Threads that share a register tile where the statement runs."""
+        return element_threads(self.role.active_warps * 32 if self.role else self.threads)
+
     def _tile_decl(self, d: ast.TileDecl) -> list[ir.Stmt]:
         dtype = DType.parse(d.dtype)
         shape = tuple(const_value(e, self.scope, "a tile dimension") for e in d.shape)
@@ -33,7 +37,7 @@ class RegisterTiles:
         if len(shape) != 2:
             raise CompileError(d.span, "register tiles are 2-D (vectors are 1-D)")
         is_acc = d.name in self.accumulators
-        threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
+        threads = self._element_threads()
         layout = register_layout(shape, threads)
         if is_acc and dtype is not DType.F32:
             raise CompileError(d.span, f"accumulator '{d.name}' is {dtype}; wgmma accumulates "
@@ -71,7 +75,7 @@ class RegisterTiles:
         dtype = DType.parse(a.dtype)
         stem = a.operand.id if isinstance(a.operand, ast.Name) else "a"
         name = self.scope.compiler_name(f"{stem}_{dtype}")
-        threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
+        threads = self._element_threads()
         layout = register_layout(shape, threads)
         _check_fp8_fragment(dtype, shape, layout, a.span)
         init = self._tile_value(a, dtype, shape, a.span, layout, threads)
@@ -112,9 +116,8 @@ class RegisterTiles:
         if dtype not in (DType.F32, DType.I32) or rows.length > MAX_EVERY_ROW or \
                 not _read_per_row(self.kernel.body, d):
             return []
-        threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
-        layout = ir.Layout.ROWS if threads == 128 and rows.length == WGMMA_M \
-            else ir.Layout.EVERY_ROW
+        threads = self._element_threads()
+        layout = register_vector_layout(threads, rows.length)
         name = self.scope.compiler_name(f"{d.name}_rows")
         self.loaded_copies.add(name)
         self.scope.declare_tile(name, TileSymbol(dtype, (rows.length,), d.span, layout, threads,
@@ -126,8 +129,8 @@ class RegisterTiles:
         value per row. Of a warpgroup's [64, N] tiles (wgmma layout), each thread
         holds its two rows (Layout.ROWS); of row-major tiles whose rows span all
         their threads, every thread holds every row (Layout.EVERY_ROW)."""
-        threads = element_threads(self.role.active_warps * 32 if self.role else self.threads)
-        layout = ir.Layout.ROWS if threads == 128 and length == WGMMA_M else ir.Layout.EVERY_ROW
+        threads = self._element_threads()
+        layout = register_vector_layout(threads, length)
         if dtype not in (DType.F32, DType.I32) or length > MAX_EVERY_ROW:
             raise CompileError(d.span, f"a register vector is f32 or i32 with at most "
                                        f"{MAX_EVERY_ROW} values, one per row of the tiles it "

@@ -3,18 +3,23 @@ global memory (ir.GlobalRowStore). Row r of `v` goes to element START + r of
 T's last dimension (the box form: element j * len + r), elements at or past END
 and past the tensor's extent are skipped; the other dimensions take one element
 index each. `v` is a row vector (Layout.ROWS or EVERY_ROW) or an expression of
-them, of T's dtype (converted explicitly: `bf16(lse)`)."""
+them and of loaded vectors, of T's dtype (converted explicitly: `bf16(lse)`);
+a value of loaded vectors alone lies as a register copy of it would
+(`u: f32[BM] = t`, rows.register_vector_layout)."""
 from __future__ import annotations
 
 from hopperc.diagnostics import CompileError
 from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast
 from hopperc.frontend.overlap import check_store_reads
-from hopperc.frontend.rows import row_operands
-from hopperc.frontend.scope import DIVERGENT_BUILTINS, Scope, TileSymbol, scalar_expr
-from hopperc.frontend.tiles import ROW_REDUCTIONS, ViewInfo, lower_row_values
+from hopperc.frontend.rows import register_vector_layout, row_operands
+from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, VectorSymbol,
+                                    scalar_expr)
+from hopperc.frontend.tiles import ROW_REDUCTIONS, lower_row_values
+from hopperc.frontend.views import ViewInfo
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in, tile_operands
+from hopperc.ir.layout import MAX_EVERY_ROW
 
 # What st.global writes from a register: a 4-byte or 2-byte value.
 STORABLE = (DType.F32, DType.I32, DType.BF16, DType.F16)
@@ -26,12 +31,17 @@ def is_tensor_target(target: ast.Expr, scope: Scope) -> bool:
         isinstance(scope.lookup(target.value.id, target.value.span), ir.TensorParam)
 
 
-def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int) -> ir.GlobalRowStore:
+def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int,
+                    threads: int) -> ir.GlobalRowStore:
+    """`threads`: those that share a register tile where the statement runs."""
     target: ast.Subscript = stmt.target
     tensor: ir.TensorParam = scope.lookup(target.value.id, target.value.span)
     name = tensor.name
-    if stmt.op != "=":
-        raise CompileError(stmt.span, f"a row vector is stored to '{name}' with '='")
+    if stmt.op == "+=":
+        value = stmt.value.id if isinstance(stmt.value, ast.Name) else "buf"
+        raise CompileError(stmt.span, f"'+=' into '{name}' is a TMA reduce-add of a shared "
+                                      f"buffer: tma {name}[...] += {value}; a row vector is "
+                                      f"stored to '{name}' with '='")
     if len(target.indices) != len(tensor.dims):
         raise CompileError(target.span, f"'{name}' has rank {len(tensor.dims)}: give one index "
                                         "per dimension, the last one START : END (elements) or "
@@ -44,7 +54,7 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int) -> ir.Globa
     typed = lower_row_values(stmt.value, scope, warpgroups, True)
     # A value with a row vector in it is one: a tile or a broadcast beside it
     # would have been refused as a shape mismatch.
-    layout, threads = _vector_layout(typed.expr, scope, stmt)
+    layout, threads = _vector_layout(typed, scope, stmt, threads)
     rows = typed.shape[0]
     value = row_operands(typed.expr, layout, (rows,), threads,
                          lambda n: scope.lookup(n, stmt.span), stmt.span)
@@ -73,16 +83,15 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int) -> ir.Globa
 
 
 def lower_shared_row_store(stmt: ast.Assign, view: ViewInfo, scope: Scope,
-                           warpgroups: int) -> ir.SharedStore | None:
-    """`sl = v` / `sl[wg] = v`: a register row vector (an expression of them) into a
-    1-D shared view of as many elements, row r to element r, each written by one
-    thread that holds it (codegen/row_stores.py); None where the value names no
-    row vector (a 1-D view's own element-wise store)."""
-    if len(view.shape) != 1 or not any(_is_row_vector(node, scope) for node in ast.walk(
-            stmt.value)):
+                           warpgroups: int, threads: int) -> ir.SharedStore | None:
+    """`sl = v` / `sl[wg] = v`: a register row vector (an expression of them and
+    of loaded vectors) into a 1-D shared view of as many elements, row r to
+    element r, each written by one thread that holds it (codegen/row_stores.py);
+    None where the value names no row vector (a 1-D view's own element-wise store)."""
+    if len(view.shape) != 1 or not _names_row_vector(stmt.value, scope):
         return None
     typed = lower_row_values(stmt.value, scope, warpgroups, True)
-    layout, threads = _vector_layout(typed.expr, scope, stmt)
+    layout, threads = _vector_layout(typed, scope, stmt, threads)
     name, rows = view.buffer.name, typed.shape[0]
     if rows != view.shape[0]:
         raise CompileError(stmt.span, f"a row vector of {rows} rows is stored to the "
@@ -99,18 +108,44 @@ def lower_shared_row_store(stmt: ast.Assign, view: ViewInfo, scope: Scope,
     return store
 
 
+def vector_into_tile(stmt: ast.Assign, view: ViewInfo, scope: Scope,
+                     warpgroups: int) -> CompileError | None:
+    """Where a value refused as a tile's is a row vector's and the shared view is
+    not 1-D: the shape mismatch (a better report than the operand that failed)."""
+    if len(view.shape) == 1 or not _names_row_vector(stmt.value, scope):
+        return None
+    try:
+        typed = lower_row_values(stmt.value, scope, warpgroups, True)
+    except CompileError:
+        return None
+    if typed.shape is None or len(typed.shape) != 1:
+        return None
+    name, rows = view.buffer.name, typed.shape[0]
+    return CompileError(stmt.span, f"shape mismatch: the value is a row vector of {rows} rows "
+                                   f"but '{name}' is {list(view.shape)}; a row vector is "
+                                   f"stored to a 1-D view of as many elements (shared {name}: "
+                                   f"{view.buffer.dtype}[{rows}])")
+
+
+def _names_row_vector(value: ast.Expr, scope: Scope) -> bool:
+    return any(_is_row_vector(node, scope) for node in ast.walk(value))
+
+
 def _is_row_vector(node, scope: Scope) -> bool:
-    """A register row vector's name or a row reduction, in an expression's AST."""
+    """A register row vector's name, a row reduction or a loaded vector's name, in
+    an expression's AST."""
     if isinstance(node, ast.Call):
         return node.func in ROW_REDUCTIONS
     if isinstance(node, ast.Name) and node.id in scope.names_of(TileSymbol):
         return scope.lookup(node.id, node.span).layout in _VECTORS
-    return False
+    return isinstance(node, ast.Name) and node.id in scope.names_of(VectorSymbol)
 
 
-def _vector_layout(expr: ir.TileExpr, scope: Scope, stmt: ast.Assign) -> tuple[ir.Layout, int]:
-    """The layout and threads of the first row vector `expr` computes from."""
-    for e in tile_operands(expr):
+def _vector_layout(typed, scope: Scope, stmt: ast.Assign,
+                   running: int) -> tuple[ir.Layout, int]:
+    """The layout and threads of the first row vector the value computes from; of
+    a value of loaded vectors alone, a register copy's (`running` threads)."""
+    for e in tile_operands(typed.expr):
         if isinstance(e, ir.TileRef):
             symbol = scope.lookup(e.name, stmt.span)
             if isinstance(symbol, TileSymbol) and symbol.layout in _VECTORS:
@@ -118,7 +153,19 @@ def _vector_layout(expr: ir.TileExpr, scope: Scope, stmt: ast.Assign) -> tuple[i
         if isinstance(e, ir.RowReduce):
             tile = scope.lookup(e.name, stmt.span)
             return (ir.Layout.ROWS if e.partials is None else ir.Layout.EVERY_ROW), tile.threads
-    raise CompileError(stmt.value.span, "the value stored to a tensor is a register row vector "
-                                        "(m: f32[64] = rowmax(s)) or an expression of them; "
-                                        "tiles are stored through shared memory (tma)")
-
+    loaded = any(isinstance(e, ir.GlobalVector) or isinstance(e, ir.SharedRead) and
+                 e.broadcast == "rows" for e in tile_operands(typed.expr))
+    if loaded and typed.shape is not None and len(typed.shape) == 1:
+        if typed.shape[0] > MAX_EVERY_ROW:
+            raise CompileError(stmt.value.span, f"a row vector's store takes at most "
+                                                f"{MAX_EVERY_ROW} rows; this value has "
+                                                f"{typed.shape[0]}")
+        return register_vector_layout(running, typed.shape[0]), running
+    if typed.shape is not None and len(typed.shape) == 2:
+        raise CompileError(stmt.value.span, "the value stored to a tensor is a register row "
+                                            "vector (m: f32[64] = rowmax(s)) or an expression "
+                                            "of them; tiles are stored through shared memory "
+                                            "(tma)")
+    raise CompileError(stmt.value.span, "the value names no row vector: store a register row "
+                                        "vector (m: f32[64] = rowmax(s)), a loaded vector (t: "
+                                        "f32[BM] = T[tile.m]) or an expression of them")

@@ -11,8 +11,17 @@ from typing import Callable
 from hopperc.diagnostics import CompileError, Span
 from hopperc.frontend.scope import TileSymbol
 from hopperc.ir import nodes as ir
+from hopperc.ir.layout import WGMMA_M
 
 _VECTOR_LAYOUTS = (ir.Layout.ROWS, ir.Layout.EVERY_ROW)
+
+
+def register_vector_layout(threads: int, length: int) -> ir.Layout:
+    """The layout of a register vector of `length` rows computed by `threads`
+    (element_threads) from no tile of its own (`m: f32[64] = -inf`, `u: f32[BM]
+    = t`): a warpgroup's 64 rows as its [64, N] tiles hold them (ROWS), else
+    every row in every thread."""
+    return ir.Layout.ROWS if threads == 128 and length == WGMMA_M else ir.Layout.EVERY_ROW
 
 
 def row_operands(expr: ir.TileExpr, layout: ir.Layout | None, shape: tuple[int, ...],

@@ -18,7 +18,8 @@ then an f32 like any other.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from functools import partial
+from typing import Callable, Mapping
 
 from hopperc.ir.dtypes import DType
 from hopperc.ir import nodes as ir
@@ -50,6 +51,13 @@ def integer_exact(expr: ir.TileExpr, kernel: ir.Kernel, tiles: Mapping[str, ir.T
         case ir.Elementwise(op=op, args=args) if op in INTEGER_OPS:
             return all(integer_exact(a, kernel, tiles) for a in args)
     return False
+
+
+def integer_test(kernel: ir.Kernel,
+                 tiles: Mapping[str, ir.TileDef]) -> Callable[[ir.TileExpr], bool]:
+    """`integer_exact` over one kernel's statements (`tiles`: its TileDefs by name),
+    as the simulator and its numpy reference pass it to sim/tile_values.elementwise."""
+    return partial(integer_exact, kernel=kernel, tiles=tiles)
 
 
 def _integer_scalar(expr: ir.ScalarExpr, kernel: ir.Kernel) -> bool:

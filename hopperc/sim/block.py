@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Mapping
 
 import numpy as np
@@ -15,7 +16,7 @@ from hopperc.ir.dtypes import DType
 from hopperc.ir.accesses import tile_operands
 from hopperc.ir.elements import tensor_elements_in
 from hopperc.ir.global_accesses import global_vectors
-from hopperc.ir.integer_exprs import integer_exact
+from hopperc.ir.integer_exprs import integer_test
 from hopperc.sim.barriers import MBarrier, NamedBarrier
 from hopperc.sim.block_accesses import BlockAccesses
 from hopperc.sim.findings import Category, fail
@@ -73,9 +74,10 @@ class Program:
                 compile_scalar(expr), per_lane(expr), per_lane(expr, PER_THREAD), elements))
         return hit[1]
 
-    def integer_exact(self, expr: ir.TileExpr) -> bool:
+    @cached_property
+    def integer_exact(self) -> Callable[[ir.TileExpr], bool]:
         """ir/integer_exprs.py's test (an i32 statement computed in integers)."""
-        return integer_exact(expr, self.kernel, self.tiles)
+        return integer_test(self.kernel, self.tiles)
 
     def global_vectors(self, expr: ir.TileExpr) -> tuple[ir.GlobalVector, ...]:
         """The 1-D global slices an element-wise expression reads (ld.global),

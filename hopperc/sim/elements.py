@@ -12,7 +12,7 @@ from hopperc.ir.layout import element_threads
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Site
 from hopperc.sim.row_stores import stored_elements, storing_rows
-from hopperc.sim.values import elementwise, operands, row_partials, vector_length
+from hopperc.sim.tile_values import elementwise, operands, row_partials, vector_length
 from hopperc.sim.views import Place, owned_elements, owned_parts, owned_rows
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import issued_per_warpgroup, leaf_accesses, walk
-from hopperc.ir.integer_exprs import integer_exact
+from hopperc.ir.integer_exprs import integer_test
 from hopperc.ir.handoffs import uses
 from hopperc.ir.read_sites import multi_site_buffers
 from hopperc.ir.layout import element_threads, shared_layout
@@ -29,8 +29,9 @@ from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
 from hopperc.sim.row_stores import stored_elements
 from hopperc.sim.scalars import PER_THREAD, per_lane, scalar, started_walk, taken_tile
-from hopperc.sim.values import (add_box, elementwise, holding, matrix_product, read_box,
-                                row_partials, undefined, write_box)
+from hopperc.sim.tile_values import elementwise, row_partials
+from hopperc.sim.values import (add_box, holding, matrix_product, read_box, undefined,
+                                write_box)
 from hopperc.sim.views import Place, alias_index, alias_root, place_shape
 
 
@@ -113,6 +114,7 @@ class _Block:
         self.env = dict(env)
         self.tensors = tensors
         self.tiles = {s.name: s for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
+        self.integer_exact = integer_test(kernel, self.tiles)
         self.versioned = _shared_between_roles(kernel)
         found = [u for r in _top_level(kernel) if isinstance(r, ir.RoleBlock) for u in uses(r)]
         sites = multi_site_buffers(found)
@@ -236,10 +238,6 @@ class _Block:
                     f"{stmt.span.file}:{stmt.span.line}: element-wise code or a wgmma under a "
                     f"condition on the thread ({span.file}:{span.line})")
         self.block(body)
-
-    def integer_exact(self, expr: ir.TileExpr) -> bool:
-        """ir/integer_exprs.py's test (an i32 statement computed in integers)."""
-        return integer_exact(expr, self.kernel, self.tiles)
 
     def row_store(self, stmt: ir.GlobalRowStore, instance: int) -> None:
         """The warpgroup's row vector to the elements it reaches (sim/row_stores.py)."""

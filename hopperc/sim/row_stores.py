@@ -2,7 +2,8 @@
 (ir.GlobalRowStore) writes, and which running lanes write them, as code
 generation does: row r goes to element START + r of the last dimension unless
 that is at or past END, outside the tensor, or a leading index is; lane q < 2
-of the quad holding a row (Layout.ROWS) or thread r (EVERY_ROW) stores it."""
+of the quad holding a row (Layout.ROWS) or thread r % threads (EVERY_ROW)
+stores it."""
 from __future__ import annotations
 
 from typing import Callable
@@ -37,8 +38,6 @@ def storing_rows(layout: ir.Layout, rows: int, threads: int, warp: int,
         if layout is ir.Layout.ROWS:
             if lane % 4 < 2:
                 mine[16 * (warp % 4) + lane // 4 + 8 * (lane % 4)] = True
-        else:
-            thread = (32 * warp + lane) % threads
-            if thread < rows:
-                mine[thread] = True
+        else:  # every thread holds every row: thread t stores rows t, t + threads, ...
+            mine[(32 * warp + lane) % threads::threads] = True
     return mine

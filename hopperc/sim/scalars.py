@@ -14,6 +14,17 @@ from hopperc.ir import raster
 from hopperc.ir.arith import INTEGER_OPS
 
 
+def wrap_i32(value: int) -> int:
+    """An integer as the i32 two's complement wraps it to."""
+    return (value + 2 ** 31) % 2 ** 32 - 2 ** 31
+
+
+# The generated code's int `+ - *` wrap past 2^31 (codegen/cexpr.py WRAPPING where a
+# parameter or an element takes part; elsewhere the values are the launch's sizes).
+_OPS = {**INTEGER_OPS, **{op: (lambda f: lambda a, b: wrap_i32(f(a, b)))(INTEGER_OPS[op])
+                          for op in ("+", "-", "*")}}
+
+
 def scalar(expr: ir.ScalarExpr, env: Mapping[str, int]) -> int:
     """Evaluate an integer expression. `env` names dimensions, parameters, loop
     variables and carried registers by name, grid coordinates as `tile.m` and
@@ -32,7 +43,7 @@ def scalar(expr: ir.ScalarExpr, env: Mapping[str, int]) -> int:
     left = scalar(expr.left, env)
     if expr.op == "not":
         return int(not left)
-    return INTEGER_OPS[expr.op](left, scalar(expr.right, env))
+    return _OPS[expr.op](left, scalar(expr.right, env))
 
 
 def element_key(tensor: str) -> str:
@@ -105,7 +116,7 @@ def compile_scalar(expr: ir.ScalarExpr) -> Callable[[Mapping[str, int]], int]:
     left = compile_scalar(expr.left)
     if expr.op == "not":
         return lambda env: int(not left(env))
-    right, op = compile_scalar(expr.right), INTEGER_OPS[expr.op]
+    right, op = compile_scalar(expr.right), _OPS[expr.op]
     return lambda env: op(left(env), right(env))
 
 

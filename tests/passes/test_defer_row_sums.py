@@ -17,7 +17,7 @@ from hopperc.ir.accesses import walk
 from hopperc.ir.verify import VerifyError, verify
 from hopperc.sim.explore import simulate
 from hopperc.sim.problem import default_dims, make_problem
-from hopperc.sim.values import thread_row_sums
+from hopperc.sim.tile_values import thread_row_sums
 from hopperc.sim.views import element_lanes
 from tests.conftest import filecheck, ir_after
 from tests.sim import mutations as m

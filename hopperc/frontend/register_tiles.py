@@ -5,6 +5,9 @@ them, the checks of dtype, shape and split, and their lowered values. A mixin of
 block's threads), the kernel's accumulators and the warpgroups that run."""
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Callable
+
 from hopperc.diagnostics import CompileError, Span
 from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast
@@ -16,7 +19,7 @@ from hopperc.frontend.tiles import lower_row_values, lower_tile_expr
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import register_uses, walk
 from hopperc.ir.global_accesses import written_tensors
-from hopperc.ir.rewrite import map_bodies, map_operands, map_stmts
+from hopperc.ir.rewrite import map_bodies, map_operands
 from hopperc.ir.layout import (FP8_FRAGMENT_COLUMNS, MAX_EVERY_ROW, element_threads,
                                register_layout)
 
@@ -178,14 +181,27 @@ def settled_copies(body: ir.Block, copies: set[str]) -> ir.Block:
             return defs[e.name]
         return e
     if stale:
-        body = map_stmts(body, lambda stmt: map_operands(stmt, reread))
+        body = _each_stmt(body, lambda stmt: map_operands(stmt, reread))
     read = {use.tile for stmt in walk(body) for use in register_uses(stmt) if not use.write}
     dropped = copies - read
+    if not dropped:
+        return body
+    return _each_stmt(body, lambda stmt: None if isinstance(stmt, ir.TileDef) and
+                      stmt.name in dropped else stmt)
 
-    def drop(block: ir.Block) -> ir.Block:
-        return ir.Block(tuple(map_bodies(s, drop) for s in block.stmts
-                              if not (isinstance(s, ir.TileDef) and s.name in dropped)))
-    return drop(body) if dropped else body
+
+def _each_stmt(block: ir.Block, fn: Callable[[ir.Stmt], ir.Stmt | None]) -> ir.Block:
+    """`block` with `fn` applied to every statement, nested ones first, manual code
+    included (a loaded vector may be used there); None drops the statement."""
+    out = []
+    for stmt in block.stmts:
+        stmt = map_bodies(stmt, lambda b: _each_stmt(b, fn))
+        if isinstance(stmt, ir.ManualRegion):
+            stmt = replace(stmt, body=_each_stmt(stmt.body, fn))
+        stmt = fn(stmt)
+        if stmt is not None:
+            out.append(stmt)
+    return ir.Block(tuple(out))
 
 
 def _read_per_row(body: ast.Block, decl: ast.TileDecl) -> bool:

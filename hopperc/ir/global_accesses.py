@@ -22,12 +22,11 @@ def written_tensors(body: ir.Block) -> frozenset[str]:
     """The global tensors some statement of `body` (the kernel's, manual code
     included) writes: a TMA or bulk store or reduce-add, a row store, and any other
     statement naming a tensor but a load. A tensor outside it is read-only for the
-    whole kernel, the
-    condition for reading it through the non-coherent path (`ld.global.nc`,
-    `__ldg`: the PTX ISA allows it only for data read-only for the kernel's
-    lifetime) and for reading a loaded vector once into registers where it is
-    declared. Counting every such statement as a write, a statement kind added
-    later (an atomic add, a flag) errs on the side of a plain read."""
+    whole kernel, the condition for reading it through the non-coherent path
+    (`ld.global.nc`, `__ldg`: the PTX ISA allows it only for data read-only for
+    the kernel's lifetime) and for reading a loaded vector once into registers
+    where it is declared. Counting every such statement as a write, a statement
+    kind added later (an atomic add, a flag) errs on the side of a plain read."""
     return frozenset(s.tensor for s in walk(body)
                      if isinstance(getattr(s, "tensor", None), str)
                      and not isinstance(s, ir.AsyncLoad))

@@ -21,7 +21,7 @@ from hopperc.runtime.launch_rules import GridShape, evaluate_extent, illegal_sha
 from hopperc.runtime.spec import parse_spec
 from hopperc.sim import block as sim_block
 from hopperc.sim.explore import simulate
-from hopperc.sim.problem import default_dims, launch_tensors, make_problem
+from hopperc.sim.problem import default_dims, given_problem, launch_tensors, make_problem
 from tests.conftest import filecheck, ir_after
 from tests.sim import mutations as m
 from tests.test_metadata import _meta
@@ -314,3 +314,16 @@ def test_simulator_refuses_a_ragged_grid_past_int_max_tiles():
         make_problem(lowered, {"G": 4, "R": 64, "N": 64})
     code = driver.generate(SourceFile("g.hk", RAGGED)).cuda
     assert "if (hk_tiles > 2147483647) __trap();" in code
+
+
+def test_a_ragged_grids_count_from_data_is_not_wrapped():
+    """A value's tile count is the 64-bit product of its extents, one from data
+    (count_cxx), though the data's own sums wrap as i32: 2^16 row tiles of
+    2^16 columns are 2^32 tiles, refused, not wrapped to 0."""
+    _, lowered = _kernels(GROUPED.replace("n: N / BN", "n: 65536"))
+    inputs = {"X": np.zeros((64, 64), np.float32), "Y": np.zeros((64, 64), np.float32),
+              "OFFS": np.array([0, 65536], np.float32)}
+    with pytest.raises(CompileError, match=r"a persistent grid of 4294967296 tiles"):
+        given_problem(lowered, {"M": 64, "N": 64, "G1": 2}, inputs, {})
+    code = driver.generate(SourceFile("g.hk", GROUPED)).cuda
+    assert "hk_tiles += static_cast<long long>(" in code

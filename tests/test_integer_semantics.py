@@ -14,7 +14,10 @@ import hopperc
 from hopperc import driver
 from hopperc.diagnostics import SourceFile
 from hopperc.ir.arith import INTEGER_OPS
-from hopperc.sim.scalars import wrap_i32
+from hopperc.codegen.scalars import RoleContext
+from hopperc.codegen.scalars import scalar as cxx_scalar
+from hopperc.ir import nodes as ir
+from hopperc.sim.scalars import compile_scalar, scalar, wrap_i32
 from tests.conftest import device_helper
 
 
@@ -89,6 +92,31 @@ def test_a_scalar_parameters_sum_wraps_in_the_simulator_and_the_cxx():
     for s, copied in ((5, True), (2 ** 31 - 1, False)):
         out = hopperc.simulate(source, {"X": x, "Y": np.zeros_like(x), "s": s})
         assert bool(out["Y"].any()) is copied
+
+
+_S = ir.Scalar(ir.ScalarKind.PARAM, "s")
+_N = ir.Scalar(ir.ScalarKind.DIM, "N")
+_T = ir.Scalar(ir.ScalarKind.TILE, "m")
+_OFFS = ir.TensorElement("OFFS", (_T,))
+
+
+@pytest.mark.parametrize("expr, data", [
+    (ir.ScalarOp("+", _S, ir.const(1)), True),
+    (ir.ScalarOp("*", _OFFS, ir.const(65536)), True),
+    (ir.ScalarOp("-", ir.ScalarOp("*", _N, _N), _T), False),
+    (ir.ScalarOp("*", ir.ScalarOp("+", _T, ir.const(1)), _N), False),
+])
+def test_the_simulator_wraps_exactly_the_sums_the_cxx_wraps(expr, data):
+    """`+ - *` wrap to i32 where a parameter or an element takes part: the C++
+    computes those with hk_wrap_* and the simulator wraps them; the launch's
+    sizes and coordinates stay exact (the host's grid is 64-bit arithmetic), and
+    so does the simulator's launch-side evaluation of data (kernel_side=False)."""
+    assert ("hk_wrap_" in cxx_scalar(expr, RoleContext(0, 128))) is data
+    env = {"s": 2 ** 31 - 1, "N": 2 ** 16, "tile.m": 2 ** 16 - 1,
+           "[OFFS]": np.full(2 ** 16, 2.0 ** 16, np.float32)}
+    exact = scalar(expr, env, kernel_side=False)
+    assert exact > 2 ** 31 - 1  # every case passes INT_MAX
+    assert scalar(expr, env) == compile_scalar(expr)(env) == (wrap_i32(exact) if data else exact)
 
 
 KERNEL = """

@@ -214,7 +214,6 @@ def test_a_vector_with_more_rows_than_threads_stores_every_row(store):
     (STORE, "LSE[first : last] = m", "'LSE' has rank 2: give one index per dimension"),
     (STORE, "LSE[0 : 1, first] = m", "only the last dimension of 'LSE' takes a slice"),
     (STORE, "LSE[1, :] = m", "the last index of 'LSE' is START : END"),
-    (STORE, "LSE[1, first : last] += m", "a row vector is stored to 'LSE' with '='"),
     (STORE, "LSE[1, lane : last] = m", "this index names 'lane'"),
     (STORE, "LSE[1, first : last] = bf16(m)", "dtype mismatch: the value is bf16 but 'LSE' "
                                                "is f32; convert it explicitly"),

@@ -145,10 +145,15 @@ def _saved(report, save: str | None, diagnostics: Diagnostics) -> list[str]:
 def _summary(report, verbose: bool) -> list[str]:
     problem = report.problem
     runs = f"{report.schedules} seeded schedules and {report.exhaustive} search runs"
-    search = (f"all {report.exhaustive} runs of the exhaustive search of block 0"
+    from hopperc.sim.semaphores import uses_semaphores  # the simulator is loaded by now
+
+    # Blocks that wait on each other's flags are searched together (sim/interleave.py).
+    searched = "every block" if report.lowered is not None and uses_semaphores(
+        report.lowered) else "block 0"
+    search = (f"all {report.exhaustive} runs of the exhaustive search of {searched}"
               if report.exhaustive_complete else
-              f"{report.exhaustive} runs of the exhaustive search of block 0 (budget reached: "
-              "not exhaustive)" if report.exhaustive else "no exhaustive search")
+              f"{report.exhaustive} runs of the exhaustive search of {searched} (budget "
+              "reached: not exhaustive)" if report.exhaustive else "no exhaustive search")
     lines = [f"shapes: {problem.describe()}",
              f"schedules: {report.schedules} seeded, {search}"]
     if report.stopped:

@@ -13,6 +13,7 @@ from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, 
                                       per_element, row_partials)
 from hopperc.codegen.row_stores import RowStoreCode, row_store, shared_row_store
 from hopperc.codegen.scalars import scalar
+from hopperc.codegen.semaphores import flag_address
 from hopperc.codegen.wgmma import SharedOperand, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
@@ -71,6 +72,9 @@ class MacroOperands:
 
     def shared_row_store(self, stmt: ir.SharedStore) -> RowStoreCode:
         return shared_row_store(stmt, self.kernel, self.exprs, self.role)
+
+    def flag(self, stmt: ir.Signal | ir.Wait) -> str:
+        return flag_address(stmt, self.kernel, self.role)
 
     def row_partials(self, stmt: ir.RowPartials) -> RowPartialsCode:
         return row_partials(stmt, self.kernel, self.exprs, self.role)

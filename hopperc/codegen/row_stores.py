@@ -2,8 +2,8 @@
 or to a 1-D shared view (ir.SharedStore with a row_layout), the `RowStore`
 macro: each thread computes the vector's value at each of its slots
 (warp-collective shuffles of a row reduction included, so every lane runs
-them), keeps those it stores, and one predicated st.global (or st.shared)
-per kept row writes it."""
+them), keeps those it stores, and one predicated st.global (red.global.add
+for `T[...] += v`; st.shared into a buffer) per kept row writes it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,6 +18,8 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.layout import ROW_SLOTS
 
 _STORE_KIND = {DType.F32: "f32", DType.I32: "i32", DType.BF16: "u16", DType.F16: "u16"}
+# red.global.add's type per dtype (`T[...] += v`): the 16-bit ones take the bits.
+_ADD_KIND = {DType.F32: "f32", DType.I32: "s32", DType.BF16: "bf16", DType.F16: "f16"}
 
 
 @dataclass(frozen=True)
@@ -105,8 +107,10 @@ def row_store(stmt: ir.GlobalRowStore, kernel: ir.Kernel, exprs: ExprRenderer,
     # its sum wraps (a row past 2^31 - 1 is then below 0 and skipped), never overflows
     start = scalar(stmt.start, role)
     first = f"hk_wrap_add({start}, hk_r)" if holds_data(stmt.start) else f"({start}) + hk_r"
+    operation = (f"hk_red_global_add_{_ADD_KIND[tensor.dtype]}" if stmt.atomic
+                 else f"hk_st_global_{_STORE_KIND[tensor.dtype]}")
     store = (f"const int hk_e = {first}; "
-             f"hk_st_global_{_STORE_KIND[tensor.dtype]}({names.user(stmt.tensor)} + {offset} + "
+             f"{operation}({names.user(stmt.tensor)} + {offset} + "
              f"hk_e, {stored}, {' && '.join(bounds)});")
     return _code(role, stmt.threads, storing, value, integer, store)
 

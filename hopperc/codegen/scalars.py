@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from hopperc.codegen import names
 from hopperc.ir import nodes as ir
+from hopperc.ir.scalars import holds_data
 
 
 @dataclass
@@ -56,20 +57,9 @@ def scalar(expr: ir.ScalarExpr, role: RoleContext) -> str:
 
 
 # i32 + - * that wrap (two's complement) instead of overflowing, which C++ leaves
-# undefined (the prelude's hk_wrap_*, computed in unsigned).
+# undefined (the prelude's hk_wrap_*, computed in unsigned); ir.scalars.holds_data
+# says where (the simulator wraps the same operations).
 WRAPPING = {"+": "hk_wrap_add", "-": "hk_wrap_sub", "*": "hk_wrap_mul"}
-
-
-def holds_data(expr: ir.ScalarExpr) -> bool:
-    """Whether an integer expression reads a scalar parameter or a tensor element:
-    data, any i32, where a sum may wrap (the simulator wraps it too). Dimensions,
-    coordinates, loop variables and built-ins are the launch's own sizes and the
-    indices within them, which the plain int arithmetic keeps (and NVRTC optimizes)."""
-    if isinstance(expr, ir.TensorElement):
-        return True
-    if isinstance(expr, ir.Scalar):
-        return expr.kind is ir.ScalarKind.PARAM
-    return any(holds_data(o) for o in ir.operands(expr))
 
 
 _TRUTH_OPS = frozenset({"==", "!=", "<", "<=", ">", ">=", "and", "or", "not"})

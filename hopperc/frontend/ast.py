@@ -244,8 +244,25 @@ class SyncStmt:
     span: Span
 
 
+@dataclass(frozen=True)
+class Signal:
+    """`signal F[i]`: add 1 to flag F[i] once the block's global writes are visible."""
+
+    flag: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
+class Wait:
+    """`wait F[i] >= n`: go on once flag F[i] has reached n."""
+
+    flag: Expr
+    count: Expr
+    span: Span
+
+
 Stmt = (SharedDecl | MBarrierDecl | Role | For | If | Copy | TileDecl | ScalarDecl | Assign | Elect
-        | Manual | SyncStmt)
+        | Manual | SyncStmt | Signal | Wait)
 
 
 # ---------------------------------------------------------------- kernel

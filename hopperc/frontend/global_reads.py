@@ -12,6 +12,13 @@ stores are then ordered before its reads by complete_bulk_stores, within the
 role that stores them: another role may read only boxes apart from every box
 the storing role stores. A ragged copy's box (`START : END`) is taken as
 anywhere along its clipped axis: nothing is proven apart there.
+
+A kernel that waits on flags (`wait F[i] >= n`, frontend/semaphores.py) may
+read with TMA what other blocks wrote (by TMA store or from registers) and
+signalled: whether a signal orders each such write before its read is for
+`check` to find, which runs all of that kernel's blocks interleaved. Vector
+and element reads (`ld.global.nc`, the read-only path, not coherent with
+writes during the kernel) stay refused.
 """
 from __future__ import annotations
 
@@ -21,7 +28,7 @@ from typing import Iterator
 from hopperc.diagnostics import CompileError, Span
 from hopperc.ir import index_algebra
 from hopperc.ir import nodes as ir
-from hopperc.ir.accesses import bodies, scalars_in
+from hopperc.ir.accesses import bodies, scalars_in, walk
 from hopperc.ir.global_accesses import global_vectors
 from hopperc.ir.index_algebra import GlobalBox, copy_box
 
@@ -45,11 +52,12 @@ def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: i
     stores: dict[str, list[_Box]] = {}
     reads: list[_Box] = []
     wg = {ir.Scalar(ir.ScalarKind.BUILTIN, "wg"): (0, max(1, threads // 128) - 1)}
+    flags = any(isinstance(s, ir.Wait) for s in walk(body))
     for stmt, ranges, role in _leaves(body, wg, None):
         for box, write in _boxes(stmt):
             if write:
                 stores.setdefault(box.tensor, []).append(_Box(box, stmt.span, ranges, role))
-            else:
+            elif not (flags and isinstance(stmt, ir.AsyncLoad)):  # `check` decides
                 reads.append(_Box(box, stmt.span, ranges, role))
     _refuse_row_stored(body, reads, element_reads)
     for tensor, span in element_reads.items():

@@ -330,6 +330,16 @@ class _ToAst(Transformer):
         target, op, value = children
         return ast.Assign(target, str(op), value, self._s(meta))
 
+    def signal_stmt(self, meta, children):
+        return ast.Signal(children[0], self._s(meta))
+
+    def wait_stmt(self, meta, children):
+        flag, op, count = children
+        if str(op) != ">=":
+            raise CompileError(self._s(meta), f"a flag is waited on with '>=' (wait F[i] >= n: "
+                                              f"it only grows), not '{op}'")
+        return ast.Wait(flag, count, self._s(meta))
+
     def elect_block(self, meta, children):
         return ast.Elect(children[0], self._s(meta))
 

@@ -5,7 +5,14 @@ and past the tensor's extent are skipped; the other dimensions take one element
 index each. `v` is a row vector (Layout.ROWS or EVERY_ROW) or an expression of
 them and of loaded vectors, of T's dtype (converted explicitly: `bf16(lse)`);
 a value of loaded vectors alone lies as a register copy of it would
-(`u: f32[BM] = t`, rows.register_vector_layout)."""
+(`u: f32[BM] = t`, rows.register_vector_layout).
+
+`T[...] += v` adds instead (ir.GlobalRowStore.atomic): each storing lane's
+`red.global.add` (PTX ISA, `red`: .f32, .s32, and .noftz .bf16 / .f16, the
+latter two on sm_90 / sm_70 and later; relaxed, .gpu scope by default), so
+blocks and warpgroups may add to the same elements in any order. No vector
+form is used: one lane holds one row (`.v2`/`.v4` exist for .f32 and for the
+packed 16-bit types, on consecutive elements of one thread)."""
 from __future__ import annotations
 
 from hopperc.diagnostics import CompileError
@@ -37,11 +44,11 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int,
     target: ast.Subscript = stmt.target
     tensor: ir.TensorParam = scope.lookup(target.value.id, target.value.span)
     name = tensor.name
-    if stmt.op == "+=":
-        value = stmt.value.id if isinstance(stmt.value, ast.Name) else "buf"
+    if stmt.op == "+=" and isinstance(stmt.value, ast.Name) and \
+            isinstance(scope.lookup(stmt.value.id, stmt.value.span), ir.SharedBuffer):
         raise CompileError(stmt.span, f"'+=' into '{name}' is a TMA reduce-add of a shared "
-                                      f"buffer: tma {name}[...] += {value}; a row vector is "
-                                      f"stored to '{name}' with '='")
+                                      f"buffer: tma {name}[...] += {stmt.value.id}; '+=' of a "
+                                      "register row vector adds it (red.global.add)")
     if len(target.indices) != len(tensor.dims):
         raise CompileError(target.span, f"'{name}' has rank {len(tensor.dims)}: give one index "
                                         "per dimension, the last one START : END (elements) or "
@@ -59,8 +66,9 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int,
     value = row_operands(typed.expr, layout, (rows,), threads,
                          lambda n: scope.lookup(n, stmt.span), stmt.span)
     if tensor.dtype not in STORABLE:
+        verb = "added (red.global.add)" if stmt.op == "+=" else "stored"
         raise CompileError(target.value.span, f"'{name}' is {tensor.dtype}: a row vector is "
-                                              "stored to a tensor of f32, bf16, f16 or i32")
+                                              f"{verb} to a tensor of f32, bf16, f16 or i32")
     if typed.dtype is not None and typed.dtype is not tensor.dtype:
         raise CompileError(stmt.span, f"dtype mismatch: the value is {typed.dtype} but '{name}' "
                                       f"is {tensor.dtype}; convert it explicitly, e.g. "
@@ -79,7 +87,8 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int,
             raise CompileError(where.span, f"this index names '{sorted(lanes)[0]}', which "
                                            "differs between the threads that hold the vector; "
                                            "it may name wg (each warpgroup stores its own rows)")
-    return ir.GlobalRowStore(name, index, start, end, value, rows, layout, threads, stmt.span)
+    return ir.GlobalRowStore(name, index, start, end, value, rows, layout, threads, stmt.span,
+                             atomic=stmt.op == "+=")
 
 
 def lower_shared_row_store(stmt: ast.Assign, view: ViewInfo, scope: Scope,

@@ -17,6 +17,7 @@ from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.register_tiles import RegisterTiles, accumulator_names, settled_copies
 from hopperc.frontend.row_stores import (is_tensor_target, lower_row_store,
                                          lower_shared_row_store, vector_into_tile)
+from hopperc.frontend.semaphores import lower_signal
 from hopperc.frontend.specialize import specialize
 from hopperc.frontend.scope import Scope, ScalarSymbol, TileSymbol, const_value, did_you_mean
 from hopperc.frontend.scalars import scalar_decl
@@ -213,6 +214,9 @@ class _Analyzer(RegisterTiles, ControlFlow):
             case ast.SyncStmt():
                 self._require_manual(stmt.span, f"'{stmt.op}'")
                 return [lower_sync(stmt, self.scope, self.threads)]
+            case ast.Signal() | ast.Wait():
+                return [lower_signal(stmt, self.scope, self.role, self.manual, self.divergent,
+                                     tuple(self.kernel.cluster or ()))]
         raise CompileError(stmt.span, "unsupported statement")
 
     def _after_row_partials(self, running: int, lower) -> list[ir.Stmt]:

@@ -16,6 +16,8 @@ from hopperc.ir.declarations import (  # noqa: F401 - re-exported: one namespace
     GridAxis, MBarrierArray, RoleInfo, ScalarParam, SharedBuffer, TensorParam)
 from hopperc.ir.scalars import (  # noqa: F401 - re-exported: one namespace for the IR
     Scalar, ScalarExpr, ScalarKind, ScalarOp, TensorElement, const, operands, with_operands)
+from hopperc.ir.semaphores import (  # noqa: F401 - re-exported
+    GlobalProxyFence, SemaphoreStmt, Signal, Wait)
 from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace for the IR
     BarrierRef, BulkCommit, BulkWaitRead, ClusterBarrier, Hazard, MBarrierArrive, MBarrierExpectTx,
     MBarrierInit, MBarrierInitFence, MBarrierInval, MBarrierWait, MemoryScope, NamedBarrier,
@@ -275,7 +277,10 @@ class GlobalRowStore:
     Layout.ROWS, a warpgroup's 64 rows, or EVERY_ROW) goes to element
     `start + r` of the tensor's last dimension, at element `index` of each
     other dimension. One lane stores each row; an element at or past `end`
-    (None: no bound but the tensor's), or outside the tensor, is not written."""
+    (None: no bound but the tensor's), or outside the tensor, is not written.
+    `atomic`: the lane adds its value to the element (`T[...] += v`: one
+    `red.global.add` per row, relaxed, .gpu scope): adds of several threads or
+    blocks to one element need no order among them, only against plain writes."""
 
     tensor: str
     index: tuple[ScalarExpr, ...]
@@ -286,6 +291,7 @@ class GlobalRowStore:
     layout: Layout
     threads: int
     span: Span
+    atomic: bool = False
 
 
 @dataclass(frozen=True)
@@ -334,7 +340,7 @@ class ManualRegion:
 
 Stmt = (RoleBlock | ForLoop | IfThen | AsyncLoad | AsyncStore | TileDef | TileAssign
         | RowPartials | SharedStore | GlobalRowStore | Mma | TakeTile | StartTileWalk | ElectLane
-        | OneThread | ManualRegion | PhaseFlip | StageAdvance | SyncStmt)
+        | OneThread | ManualRegion | PhaseFlip | StageAdvance | SyncStmt | SemaphoreStmt)
 
 
 # ---------------------------------------------------------------- kernel

@@ -146,10 +146,12 @@ def statement(stmt: ir.Stmt) -> str:
             return f"st.shared {view(dst)} = {tile(value)}"
         case ir.SharedStore(dst=dst, value=value):
             return f"st.shared {view(dst)} = {tile(value)} (one lane per row)"
-        case ir.GlobalRowStore(tensor=t, index=index, start=start, end=end, value=value):
+        case ir.GlobalRowStore(tensor=t, index=index, start=start, end=end, value=value,
+                               atomic=atomic):
             until = "" if end is None else f" : {scalar(end)}"
             lead = "".join(f"{scalar(i)}, " for i in index)
-            return (f"st.global {t}[{lead}{scalar(start)}{until}] = {tile(value)} "
+            op, what = ("red.global.add", "+=") if atomic else ("st.global", "=")
+            return (f"{op} {t}[{lead}{scalar(start)}{until}] {what} {tile(value)} "
                     "(one lane per row)")
         case ir.RowPartials(op=op, tile=name, partials=partials):
             return f"st.shared {view(partials)}[warp, row] = row{op}({name}) of the warp's elements"
@@ -209,6 +211,13 @@ def statement(stmt: ir.Stmt) -> str:
             return "cp.async.bulk.commit_group"
         case ir.BulkWaitRead(pending=n, read=read):
             return f"cp.async.bulk.wait_group{'.read' if read else ''} {n}"
+        case ir.Signal(tensor=t, index=index):
+            return f"red.release.gpu.global.add.s32 {t}[{', '.join(map(scalar, index))}], 1"
+        case ir.Wait(tensor=t, index=index, count=n):
+            return (f"spin ld.acquire.gpu.global {t}[{', '.join(map(scalar, index))}] until "
+                    f">= {scalar(n)}")
+        case ir.GlobalProxyFence():
+            return "fence.proxy.async.global"
     raise TypeError(stmt)
 
 

@@ -30,6 +30,7 @@ the loads that depend only on them).
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from hopperc.ir import nodes as ir
@@ -220,8 +221,9 @@ def count_cxx(walk: ir.TileWalk, render: Callable[[ir.ScalarExpr], str]) -> str:
 def count_tiles(walk: ir.TileWalk, evaluate: Callable[[ir.ScalarExpr, int], int]) -> int:
     """The grid's tiles; `evaluate(expr, g)` evaluates an extent at slowest value g."""
     groups = evaluate(walk.extents[-1], 0)
-    return sum(evaluate(group_tiles(walk, ir.Scalar(ir.ScalarKind.TILE, walk.slowest)), g)
-               for g in range(groups))
+    # each value's count is the 64-bit product of its factors, as count_cxx sums it
+    factors = group_factors(walk, ir.Scalar(ir.ScalarKind.TILE, walk.slowest))
+    return sum(math.prod(evaluate(f, g) for f in factors) for g in range(groups))
 
 
 def turn_condition(warpgroups: int) -> ir.ScalarExpr:

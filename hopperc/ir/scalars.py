@@ -73,5 +73,24 @@ def with_operands(expr: ScalarExpr, operand) -> ScalarExpr:
     return expr
 
 
+# The i32 + - * that wrap (two's complement): those where data takes part
+# (holds_data). The generated code computes them with the prelude's hk_wrap_*
+# (codegen/scalars.py), the simulator with sim/scalars.wrap_i32.
+WRAPPING_OPS = frozenset({"+", "-", "*"})
+
+
+def holds_data(expr: ScalarExpr) -> bool:
+    """Whether an integer expression reads a scalar parameter or a tensor element:
+    data, any i32, where a sum may wrap. Dimensions, coordinates, loop variables
+    and built-ins are the launch's own sizes and the indices within them, which
+    the plain int arithmetic keeps (and NVRTC optimizes); grid and launch sizes
+    are counted in 64 bits on the host and by a ragged walk (ir/raster.py)."""
+    if isinstance(expr, TensorElement):
+        return True
+    if isinstance(expr, Scalar):
+        return expr.kind is ScalarKind.PARAM
+    return any(holds_data(o) for o in operands(expr))
+
+
 def const(value: int) -> Scalar:
     return Scalar(ScalarKind.CONST, value=value)

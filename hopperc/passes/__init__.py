@@ -38,6 +38,7 @@ PASS_NAMES: tuple[str, ...] = (
     "invalidate_pipeline_barriers",
     "reallocate_registers",
     "elect_async_issue",
+    "order_semaphores",
     "split_boundary_iterations",
 )
 

@@ -24,6 +24,7 @@ from hopperc.ir.rewrite import map_bodies
 
 ISSUED_BY_ONE = (ir.AsyncLoad, ir.MBarrierExpectTx, ir.MBarrierInval)
 BULK_GROUPS = (ir.BulkCommit, ir.BulkWaitRead)
+ELECTED = (ir.AsyncStore, *BULK_GROUPS, *ISSUED_BY_ONE)  # what this pass puts in a OneThread
 
 
 def elect_async_issue(kernel: ir.Kernel) -> ir.Kernel:

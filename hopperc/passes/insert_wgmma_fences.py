@@ -15,7 +15,14 @@ then V's wait, then P V): ptxas requires both and would otherwise inject the
 fence itself (C7519), unexplained. (Measured on attention_fwd with NVRTC 13.0:
 with V's waits moved ahead of S's fence ptxas injects nothing; with the
 releases between S and P V removed it still injects: the wait's retry loop is
-what it does not see across, not S's commit.)
+what it does not see across, not S's commit.) The same holds for a wgmma issued
+after one thread's code (a TMA copy, a bulk commit or wait, which
+elect_async_issue puts behind elect.sync and a branch, or a OneThread or
+elect block already there): ptxas orders no earlier fence across the branch's
+join. (Measured on attention_bwd with NVRTC 13.0: dK's product after dQ's TMA
+reduce-add got a fence injected when ours stood before the elected block,
+none when it stood after, and none with the block emptied, which drops the
+branch.)
 
 Hardware rule: wgmma.mma_async reads its accumulator and A registers
 asynchronously; wgmma.fence orders earlier register accesses of the warpgroup
@@ -30,6 +37,7 @@ from hopperc.diagnostics import Span
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import leaves, mma_registers, register_uses
 from hopperc.ir.dataflow import ForwardRewrite
+from hopperc.passes.elect_async_issue import ELECTED
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,7 @@ class _Touch:
     span: Span | None
 
 
+_AFTER_BRANCH = "issued after one thread's code (a branch)"
 _NO_FENCE_YET = _Touch(None, None, "not fenced since the warpgroup started", None)
 Touched = frozenset[_Touch]
 
@@ -60,6 +69,8 @@ def _touches(leaf: ir.Stmt) -> list[_Touch]:
         # A wait spins on try_wait, a loop: ptxas orders no earlier fence across
         # its retry branch and injects one before the next wgmma (C7519).
         return [_Touch(None, None, "issued after an mbarrier wait's retry loop", leaf.span)]
+    if isinstance(leaf, ELECTED):
+        return [_Touch(None, None, _AFTER_BRANCH, leaf.span)]
     if isinstance(leaf, ir.TileDef) and leaf.init is None:
         # Its first product overwrites it, but ptxas may give it registers other
         # instructions wrote: it wants a fence first (else it injects one, C7519).
@@ -94,6 +105,12 @@ class _Fences(ForwardRewrite[Touched]):
                 return [ir.WgmmaFence(mma.span, reason, tuple(sorted(registers)))], frozenset()
         return [], state
 
+    def step(self, stmt: ir.Stmt, state: Touched) -> tuple[ir.Stmt, Touched]:
+        stmt, state = super().step(stmt, state)
+        if isinstance(stmt, (ir.OneThread, ir.ElectLane)) and stmt.body.stmts:
+            return stmt, state | {_Touch(None, None, _AFTER_BRANCH, stmt.span)}
+        return stmt, state
+
     def transfer(self, stmt: ir.Stmt, state: Touched) -> Touched:
         match stmt:
             case ir.WgmmaFence():
@@ -110,9 +127,10 @@ class _Fences(ForwardRewrite[Touched]):
         found = [t for t in state if (t.tile in registers and t.shape != shape)
                  or (t.tile is None and t is not _NO_FENCE_YET)]
         if found:
-            # Register accesses first, then a wait; a total order (a frozenset's
-            # iteration order varies between runs).
-            return min(found, key=lambda t: (t.tile is None, t.span.line, t.span.col,
+            # Register accesses first, then a wait, then a branch; a total order
+            # (a frozenset's iteration order varies between runs).
+            return min(found, key=lambda t: (t.tile is None, t.what == _AFTER_BRANCH,
+                                             t.span.line, t.span.col,
                                              t.tile or "", t.what))
         return _NO_FENCE_YET if _NO_FENCE_YET in state else None
 

@@ -13,6 +13,7 @@ from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Site
 from hopperc.sim.row_stores import stored_elements, storing_rows
 from hopperc.sim.tile_values import elementwise, operands, row_partials, vector_length
+from hopperc.sim.values import added
 from hopperc.sim.views import Place, owned_elements, owned_parts, owned_rows
 
 
@@ -124,15 +125,21 @@ class ElementCode:
             values = elementwise(stmt.value, (stmt.rows,), tensor.dtype, tile, shared,
                                  block.tensors, integer, True,
                                  exact=block.program.integer_exact)
-            block.tensors[stmt.tensor][index] = values[rows]
+            if stmt.atomic:  # red.global.add: one add per element, rounded to its dtype
+                block.tensors[stmt.tensor][index] = added(block.tensors[stmt.tensor][index],
+                                                          values[rows], tensor.dtype)
+            else:
+                block.tensors[stmt.tensor][index] = values[rows]
             if stmt.tensor in block.writers:
                 block.writers[stmt.tensor][index] = span
         else:
             # a run without data records the accesses only
             operands(stmt.value, lambda name: self.register_use(name, span), shared_access,
                      integer)
+        op = "red.global.add" if stmt.atomic else "st.global"
         block.global_writes.store(self.agent, self.clock, stmt.tensor, zip(*map(tuple, index)),
-                                  Site(f"st.global of '{stmt.tensor}' by {self.who}", span))
+                                  Site(f"{op} of '{stmt.tensor}' by {self.who}", span),
+                                  stmt.atomic)
         self.tick()
 
     def vector_reads(self, expr: ir.TileExpr, shape: tuple[int, ...], row_vector: bool,
@@ -143,7 +150,8 @@ class ElementCode:
             length = vector_length(vector.axis, shape, row_vector)
             start = integer(vector.start)
             read = Site(f"ld.global of '{vector.tensor}'", span)
-            self.block.global_writes.read(self.clock, vector.tensor, (start,), (length,), read)
+            self.block.global_writes.read(self.clock, vector.tensor, (start,), (length,), read,
+                                          self)
             self.block.touch_global(vector.tensor, (start,), (length,), None, False, read,
                                     "reads")
 

@@ -27,9 +27,10 @@ from hopperc.sim.block_accesses import BlockAccesses, block_accesses
 from hopperc.sim.findings import Category, Finding, SimFailure
 from hopperc.sim.problem import Problem
 from hopperc.sim.reference import ReferenceUnavailable, expected_outputs
-from hopperc.sim.schedule import MODES, Chooser, Pruned, Replay, run_cluster
+from hopperc.sim.interleave import run_clusters, searched_clusters
+from hopperc.sim.schedule import MODES, Chooser, Pruned, Replay
 from hopperc.sim.user_inputs import in_dtypes
-from hopperc.sim.values import tolerance
+from hopperc.sim.values import added_tolerance, tolerance
 from hopperc.target import DEFAULT_STEPS
 
 
@@ -231,13 +232,14 @@ def _search(prog: Program, problem: Problem, budget: int, report: Report,
     # schedules cost memory in their number, not in their runs' lengths.
     stack: list[_Pending | None] = [None]
     visited: set = set()
-    envs = [problem.env(block) for block in problem.clusters()[0]]
+    clusters = searched_clusters(prog, [[problem.env(block) for block in cluster]
+                                        for cluster in problem.clusters()])
     while stack and report.exhaustive < budget:
         node = stack.pop()
         prefix = _choices(node)
         replay = Replay(prefix, visited)
         try:
-            run_cluster(prog, envs, None, steps.guard(replay) if steps else replay, 0)
+            run_clusters(prog, clusters, None, steps.guard(replay) if steps else replay)
         except Pruned:
             pass
         except SimFailure as failure:
@@ -279,9 +281,8 @@ def _one(prog: Program, problem: Problem, chooser, name: str, want, report: Repo
     writers = {name: np.full(tensors[name].shape, None, dtype=object) for name in want or ()}
     between = block_accesses(prog.kernel, tensors)
     try:
-        for index, cluster in enumerate(problem.clusters()):
-            run_cluster(prog, [problem.env(block) for block in cluster], tensors, chooser, index,
-                        writers, between=between)
+        run_clusters(prog, [[problem.env(block) for block in cluster]
+                            for cluster in problem.clusters()], tensors, chooser, writers, between)
     except SimFailure as failure:
         report.add(replace(failure.finding, trace=getattr(failure, "trace", ()), schedule=name,
                            run=run))
@@ -307,8 +308,10 @@ def _compare(kernel: ir.Kernel, got: dict[str, np.ndarray], want: dict[str, np.n
             error = np.where(same, 0.0, np.abs(got[tensor] - expect))
         report.max_error[tensor] = max(report.max_error.get(tensor, 0.0), float(error.max(
             initial=0.0)))
+        allowed = tolerance(dtype, expect) + (between.slack(tensor) if between else 0.0)
+        if tensor in getattr(want, "added", {}):  # adds in any order (red.global.add)
+            allowed = allowed + added_tolerance(dtype, *want.added[tensor])
         with np.errstate(invalid="ignore"):
-            allowed = tolerance(dtype, expect) + (between.slack(tensor) if between else 0.0)
             bad = ~(same | (np.isfinite(expect) & (error <= allowed)))
         if bad.any():
             where = tuple(int(i) for i in np.argwhere(bad)[0])

@@ -26,7 +26,7 @@ class AsyncIssue:
         clip = self.ragged_clip(stmt, origin, lanes)
         read = Site(f"{stmt.engine.label} load of '{stmt.tensor}'", span)
         block.global_writes.read(self.clock, stmt.tensor, origin,
-                                 clipped_box(origin, stmt.box, clip), read)
+                                 clipped_box(origin, stmt.box, clip), read, self, True)
         block.touch_global(stmt.tensor, origin, stmt.box, clip, False, read, "reads")
         box, nbytes, targets = stmt.box, stmt.nbytes, [block]
         if stmt.multicast > 1:  # this block's slice of rows, into every block's stage

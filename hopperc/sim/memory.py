@@ -256,30 +256,38 @@ class GlobalWrites:
     def __init__(self):
         self.writes: dict[str, list[GlobalWrite]] = {}
         # st.global from registers: per tensor, element -> (agent, tick, site)
-        self.stored: dict[str, dict[tuple[int, ...], tuple[int, int, Site]]] = {}
+        self.stored: dict[str, dict[tuple[int, ...], tuple[int, int, Site, bool]]] = {}
 
-    def store(self, agent: int, clock: Clock, tensor: str, elements, site: Site) -> None:
-        """st.global of `elements` (index tuples) by the warp `agent`: another
-        thread's store of one of them must be ordered before it, or which value
-        the element keeps depends on the schedule."""
+    def store(self, agent: int, clock: Clock, tensor: str, elements, site: Site,
+              atomic: bool = False) -> None:
+        """st.global (or, `atomic`, red.global.add) of `elements` (index tuples)
+        by the warp `agent`: another thread's store of one of them must be ordered
+        before it, or which value the element keeps depends on the schedule. Adds
+        commute with each other, not with a store: an add and a store of one
+        element race unless ordered."""
         known = self.stored.setdefault(tensor, {})
         for element in elements:
             earlier = known.get(element)
             if earlier is not None and earlier[0] != agent and clock.get(earlier[0], 0) < \
-                    earlier[1]:
+                    earlier[1] and not (atomic and earlier[3]):
                 raise fail(Category.RACE,
                            f"{site} writes element {list(element)} of '{tensor}', which "
                            f"{earlier[2]} also writes, and nothing orders the two stores: each "
                            "element needs one writer (with several warpgroups, each stores its "
                            "own rows: start at a multiple of 64 * wg)", site.span,
                            earlier[2].span)
-            known[element] = (agent, clock[agent], site)
+            if not (atomic and earlier is not None and earlier[3]
+                    and clock.get(earlier[0], 0) < earlier[1]):
+                known[element] = (agent, clock[agent], site, atomic)
 
     def write(self, write: GlobalWrite) -> None:
         self.writes.setdefault(write.tensor, []).append(write)
 
     def read(self, clock: Clock, tensor: str, origin: tuple[int, ...],
-             box: tuple[int, ...] | None, site: Site) -> None:
+             box: tuple[int, ...] | None, site: Site, reader=None, async_proxy=False) -> None:
+        """`reader` (the reading warp) and `async_proxy` (a TMA load) are for the
+        reads of other blocks' writes, which only an interleaved run sees
+        (`semaphores.GridWrites`)."""
         for write in self.writes.get(tensor, ()):
             if clock.get(write.agent, 0) < write.tick and write.overlaps(tensor, origin, box):
                 raise fail(Category.RACE,

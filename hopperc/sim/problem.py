@@ -18,6 +18,7 @@ from hopperc.ir.elements import element_tensors
 from hopperc.ir.raster import count_tiles, launch_grid, ragged_walk, run_extents
 from hopperc.runtime.launch_rules import (TensorShape, extent_names, illegal_shape,
                                           tile_count_problem)
+from hopperc.sim.semaphores import uses_semaphores
 from hopperc.sim.index_inputs import index_ranges
 from hopperc.sim.shapes import (  # noqa: F401 - default_dims re-exported
     MAX_BLOCKS, default_dims, ring_depth)
@@ -114,9 +115,10 @@ def launch_tensors(kernel: ir.Kernel) -> list[TensorShape]:
 
 
 def stored_tensors(kernel: ir.Kernel) -> set[str]:
-    """The tensors the kernel stores to (the outputs, and inputs it rewrites)."""
+    """The tensors the kernel stores to (the outputs, and inputs it rewrites),
+    flag tensors among them: they are given zeroed, as the caller must."""
     return {s.tensor for s in walk(kernel.body)
-            if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore))}
+            if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait))}
 
 
 def reduced_tensors(kernel: ir.Kernel) -> set[str]:
@@ -183,13 +185,14 @@ def given_problem(kernel: ir.Kernel, dims: dict[str, int], inputs: dict[str, np.
                                "--shape NAME=VALUE,...`")
         blocks = counts[0]
     else:
-        blocks = math.prod(scalar(axis.extent, env) for axis in kernel.grid)
+        blocks = math.prod(scalar(axis.extent, env, kernel_side=False) for axis in kernel.grid)
     if kernel.persistent:
         # Fewer blocks than tiles, as SMs: each block takes several tiles, so the
         # rings wrap across tiles and the tile loop's syncs are exercised. With
         # clusters, fewer clusters than runs of tiles.
         size = kernel.cluster[0]
-        runs = blocks if ragged else math.prod(scalar(e, env) for e in run_extents(kernel))
+        runs = blocks if ragged else math.prod(scalar(e, env, kernel_side=False)
+                                               for e in run_extents(kernel))
         resident = max(1, min(runs // 2, PERSISTENT_BLOCKS))
         if size == 1:
             grid = [{"@block": b, "@blocks": resident} for b in range(resident)]
@@ -198,13 +201,15 @@ def given_problem(kernel: ir.Kernel, dims: dict[str, int], inputs: dict[str, np.
                     for c in range(resident) for r in range(size)]
         return Problem(dims, scalars, inputs, tuple(sorted(stored)), grid, tiles=blocks,
                        cluster=size, element_tensors=elements, element_sets=element_sets)
-    extents = [scalar(axis.extent, env) for axis in kernel.grid]
+    extents = [scalar(axis.extent, env, kernel_side=False) for axis in kernel.grid]
     shape = list(kernel.cluster[:len(extents)])
     size = math.prod(kernel.cluster)
     # Whole clusters, each block with its rank (x fastest, as %cluster_ctarank).
     clusters = [e // c for e, c in zip(extents, shape)]
+    # Blocks that wait on each other's flags all run: a subset could wait forever.
     picks = representative_blocks(clusters, max(1, max_blocks // size)) \
-        if max_blocks and blocks > max_blocks else list(np.ndindex(*clusters))
+        if max_blocks and blocks > max_blocks and not uses_semaphores(kernel) \
+        else list(np.ndindex(*clusters))
     grid = []
     for cluster in picks:
         for rank, within in enumerate(np.ndindex(*reversed(shape))):

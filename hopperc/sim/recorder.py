@@ -24,7 +24,8 @@ from hopperc.sim.block import Block
 from hopperc.sim.explore import Report, program
 from hopperc.sim.findings import Finding, SimFailure
 from hopperc.sim.block_accesses import block_accesses
-from hopperc.sim.schedule import MODES, Chooser, Replay, run_cluster, stuck
+from hopperc.sim.schedule import MODES, Chooser, Replay, run_blocks, run_cluster, stuck
+from hopperc.sim.semaphores import make_grid, uses_semaphores
 from hopperc.sim.warp import Warp
 
 _ARRIVALS = (ir.MBarrierArrive, ir.StageRelease, ir.MBarrierExpectTx)
@@ -306,11 +307,19 @@ def replay(report: Report, finding: Finding | None = None) -> Recording:
         chooser = Replay(list(what), set())
         clusters, tensors = problem.clusters()[:1], None
         schedule = chooser.describe()
+    flags = uses_semaphores(prog.kernel)
+    if flags:  # its blocks wait on each other: all of them, interleaved, as `check` ran them
+        clusters = problem.clusters()
     names = [_block_name(block, len(cluster)) for cluster in clusters for block in cluster]
     recorder = Recorder(Recording(report.lowered, schedule), names)
     between = block_accesses(prog.kernel, tensors)
     try:
-        for index, cluster in enumerate(clusters):
+        if flags:
+            make_block, make_warp = recorder.types
+            run_blocks(prog, make_grid(prog, [[problem.env(b) for b in c] for c in clusters],
+                                       tensors, None, make_warp, make_block, between),
+                       recorder.counted(chooser), 0)
+        for index, cluster in enumerate([] if flags else clusters):
             run_cluster(prog, [problem.env(block) for block in cluster], tensors, chooser, index,
                         recorder=recorder, between=between)
     except SimFailure as failure:  # with its last events, as the finding shows them

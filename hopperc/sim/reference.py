@@ -14,6 +14,7 @@ turn, only for the warpgroup whose turn it is.
 """
 from __future__ import annotations
 
+from collections import deque
 from typing import Mapping
 
 import numpy as np
@@ -30,7 +31,7 @@ from hopperc.sim.problem import Problem
 from hopperc.sim.row_stores import stored_elements
 from hopperc.sim.scalars import PER_THREAD, per_lane, scalar, started_walk, taken_tile
 from hopperc.sim.tile_values import elementwise, row_partials
-from hopperc.sim.values import (add_box, holding, matrix_product, read_box, undefined,
+from hopperc.sim.values import (add_box, added, holding, matrix_product, read_box, undefined,
                                 write_box)
 from hopperc.sim.views import Place, alias_index, alias_root, place_shape
 
@@ -40,19 +41,52 @@ class ReferenceUnavailable(Exception):
 
 
 def reference(kernel: ir.Kernel, env: Mapping[str, int], tensors: dict[str, np.ndarray],
-              budget: WorkBudget | None = None) -> None:
+              budget: WorkBudget | None = None, added: dict | None = None) -> None:
     """Run one block (`env` holds its tile coordinates) over `tensors` in place,
-    charging each loop iteration to `budget`."""
-    _Block(kernel, env, tensors, budget).run()
+    charging each loop iteration to `budget`; `added` (Expected.added) counts
+    the atomic adds."""
+    _Block(kernel, env, tensors, budget, added).run()
+
+
+class Expected(dict):
+    """The outputs by tensor; `added`: per tensor the kernel adds to (`+=`, red),
+    each element's count of adds and the sum of their magnitudes, which bound
+    how far another order of the adds may round (values.added_tolerance)."""
+
+    def __init__(self, outputs: dict[str, np.ndarray], added: dict[str, tuple]):
+        super().__init__(outputs)
+        self.added = added
 
 
 def expected_outputs(front_end: ir.Kernel, problem: Problem,
-                     budget: WorkBudget | None = None) -> dict[str, np.ndarray]:
+                     budget: WorkBudget | None = None) -> Expected:
     """What every block of the grid stores, from the problem's inputs."""
     tensors = problem.fresh_tensors()
-    for block in problem.grid:
-        reference(front_end, problem.env(block), tensors, budget)
-    return {name: tensors[name] for name in problem.outputs}
+    added = {s.tensor: (np.zeros(tensors[s.tensor].shape), np.zeros(tensors[s.tensor].shape))
+             for s in walk(front_end.body) if isinstance(s, ir.GlobalRowStore) and s.atomic}
+    blocks = deque(problem.grid)
+    waited = 0  # blocks set back in a row, each at a wait not yet satisfied
+    while blocks:
+        block = blocks.popleft()
+        before = ({k: v.copy() for k, v in tensors.items()},
+                  {k: (a.copy(), m.copy()) for k, (a, m) in added.items()})
+        try:
+            reference(front_end, problem.env(block), tensors, budget, added)
+            waited = 0
+        except _Blocked as blocked:
+            # Undo its writes and run it again after the others (flags: a block
+            # waits for those that signal, whatever the grid order).
+            tensors.update(before[0])
+            added.update(before[1])
+            blocks.append(block)
+            waited += 1
+            if waited > len(blocks):
+                raise ReferenceUnavailable(f"{blocked}: no order of the blocks satisfies it")
+    return Expected({name: tensors[name] for name in problem.outputs}, added)
+
+
+class _Blocked(Exception):
+    """A block reached a `wait` its flag does not yet satisfy."""
 
 
 def _top_level(kernel: ir.Kernel) -> list[ir.Stmt]:
@@ -108,8 +142,9 @@ def _shared_between_roles(kernel: ir.Kernel) -> set[str]:
 
 class _Block:
     def __init__(self, kernel: ir.Kernel, env: Mapping[str, int], tensors,
-                 budget: WorkBudget | None = None):
+                 budget: WorkBudget | None = None, added: dict | None = None):
         self.budget = budget
+        self.added = {} if added is None else added
         self.kernel = kernel
         self.env = dict(env)
         self.tensors = tensors
@@ -221,8 +256,23 @@ class _Block:
                                            walk))
             case ir.StartTileWalk(walk=walk):
                 self.env.update(started_walk(walk, self.env))
+            case ir.Signal(tensor=tensor, index=index, span=span):
+                self.tensors[tensor][self.flag(tensor, index, span)] += 1
+            case ir.Wait(tensor=tensor, index=index, count=count, span=span):
+                where = self.flag(tensor, index, span)
+                if self.tensors[tensor][where] < self.scalar(count):
+                    raise _Blocked(f"{span.file}:{span.line}: wait {tensor}{list(where)}")
             case _:
                 pass  # synchronization: the reference has no concurrency to order
+
+    def flag(self, tensor: str, index: tuple[ir.ScalarExpr, ...], span) -> tuple[int, ...]:
+        where = tuple(self.scalar(i) for i in index)
+        shape = self.tensors[tensor].shape
+        if not all(0 <= i < n for i, n in zip(where, shape)):
+            # The simulated warps report it as a finding, at its line.
+            raise ReferenceUnavailable(f"{span.file}:{span.line}: flag {tensor}{list(where)} "
+                                       f"is outside '{tensor}' (shape {list(shape)})")
+        return where
 
     def running(self) -> range | tuple[int]:
         """The warpgroups running: all, in step, or the one whose turn it is."""
@@ -248,7 +298,14 @@ class _Block:
                              self.tensors, lambda e: self.scalar(e, instance), True,
                              exact=self.integer_exact)
         rows, index = stored_elements(stmt, data.shape, lambda e: self.scalar(e, instance))
-        data[index] = values[rows]
+        if not stmt.atomic:
+            data[index] = values[rows]
+            return
+        data[index] = added(data[index], values[rows], self.kernel.tensor(stmt.tensor).dtype)
+        if stmt.tensor in self.added:
+            adds, magnitude = self.added[stmt.tensor]
+            adds[index] += 1
+            magnitude[index] += np.abs(values[rows])
 
     def per_warpgroup(self, stmt: ir.Stmt, instance: int) -> None:
         tiles = self.values[instance]

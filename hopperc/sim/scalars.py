@@ -12,6 +12,7 @@ import numpy as np
 from hopperc.ir import nodes as ir
 from hopperc.ir import raster
 from hopperc.ir.arith import INTEGER_OPS
+from hopperc.ir.scalars import WRAPPING_OPS, holds_data
 
 
 def wrap_i32(value: int) -> int:
@@ -19,16 +20,27 @@ def wrap_i32(value: int) -> int:
     return (value + 2 ** 31) % 2 ** 32 - 2 ** 31
 
 
-# The generated code's int `+ - *` wrap past 2^31 (codegen/cexpr.py WRAPPING where a
-# parameter or an element takes part; elsewhere the values are the launch's sizes).
-_OPS = {**INTEGER_OPS, **{op: (lambda f: lambda a, b: wrap_i32(f(a, b)))(INTEGER_OPS[op])
-                          for op in ("+", "-", "*")}}
+_WRAPPED = {op: (lambda f: lambda a, b: wrap_i32(f(a, b)))(INTEGER_OPS[op])
+            for op in WRAPPING_OPS}
 
 
-def scalar(expr: ir.ScalarExpr, env: Mapping[str, int]) -> int:
+@lru_cache(maxsize=None)
+def _operation(expr: ir.ScalarOp) -> Callable[[int, int], int]:
+    """An operation as the generated code computes it: `+ - *` wrap to i32 where a
+    parameter or an element takes part (codegen/scalars.py, hk_wrap_*); the
+    launch's sizes, coordinates and indices compute exactly, as the host's
+    64-bit launch arithmetic and a ragged walk's 64-bit count do."""
+    if expr.op in WRAPPING_OPS and holds_data(expr):
+        return _WRAPPED[expr.op]
+    return INTEGER_OPS[expr.op]
+
+
+def scalar(expr: ir.ScalarExpr, env: Mapping[str, int], kernel_side: bool = True) -> int:
     """Evaluate an integer expression. `env` names dimensions, parameters, loop
     variables and carried registers by name, grid coordinates as `tile.m` and
-    the builtins as `@warp`, `@wg`, `@lane`, `@thread`."""
+    the builtins as `@warp`, `@wg`, `@lane`, `@thread`. `kernel_side`: as the
+    kernel computes it (data's sums wrap); else exactly, as the host computes a
+    launch's grid (runtime/launch_rules.py)."""
     if isinstance(expr, ir.Scalar):
         match expr.kind:
             case ir.ScalarKind.CONST:
@@ -39,11 +51,13 @@ def scalar(expr: ir.ScalarExpr, env: Mapping[str, int]) -> int:
                 return env[f"@{expr.name}"]
         return env[expr.name]
     if isinstance(expr, ir.TensorElement):
-        return element(env[element_key(expr.tensor)], [scalar(i, env) for i in expr.indices])
-    left = scalar(expr.left, env)
+        return element(env[element_key(expr.tensor)],
+                       [scalar(i, env, kernel_side) for i in expr.indices])
+    left = scalar(expr.left, env, kernel_side)
     if expr.op == "not":
         return int(not left)
-    return _OPS[expr.op](left, scalar(expr.right, env))
+    operation = _operation(expr) if kernel_side else INTEGER_OPS[expr.op]
+    return operation(left, scalar(expr.right, env, kernel_side))
 
 
 def element_key(tensor: str) -> str:
@@ -116,7 +130,7 @@ def compile_scalar(expr: ir.ScalarExpr) -> Callable[[Mapping[str, int]], int]:
     left = compile_scalar(expr.left)
     if expr.op == "not":
         return lambda env: int(not left(env))
-    right, op = compile_scalar(expr.right), _OPS[expr.op]
+    right, op = compile_scalar(expr.right), _operation(expr)
     return lambda env: op(left(env), right(env))
 
 

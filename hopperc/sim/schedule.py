@@ -12,6 +12,7 @@ from hopperc.sim.barriers import MBarrier, NamedBarrier
 from hopperc.sim.block import TRACE_LENGTH, Block, Program
 from hopperc.sim.findings import Category, SimFailure, fail
 from hopperc.sim.memory import Agents
+from hopperc.sim.semaphores import starve_block
 from hopperc.sim.warp import Warp
 
 MODES = ("async-early", "async-late", "random", "starve")
@@ -39,6 +40,9 @@ class Chooser:
         if mode == "async-late" and warps:
             return rng.choice(warps)
         if mode == "starve":
+            if getattr(block, "grid_blocks", 1) > 1:  # blocks interleaved: one lags behind
+                return rng.choice(starve_block(candidates, self.turn % block.grid_blocks)
+                                  or candidates)
             if self.starved is None:
                 self.starved = _starved_warp(block, self.turn)
             others = [c for c in candidates if not (c[0] == "warp" and c[1].index == self.starved)]
@@ -131,6 +135,13 @@ def run_cluster(program: Program, envs: list[dict[str, int]], tensors, chooser,
         block.cluster_barrier = blocks[0].cluster_barrier
         block.global_writes = blocks[0].global_writes
         block.warps = [make_warp(block, i) for i in range(program.kernel.threads // 32)]
+    run_blocks(program, blocks, chooser, block_index)
+
+
+def run_blocks(program: Program, blocks: list[Block], chooser, block_index: int) -> None:
+    """Run `blocks`, their warps made, together to their end (one schedule);
+    raises SimFailure at the first finding, with the blocks' trace."""
+    trace = blocks[0].trace
     warps = [w for block in blocks for w in block.warps]
     runs = {w: w.run() for w in warps}
     try:

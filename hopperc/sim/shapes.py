@@ -1,7 +1,8 @@
 """Default problem sizes, from what each dimension is used for in the lowered
 kernel, so that `check` runs every path of it on a small problem:
 
-- a grid axis gets two tiles (three in a pingpong kernel), a whole number of
+- a grid axis gets two tiles (three in a pingpong kernel, and in one whose blocks
+  signal each other, where loops do not grow it: every block runs), a whole number of
   clusters along it, and two clusters where that stays within the blocks the
   simulator runs; the slowest axis of a ragged grid gets four, so that its
   values' tile counts differ (and some are 0 where the extents allow);
@@ -24,7 +25,8 @@ kernel, so that `check` runs every path of it on a small problem:
   the last partial: a box wholly past the tensor's end is neither read nor
   written, so whatever orders it would go untested;
 - a dimension only tensors read as scalars have reaches past the indices the
-  last tile reads (`element_inputs.py`, which also draws their values).
+  last tile reads (`element_inputs.py`, which also draws their values);
+- a flag tensor's dimension (`signal F[t]`) holds every flag index, as a box's.
 """
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ class _Use:
     whole: bool = False  # no partial tile
     tiles: int = 0  # tiles along a grid axis (0: not one)
     loops: bool = False  # in a loop's bounds
+    fixed: bool = False  # a grid axis whose tile count loops do not grow
 
     @property
     def unit(self) -> int:
@@ -151,6 +154,8 @@ def _reach(kernel: ir.Kernel, dims: dict[str, int]) -> dict[str, int]:
         tensor = kernel.tensor(stmt.tensor)
         if isinstance(stmt, ir.GlobalRowStore):
             pairs = zip(tensor.dims, (*stmt.index, stmt.start))
+        elif isinstance(stmt, (ir.Signal, ir.Wait)):  # a flag: one element
+            pairs = zip(tensor.dims, stmt.index)
         else:
             box = stmt.box[-len(tensor.dims):]
             pairs = zip(tensor.dims[len(tensor.dims) - len(box):], stmt.coords[-len(box):])
@@ -163,10 +168,10 @@ def _reach(kernel: ir.Kernel, dims: dict[str, int]) -> dict[str, int]:
 
 
 def _copies(block: ir.Block, loops: tuple[ir.ForLoop, ...], warps: int):
-    """Every box copy and row store, with the loops around it (outermost first)
-    and the warps of the role that runs it."""
+    """Every box copy, row store and flag, with the loops around it (outermost
+    first) and the warps of the role that runs it."""
     for stmt in block.stmts:
-        if isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore, ir.GlobalRowStore)):
+        if isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait)):
             yield stmt, loops, warps
         inner = loops + (stmt,) if isinstance(stmt, ir.ForLoop) else loops
         role = stmt.role.active_warps if isinstance(stmt, ir.RoleBlock) else warps
@@ -236,7 +241,10 @@ def _reads_elements(expr: ir.ScalarExpr) -> bool:
 
 def _grid_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
     """Tiles along each grid axis: whole clusters, two of them where cheap."""
-    tiles = [GRID_TILES + 1 if kernel.pingpong else GRID_TILES for _ in kernel.grid]
+    # Blocks that signal each other: three, so that work shared out evenly over them
+    # still splits a tile between two of them more often than two would.
+    flags = any(isinstance(s, (ir.Signal, ir.Wait)) for s in walk(kernel.body))
+    tiles = [GRID_TILES + 1 if kernel.pingpong or flags else GRID_TILES for _ in kernel.grid]
     if ragged_walk(kernel.grid):  # more values of the slowest axis: empty and uneven ones
         tiles[-1] = RAGGED_VALUES
     tiles = [-(-t // c) * c for t, c in zip(tiles, kernel.cluster)]
@@ -250,6 +258,7 @@ def _grid_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
             use = uses[dim]
             use.units.add(divisor)
             use.tiles = max(use.tiles, count)
+            use.fixed = flags  # all of its blocks run interleaved: loops do not grow it
 
 
 def kernel_loops(kernel: ir.Kernel) -> list[tuple[ir.ForLoop, tuple[ir.ForLoop, ...]]]:
@@ -303,11 +312,19 @@ def _fitkernel_loops(kernel: ir.Kernel, loops, uses: dict[str, _Use], dims: dict
 def _grow(dim: str, loops, target: dict[int, int], uses: dict[str, _Use],
           dims: dict[str, int], kernel: ir.Kernel) -> None:
     use = uses[dim]
+    if use.fixed:
+        return
+    best = None  # the smallest size that comes closest, where none reaches every target
     for tiles in range(max(use.tiles, 1), MAX_TRIPS + 1):
         dims[dim] = size(use, tiles)
         trips = [(_trips(loop, outer, dims, kernel), target[id(loop)]) for loop, outer in loops]
         if all(t is None or t >= want for t, want in trips):  # None: no shape fixes it
             return
+        short = sum(want - t for t, want in trips if t is not None and t < want)
+        if best is None or short < best[0]:
+            best = (short, dims[dim])
+    if best is not None:  # a loop no size of this dimension lengthens (a peeled one)
+        dims[dim] = best[1]
 
 
 def _trips(loop: ir.ForLoop, outer, dims: dict[str, int], kernel: ir.Kernel) -> int | None:

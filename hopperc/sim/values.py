@@ -32,6 +32,25 @@ def holding(dtype: DType) -> type:
     return np.float64 if dtype is DType.I32 else np.float32
 
 
+def added(old: np.ndarray, terms: np.ndarray, dtype: DType) -> np.ndarray:
+    """An add of `terms` to elements holding `old` (`red.global.add`, a TMA
+    reduce-add): one add each, in f32, rounded to the element's dtype (.noftz
+    for the 16-bit types); i32 sums exact and wrapped past 2^31 (the .s32 add
+    is an integer add: no rounding through f32), held as f64 where two i32 sum
+    exactly."""
+    if dtype is DType.I32:
+        total = np.asarray(old, np.float64) + np.asarray(terms, np.float64)
+        return np.mod(total + 2.0 ** 31, 2.0 ** 32) - 2.0 ** 31
+    return round_to(dtype, np.asarray(old, np.float32) + np.asarray(terms, np.float32))
+
+
+def added_tolerance(dtype: DType, adds: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
+    """How far adds in another order may land: each of an element's `adds`
+    rounds once, by at most an ulp of the partial sum, which is at most the
+    sum of the terms' magnitudes (`magnitude`)."""
+    return adds * 2 * ULP[dtype] * magnitude
+
+
 def undefined(shape: tuple[int, ...]) -> np.ndarray:
     """Registers nothing has written: NaN, so a result computed from them shows
     as wrong instead of passing by luck (a zeroed register file would)."""
@@ -116,18 +135,12 @@ def write_box(data: np.ndarray, origin: tuple[int, ...], values: np.ndarray,
 
 def add_box(data: np.ndarray, origin: tuple[int, ...], values: np.ndarray, dtype: DType,
             clip: Clip = None) -> None:
-    """Add a box into a tensor (a TMA reduce-add), each sum rounded to the
-    tensor's dtype; i32 sums exact and wrapped past 2^31 (the .s32 add of
-    cp.reduce.async.bulk.tensor is an integer add: no rounding through f32).
+    """Add a box into a tensor (a TMA reduce-add), each sum as `added` makes it.
     Parts outside the tensor (or at or past a ragged END) are not touched."""
     src, dst = _clip(_bounds(data.shape, clip), origin, values.shape)
     if src is None:
         return
-    if dtype is DType.I32:  # held as f64: sums of two i32 are exact there
-        total = np.asarray(data[src], np.float64) + np.asarray(values[dst], np.float64)
-        data[src] = np.mod(total + 2.0 ** 31, 2.0 ** 32) - 2.0 ** 31
-    else:
-        data[src] = round_to(dtype, data[src] + values[dst])
+    data[src] = added(data[src], values[dst], dtype)
 
 
 def box_index(shape: tuple[int, ...], origin: tuple[int, ...], box: tuple[int, ...],

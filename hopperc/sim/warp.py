@@ -16,6 +16,7 @@ import numpy as np
 
 from hopperc.diagnostics import ToolchainError
 from hopperc.ir import nodes as ir
+from hopperc.sim import semaphores
 from hopperc.sim.barriers import NamedBarrier
 from hopperc.sim.block import Block, InOrderQueue, trace_line
 from hopperc.sim.elements import ElementCode
@@ -64,6 +65,7 @@ class Warp(ElementCode, AsyncIssue):
         self.stores: dict[int, InOrderQueue] = {}
         self.touched: dict[str, object] = {}  # tiles used by other code since wgmma.fence
         self.fenced = False  # PTX wants a wgmma.fence before a warpgroup's first wgmma
+        self.global_fenced: dict[int, int] = {}  # its clock at fence.proxy.async.global
         self.occurrences: defaultdict[int, int] = defaultdict(int)  # Counter is slower to make
         self.divergent = 0  # inside conditions on warp, lane or thread
         self.ready = None  # while blocked: a test that says when it may go on
@@ -97,7 +99,8 @@ class Warp(ElementCode, AsyncIssue):
             for env in self._lane_envs(lanes) if code.per_lane else (self.env,):
                 self.block.global_writes.read(
                     self.clock, tensor, tuple(index(env) for index in indices),
-                    (1,) * len(indices), Site(f"ld.global.nc of an element of '{tensor}'", span))
+                    (1,) * len(indices), Site(f"ld.global.nc of an element of '{tensor}'", span),
+                    self)
         if not code.per_lane:
             return code.evaluate(self.env)
         values = {code.evaluate(env) for env in self._lane_envs(lanes)}
@@ -283,6 +286,12 @@ class Warp(ElementCode, AsyncIssue):
                 block.event(self.name, span, "fence.mbarrier_init")
             case ir.SetMaxRegisters():
                 pass
+            case ir.Signal():
+                semaphores.signal(self, stmt, lanes)
+            case ir.Wait():
+                yield from semaphores.wait(self, stmt, lanes)
+            case ir.GlobalProxyFence():
+                semaphores.proxy_fence(self, stmt)
             case ir.Mma():
                 self.issue_mma(stmt, lanes)
             case ir.WgmmaFence():

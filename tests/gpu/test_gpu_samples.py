@@ -129,6 +129,7 @@ TORCH_REFERENCE = {
     "gemm_one_role": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
     "gemm_pingpong": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
     "gemm_multicast": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
+    "gemm_streamk": lambda torch, t: {"C": (t["A"].float() @ t["B"].float().T).bfloat16()},
     "gemm_bias_relu": lambda torch, t: {"C": torch.relu(
         t["A"].float() @ t["B"].float().T + t["bias"][None, :]).bfloat16()},
     "gemm_bias_gelu": lambda torch, t: {"C": torch.nn.functional.gelu(
@@ -183,7 +184,16 @@ def _varlen_heads(d: dict[str, int]) -> dict[str, int]:
             "DKV": 128 * -(-heads // 2)}
 
 
-DERIVED = {"gemm_fp8_blockscaled": _fp8_blocks, "attention_varlen": _varlen_heads}
+# gemm_streamk's grid of P blocks (all resident at once: a block waits for a later
+# one) and one flag per 128 x 128 output tile.
+def _streamk_blocks(d: dict[str, int]) -> dict[str, int]:
+    m, n = max(d["M"], 8), max(d["N"], 8)
+    return {**d, "M": m, "N": n, "P": min(max(d["P"], 2), 16),
+            "T": -(-m // 128) * -(-n // 128)}
+
+
+DERIVED = {"gemm_fp8_blockscaled": _fp8_blocks, "attention_varlen": _varlen_heads,
+           "gemm_streamk": _streamk_blocks}
 
 
 # Tensors a sample adds into (TMA reduce-adds): its reference starts from their

@@ -64,6 +64,12 @@ REMOVED: dict[type, frozenset[Category]] = {
     ir.BulkWaitRead: frozenset({Category.RACE}),
     ir.PhaseFlip: SYNC,
     ir.StageAdvance: SYNC,
+    # flags between blocks: a missing signal hangs its waiters; a missing wait or
+    # fence leaves another block's writes unordered before the reads (or not yet
+    # made: the reader loads what was there before)
+    ir.Signal: HANG,
+    ir.Wait: frozenset({Category.RACE, Category.MISSING_FENCE, Category.WRONG_RESULT}),
+    ir.GlobalProxyFence: frozenset({Category.MISSING_FENCE}),
 }
 ORDERING = (ir.ProxyFence, ir.WgmmaFence, ir.NamedBarrier, ir.MBarrierInitFence, ir.WgmmaCommit,
             ir.WgmmaWait, ir.BulkCommit, ir.BulkWaitRead)
@@ -186,6 +192,9 @@ def _operators(stmt: ir.Stmt, kernel: ir.Kernel) -> Iterator[tuple]:
             yield ("pending+1", (replace(stmt, pending=n + 1),), frozenset({Category.RACE}),
                    f"wait_group {n} -> {n + 1}")
     match stmt:
+        case ir.Wait(count=count):
+            yield ("count-1", (replace(stmt, count=ir.ScalarOp("-", count, ir.const(1))),),
+                   REMOVED[ir.Wait], "waits for one signal fewer")
         case ir.BulkWaitRead(read=False, pending=n):
             # .read frees the shared source only: what the stores write is not complete
             yield ("read", (replace(stmt, read=True),), frozenset({Category.RACE}),
@@ -300,6 +309,13 @@ class _Context:
         # `wait_group.read N` counts groups: a commit taken out merges two groups and
         # shifts the count for every store, so the race shows at any store's memory.
         self.store_lines = set().union(*(self.memory_lines.get(m, set()) for m in stored))
+        self.stored_buffers = {s.src.buffer for s in walk(kernel.body)
+                               if isinstance(s, ir.AsyncStore)}
+        # A flag orders global accesses of different blocks: what it leaves unordered
+        # shows at a global read or write, or at a wait that never passes.
+        self.flags = {s.tensor for s in walk(kernel.body) if isinstance(s, (ir.Signal, ir.Wait))}
+        self.global_lines = {s.span.line for s in walk(kernel.body) if isinstance(
+            s, (ir.AsyncLoad, ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait))}
 
     def lines(self, stmt: ir.Stmt, block: ir.Block) -> frozenset[int]:
         """Its own line, the accesses it orders, and the users of what it touches."""
@@ -318,10 +334,18 @@ class _Context:
             lines |= self.barrier_lines.get(ref.array, set())
         if isinstance(stmt, ir.NamedBarrier):
             lines |= self.named_lines.get(stmt.id, set())
-        if isinstance(stmt, ir.BulkCommit):
+        if isinstance(stmt, ir.BulkCommit) or isinstance(stmt, ir.BulkWaitRead) or (
+                isinstance(stmt, ir.NamedBarrier) and reason is not None
+                and reason.subject in self.stored_buffers):
+            # A wait completes every older group of its thread, whichever store's, and
+            # the barrier after it hands that on: taken out, the race may show first at
+            # any store's memory.
             lines |= self.store_lines
         if isinstance(stmt, ir.WgmmaCommit):
             lines |= self.wgmma_wait_lines
+        if isinstance(stmt, (ir.Signal, ir.Wait, ir.GlobalProxyFence)) or \
+                getattr(reason, "subject", None) in self.flags:
+            lines |= self.global_lines
         for access in leaf_accesses(stmt):
             lines |= self.memory_lines.get(access.storage or access.buffer, set())
         return frozenset(lines)

@@ -154,6 +154,21 @@ MMA_UNREAD = WG_HEADER + """    tma sa <- A[tile.m, 0]
 }
 """
 
+# d2 is written only by wgmma before `d2 += sa @ sb^T`, but d1's TMA store (one
+# elected thread behind a branch) comes between d2's fence and that product.
+MMA_AFTER_STORE = WG_HEADER + """    tma sa <- A[tile.m, 0]
+    tma sb <- B[tile.n, 0]
+    tma sb2 <- B2[tile.n, 0]
+    d1: f32[BM, BN] = sa @ sb^T
+    d2: f32[BM, BN] = sa @ sb2^T
+    sy = bf16(d1)
+    tma Y[tile.m, tile.n] <- sy
+    d2 += sa @ sb^T
+    sy = bf16(d2)
+    tma Y[tile.m, tile.n] <- sy
+}
+"""
+
 # A product with hand-written fence, commit and wait: the passes add nothing to it.
 MMA_MANUAL = WG_HEADER + """    acc: f32[BM, BN] = 0
     manual {

@@ -1,7 +1,7 @@
 """insert_wgmma_fences: a wgmma.fence wherever other instructions touched a
 wgmma's registers since the last one, hoisted out of loops that allow it."""
 from tests.conftest import filecheck, ir_after
-from tests.passes.kernels import (MMA_CHAIN, MMA_FUSED_LOOP, MMA_MANUAL, MMA_REGISTER_A,
+from tests.passes.kernels import (MMA_AFTER_STORE, MMA_CHAIN, MMA_FUSED_LOOP, MMA_MANUAL, MMA_REGISTER_A,
                                   MMA_SITES, MMA_UNREAD, WG_HEADER)
 
 PASS = "insert_wgmma_fences"
@@ -63,6 +63,38 @@ CHECK-NEXT: wgmma.commit_group
 CHECK: wgmma.fence
 CHECK-SAME: why: o issued after an mbarrier wait's retry loop
 CHECK-NEXT: wgmma o += p @ sv
+""", tmp_path)
+
+
+def test_product_issued_after_one_threads_store_is_fenced(tmp_path):
+    """d2's registers are fenced before its first product and touched by no other
+    code, but d1's TMA store runs in one elected thread behind a branch between
+    them: ptxas orders no fence across the branch's join (it injects one, C7519;
+    tests/test_wgmma_codegen.py builds the kernel), so the product gets its own."""
+    out = ir_after(MMA_AFTER_STORE, PASS)
+    assert out.count("wgmma.fence") == 3
+    filecheck(out, """
+CHECK: wgmma d2 = sa @ sb2^T
+CHECK: tma.store Y
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK-NEXT: wgmma.fence
+CHECK-SAME: why: d2 issued after one thread's code (a branch) (t.hk:14), used by wgmma (t.hk:15)
+CHECK-NEXT: wgmma d2 += sa @ sb^T
+""", tmp_path)
+
+
+def test_negative_store_before_the_fence_needs_no_other(tmp_path):
+    """The same store before d2's first product: that product's fence follows it."""
+    out = ir_after(MMA_AFTER_STORE.replace(
+        "    d2: f32[BM, BN] = sa @ sb2^T\n    sy = bf16(d1)\n    tma Y[tile.m, tile.n] <- sy\n",
+        "    sy = bf16(d1)\n    tma Y[tile.m, tile.n] <- sy\n    d2: f32[BM, BN] = sa @ sb2^T\n"),
+        PASS)
+    assert out.count("wgmma.fence") == 2
+    filecheck(out, """
+CHECK: tma.store Y
+CHECK: wgmma.fence
+CHECK-NEXT: wgmma d2 = sa @ sb2^T
+CHECK-NEXT: wgmma d2 += sa @ sb^T
 """, tmp_path)
 
 

@@ -355,8 +355,8 @@ def test_negative_no_register_copy_of_a_tensor_the_kernel_writes(text):
 
 @pytest.mark.parametrize("sample, written", [
     ("gemm_splitk", {"C"}), ("cross_entropy", {"Loss"}), ("layernorm", {"Y", "Mean", "Rstd"}),
-    ("attention_bwd", {"DQ", "DK", "DV"})])
-def test_written_tensors_are_those_a_store_reduce_add_or_row_store_names(sample, written):
+    ("attention_bwd", {"DQ", "DK", "DV"}), ("gemm_streamk", {"C", "W", "F"})])
+def test_written_tensors_are_those_a_store_reduce_add_row_store_or_flag_names(sample, written):
     lowered = driver.lower(driver.check(driver.read_source(ROOT / "samples" / f"{sample}.hk")))
     assert written_tensors(lowered.body) == written
 

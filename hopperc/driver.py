@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Mapping
 from hopperc.backend.nvrtc import PTX_DIAGNOSTIC_FILE, CompileResult, NvrtcError, compile_cuda
 from hopperc.codegen.launch import LaunchInfo
 from hopperc.codegen.render import render
+from hopperc.codegen.semaphores import COUNT_SLOT_BYTES
 # read_source and the target's names are re-exported: the API and the tests use them here.
 from hopperc.diagnostics import CompileError, SourceFile, ToolchainError, read_source  # noqa: F401
 from hopperc.frontend import ast
@@ -20,6 +21,7 @@ from hopperc.frontend.limits import ResourceLimitError, check_shared_memory
 from hopperc.frontend.parser import load_parser, parse
 from hopperc.frontend.semantic import analyze
 from hopperc.ir import nodes as ir
+from hopperc.ir.accesses import walk
 from hopperc.ir.verify import verify
 from hopperc.passes import PASS_NAMES, pipeline
 from hopperc.target import (DEFAULT_ARCH, DEFAULT_SEARCH, DEFAULT_SEEDS,  # noqa: F401
@@ -86,8 +88,10 @@ def generate(source: SourceFile, defines: dict[str, int] | None = None,
     the cubin's line table (default: the name the source was read by)."""
     kernel = lower(check(source, defines))
     cuda, launch = render(kernel, recorded_name or source.name)
-    # The passes add mbarriers and the base-alignment slack: check the final figure.
-    check_shared_memory(launch.dynamic_shared_bytes, kernel.span, kernel.buffers)
+    # The passes add mbarriers and the base-alignment slack: check the final figure,
+    # with a counter's broadcast slot (static shared memory, the same 227 KB).
+    slot = COUNT_SLOT_BYTES if any(isinstance(s, ir.Count) for s in walk(kernel.body)) else 0
+    check_shared_memory(launch.dynamic_shared_bytes + slot, kernel.span, kernel.buffers)
     return Generated(kernel, cuda, launch)
 
 

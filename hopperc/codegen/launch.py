@@ -76,7 +76,7 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
                 maps.append(TensorMap(tensor_map_label(stmt.tensor, ordinal), stmt.tensor,
                                       kernel.tensor(stmt.tensor).dtype, box, buf.swizzle,
                                       ragged))
-        if isinstance(stmt, (ir.GlobalRowStore, ir.Signal, ir.Wait)):
+        if isinstance(stmt, (ir.GlobalRowStore, ir.Signal, ir.Wait, ir.Count)):
             pointers.add(stmt.tensor)
         pointers |= vector_tensors(stmt)
     pointers.update(element_tensors(kernel))

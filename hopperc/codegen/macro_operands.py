@@ -14,6 +14,7 @@ from hopperc.codegen.elements import (MatrixStore, PerElement, RowPartialsCode, 
 from hopperc.codegen.row_stores import RowStoreCode, row_store, shared_row_store
 from hopperc.codegen.scalars import scalar
 from hopperc.codegen.semaphores import flag_address
+from hopperc.codegen.tile_adds import TileAddCode, tile_add
 from hopperc.codegen.wgmma import SharedOperand, WgmmaStep
 from hopperc.codegen.wgmma import steps as wgmma_steps
 from hopperc.ir import nodes as ir
@@ -70,10 +71,13 @@ class MacroOperands:
     def row_store(self, stmt: ir.GlobalRowStore) -> RowStoreCode:
         return row_store(stmt, self.kernel, self.exprs, self.role)
 
+    def tile_add(self, stmt: ir.GlobalRowStore) -> TileAddCode:
+        return tile_add(stmt, self.kernel, self.exprs, self.role)
+
     def shared_row_store(self, stmt: ir.SharedStore) -> RowStoreCode:
         return shared_row_store(stmt, self.kernel, self.exprs, self.role)
 
-    def flag(self, stmt: ir.Signal | ir.Wait) -> str:
+    def flag(self, stmt: ir.Signal | ir.Wait | ir.Count) -> str:
         return flag_address(stmt, self.kernel, self.role)
 
     def row_partials(self, stmt: ir.RowPartials) -> RowPartialsCode:

@@ -246,10 +246,13 @@ class SyncStmt:
 
 @dataclass(frozen=True)
 class Signal:
-    """`signal F[i]`: add 1 to flag F[i] once the block's global writes are visible."""
+    """`signal F[i]`: add 1 to flag F[i] once the block's global writes are visible;
+    `n: i32 = signal F[i]` (a counter) also declares `n`, the value before the add."""
 
     flag: Expr
     span: Span
+    result: str | None = None
+    dtype: str | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ role that stores them: another role may read only boxes apart from every box
 the storing role stores. A ragged copy's box (`START : END`) is taken as
 anywhere along its clipped axis: nothing is proven apart there.
 
-A kernel that waits on flags (`wait F[i] >= n`, frontend/semaphores.py) may
+A kernel that waits on flags (`wait F[i] >= n`) or counts (`n: i32 = signal
+F[i]`, frontend/semaphores.py: an acquire too) may
 read with TMA what other blocks wrote (by TMA store or from registers) and
 signalled: whether a signal orders each such write before its read is for
 `check` to find, which runs all of that kernel's blocks interleaved. Vector
@@ -52,7 +53,7 @@ def check_global_reads(body: ir.Block, grid: tuple[ir.GridAxis, ...], threads: i
     stores: dict[str, list[_Box]] = {}
     reads: list[_Box] = []
     wg = {ir.Scalar(ir.ScalarKind.BUILTIN, "wg"): (0, max(1, threads // 128) - 1)}
-    flags = any(isinstance(s, ir.Wait) for s in walk(body))
+    flags = any(isinstance(s, (ir.Wait, ir.Count)) for s in walk(body))
     for stmt, ranges, role in _leaves(body, wg, None):
         for box, write in _boxes(stmt):
             if write:

@@ -333,6 +333,10 @@ class _ToAst(Transformer):
     def signal_stmt(self, meta, children):
         return ast.Signal(children[0], self._s(meta))
 
+    def count_decl(self, meta, children):
+        name, dtype, flag = children
+        return ast.Signal(flag, self._s(meta), str(name), dtype)
+
     def wait_stmt(self, meta, children):
         flag, op, count = children
         if str(op) != ">=":

@@ -12,7 +12,8 @@ a value of loaded vectors alone lies as a register copy of it would
 latter two on sm_90 / sm_70 and later; relaxed, .gpu scope by default), so
 blocks and warpgroups may add to the same elements in any order. No vector
 form is used: one lane holds one row (`.v2`/`.v4` exist for .f32 and for the
-packed 16-bit types, on consecutive elements of one thread)."""
+packed 16-bit types, on consecutive elements of one thread). A register tile's
+add, `T[R0 : R1, C0 : C1] += acc`, is frontend/tile_adds.py."""
 from __future__ import annotations
 
 from hopperc.diagnostics import CompileError
@@ -22,6 +23,7 @@ from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.rows import register_vector_layout, row_operands
 from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, VectorSymbol,
                                     scalar_expr)
+from hopperc.frontend.tile_adds import is_tile_add, lower_tile_add
 from hopperc.frontend.tiles import ROW_REDUCTIONS, lower_row_values
 from hopperc.frontend.views import ViewInfo
 from hopperc.ir import nodes as ir
@@ -49,6 +51,8 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int,
         raise CompileError(stmt.span, f"'+=' into '{name}' is a TMA reduce-add of a shared "
                                       f"buffer: tma {name}[...] += {stmt.value.id}; '+=' of a "
                                       "register row vector adds it (red.global.add)")
+    if is_tile_add(stmt):
+        return lower_tile_add(stmt, scope, warpgroups)
     if len(target.indices) != len(tensor.dims):
         raise CompileError(target.span, f"'{name}' has rank {len(tensor.dims)}: give one index "
                                         "per dimension, the last one START : END (elements) or "
@@ -174,7 +178,8 @@ def _vector_layout(typed, scope: Scope, stmt: ast.Assign,
         raise CompileError(stmt.value.span, "the value stored to a tensor is a register row "
                                             "vector (m: f32[64] = rowmax(s)) or an expression "
                                             "of them; tiles are stored through shared memory "
-                                            "(tma)")
+                                            "(tma), or added by rows and columns: "
+                                            "T[R0 : R1, C0 : C1] += acc")
     raise CompileError(stmt.value.span, "the value names no row vector: store a register row "
                                         "vector (m: f32[64] = rowmax(s)), a loaded vector (t: "
                                         "f32[BM] = T[tile.m]) or an expression of them")

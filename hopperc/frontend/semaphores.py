@@ -9,19 +9,25 @@ new value; `wait` returns once the flag holds at least `n`, and makes visible
 what the signals it observed released. The statements stand in code the whole
 block runs (no roles: the compiler's barrier is the block's), outside `manual`
 code, and not in a cluster (a cluster's blocks are one scheduling unit the
-simulator runs together, and nothing here orders one cluster's waits)."""
+simulator runs together, and nothing here orders one cluster's waits).
+
+`n: i32 = signal F[i]` is a counter (ir.Count): the same release, and `n` the
+flag's value before this block's add (as CUDA's atomicInc and Triton's
+atomic_add return it), the same in every thread of the block, so that
+`if n == PARTS - 1 { ... }` runs the last arriving block's finishing code."""
 from __future__ import annotations
 
 from hopperc.diagnostics import CompileError
 from hopperc.frontend import ast
-from hopperc.frontend.scope import DIVERGENT_BUILTINS, Scope, scalar_expr
+from hopperc.frontend.scope import DIVERGENT_BUILTINS, ScalarSymbol, Scope, scalar_expr
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import builtins_in
 from hopperc.ir.dtypes import DType
 
 
 def lower_signal(stmt: ast.Signal | ast.Wait, scope: Scope, role: ir.RoleInfo | None,
-                 manual: bool, divergent, cluster: tuple[int, ...]) -> ir.Signal | ir.Wait:
+                 manual: bool, divergent, cluster: tuple[int, ...]
+                 ) -> ir.Signal | ir.Wait | ir.Count:
     what = "signal" if isinstance(stmt, ast.Signal) else "wait"
     if manual:
         raise CompileError(stmt.span, f"'{what}' is automatic code: the compiler writes its "
@@ -36,6 +42,14 @@ def lower_signal(stmt: ast.Signal | ast.Wait, scope: Scope, role: ir.RoleInfo | 
     if any(n > 1 for n in cluster):
         raise CompileError(stmt.span, f"'{what}' is not available in a kernel with clusters")
     tensor, index = _flag(stmt.flag, scope, what)
+    if isinstance(stmt, ast.Signal) and stmt.result is not None:
+        if DType.parse(stmt.dtype) is not DType.I32:
+            raise CompileError(stmt.span, f"a counter's value is i32, not {stmt.dtype}: "
+                                          "'n: i32 = signal F[i]'")
+        count = ir.Count(tensor, index, f"count_{stmt.result}_{stmt.span.line}", stmt.span)
+        scope.declare(stmt.result, ScalarSymbol(
+            DType.I32, ir.Scalar(ir.ScalarKind.CARRIED, count.result), stmt.span), stmt.span)
+        return count
     if isinstance(stmt, ast.Signal):
         return ir.Signal(tensor, index, stmt.span)
     count = scalar_expr(stmt.count, scope)

@@ -17,7 +17,7 @@ from hopperc.ir.declarations import (  # noqa: F401 - re-exported: one namespace
 from hopperc.ir.scalars import (  # noqa: F401 - re-exported: one namespace for the IR
     Scalar, ScalarExpr, ScalarKind, ScalarOp, TensorElement, const, operands, with_operands)
 from hopperc.ir.semaphores import (  # noqa: F401 - re-exported
-    GlobalProxyFence, SemaphoreStmt, Signal, Wait)
+    Count, CountRead, GlobalProxyFence, SemaphoreStmt, Signal, Wait)
 from hopperc.ir.sync_nodes import (  # noqa: F401 - re-exported: one namespace for the IR
     BarrierRef, BulkCommit, BulkWaitRead, ClusterBarrier, Hazard, MBarrierArrive, MBarrierExpectTx,
     MBarrierInit, MBarrierInitFence, MBarrierInval, MBarrierWait, MemoryScope, NamedBarrier,
@@ -280,7 +280,12 @@ class GlobalRowStore:
     (None: no bound but the tensor's), or outside the tensor, is not written.
     `atomic`: the lane adds its value to the element (`T[...] += v`: one
     `red.global.add` per row, relaxed, .gpu scope): adds of several threads or
-    blocks to one element need no order among them, only against plain writes."""
+    blocks to one element need no order among them, only against plain writes.
+    A warpgroup's register tile added (`T[R0 : R1, C0 : C1] += acc`, atomic,
+    `columns` > 0, Layout.WGMMA): element (r, c) of the [rows, columns] `value`
+    goes to element `row_start + r` (below `row_end`) of the second-to-last
+    dimension and `start + c` (below `end`) of the last; `index` then indexes
+    the dimensions before those two. Each thread adds the elements it holds."""
 
     tensor: str
     index: tuple[ScalarExpr, ...]
@@ -292,6 +297,9 @@ class GlobalRowStore:
     threads: int
     span: Span
     atomic: bool = False
+    columns: int = 0
+    row_start: ScalarExpr | None = None
+    row_end: ScalarExpr | None = None
 
 
 @dataclass(frozen=True)

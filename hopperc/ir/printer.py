@@ -147,6 +147,13 @@ def statement(stmt: ir.Stmt) -> str:
         case ir.SharedStore(dst=dst, value=value):
             return f"st.shared {view(dst)} = {tile(value)} (one lane per row)"
         case ir.GlobalRowStore(tensor=t, index=index, start=start, end=end, value=value,
+                               columns=columns, row_start=row_start,
+                               row_end=row_end) if columns:
+            lead = "".join(f"{scalar(i)}, " for i in index)
+            return (f"red.global.add {t}[{lead}{scalar(row_start)} : {scalar(row_end)}, "
+                    f"{scalar(start)} : {scalar(end)}] += {tile(value)} (pairs of columns "
+                    "per thread)")
+        case ir.GlobalRowStore(tensor=t, index=index, start=start, end=end, value=value,
                                atomic=atomic):
             until = "" if end is None else f" : {scalar(end)}"
             lead = "".join(f"{scalar(i)}, " for i in index)
@@ -216,6 +223,11 @@ def statement(stmt: ir.Stmt) -> str:
         case ir.Wait(tensor=t, index=index, count=n):
             return (f"spin ld.acquire.gpu.global {t}[{', '.join(map(scalar, index))}] until "
                     f">= {scalar(n)}")
+        case ir.Count(tensor=t, index=index, result=result, acquire=acquire):
+            return (f"{result} = atom.{'acq_rel' if acquire else 'release'}.gpu.global.add.s32 "
+                    f"{t}[{', '.join(map(scalar, index))}], 1 -> slot")
+        case ir.CountRead(result=result):
+            return f"{result} = slot"
         case ir.GlobalProxyFence():
             return "fence.proxy.async.global"
     raise TypeError(stmt)

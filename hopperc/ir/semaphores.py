@@ -1,5 +1,6 @@
-"""Flags in global memory that blocks signal and wait on (`signal F[i]`,
-`wait F[i] >= n`): the IR nodes. Re-exported by `hopperc.ir.nodes`.
+"""Flags in global memory that blocks signal, wait on and count (`signal F[i]`,
+`wait F[i] >= n`, `n: i32 = signal F[i]`): the IR nodes. Re-exported by
+`hopperc.ir.nodes`.
 
 A flag is an i32 element of a tensor the kernel is given zeroed. The front end
 makes one `Signal` or `Wait` per statement; the pass order_semaphores wraps
@@ -45,6 +46,33 @@ class Wait:
 
 
 @dataclass(frozen=True)
+class Count:
+    """`n: i32 = signal F[i]`, a counter: `atom.{acq_rel|release}.gpu.global.add.s32
+    old, [F + offset(index)], 1` by one thread (after order_semaphores), `old`
+    written to the block's broadcast slot in shared memory for the CountRead
+    that declares register `result`. A release as a Signal's; `acquire` (set by
+    order_semaphores) makes the atom acq_rel: it then synchronizes with every
+    earlier add's release in the flag's modification order (each add being a
+    read-modify-write, a release sequence), so the block that reads the last
+    value sees every block's writes that came before their adds."""
+
+    tensor: str
+    index: tuple[ScalarExpr, ...]
+    result: str
+    span: Span
+    acquire: bool = False
+
+
+@dataclass(frozen=True)
+class CountRead:
+    """Every thread reads the block's broadcast slot (what its Count's one thread
+    wrote) into register `result`: the counter's value, uniform over the block."""
+
+    result: str
+    span: Span
+
+
+@dataclass(frozen=True)
 class GlobalProxyFence:
     """fence.proxy.async.global: orders the executing thread's generic-proxy view
     of global memory (what its acquire made visible) before its later
@@ -54,4 +82,4 @@ class GlobalProxyFence:
     reason: Reason | None = None
 
 
-SemaphoreStmt = Signal | Wait | GlobalProxyFence
+SemaphoreStmt = Signal | Wait | Count | CountRead | GlobalProxyFence

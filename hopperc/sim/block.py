@@ -246,6 +246,9 @@ class Block:
         self.named: dict[int, NamedBarrier] = {}
         self.cluster_barrier = NamedBarrier(-1, "barrier.cluster")  # the cluster's, shared
         self.loads: list[Load] = []
+        # a counter's broadcast slot (sim/semaphores.count): generation, value, and
+        # the writer's agent, tick and statement
+        self.count_slot: tuple = (0, 0, 0, 0, None)
         self.trace: deque[str] = trace if trace is not None else deque(maxlen=TRACE_LENGTH)
         self.warps: list = []
 

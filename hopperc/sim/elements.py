@@ -11,7 +11,7 @@ from hopperc.ir import nodes as ir
 from hopperc.ir.layout import element_threads
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Site
-from hopperc.sim.row_stores import stored_elements, storing_rows
+from hopperc.sim.row_stores import added_tile_elements, stored_elements, storing_rows
 from hopperc.sim.tile_values import elementwise, operands, row_partials, vector_length
 from hopperc.sim.values import added
 from hopperc.sim.views import Place, owned_elements, owned_parts, owned_rows
@@ -93,8 +93,9 @@ class ElementCode:
                     np.where(owned, values, old)
 
     def row_store(self, stmt: ir.GlobalRowStore, lanes) -> None:
-        """The rows this warp's running lanes store (st.global, generic proxy):
-        another thread's store of the same element must be ordered before it."""
+        """The rows this warp's running lanes store (st.global, generic proxy), or
+        of a tile's add the elements they hold: another thread's store of the same
+        element must be ordered before it (adds among themselves need not be)."""
         span, block = stmt.span, self.block
         tensor = block.kernel.tensor(stmt.tensor)
 
@@ -116,14 +117,23 @@ class ElementCode:
             return self.value(e, lanes, span)
 
         self.check_parts_reads(stmt.value, False, span)
-        self.vector_reads(stmt.value, (stmt.rows,), True, integer, span)
+        self.vector_reads(stmt.value, (stmt.rows, stmt.columns) if stmt.columns else
+                          (stmt.rows,), not stmt.columns, integer, span)
         shape = tuple(self.env[d] if isinstance(d, str) else d for d in tensor.dims)
-        rows, index = stored_elements(stmt, shape, integer)
-        mine = storing_rows(stmt.layout, stmt.rows, stmt.threads, self.local, lanes)[rows]
-        rows, index = rows[mine], tuple(i[mine] for i in index)
+        if stmt.columns:  # a tile's add: each thread adds the elements it holds
+            value_shape = (stmt.rows, stmt.columns)
+            keep, index = added_tile_elements(stmt, shape, integer)
+            mine = owned_elements(value_shape, stmt.threads, self.local, lanes)[keep]
+            rows = tuple(np.nonzero(keep))
+            rows, index = tuple(i[mine] for i in rows), tuple(i[mine] for i in index)
+        else:
+            value_shape = (stmt.rows,)
+            rows, index = stored_elements(stmt, shape, integer)
+            mine = storing_rows(stmt.layout, stmt.rows, stmt.threads, self.local, lanes)[rows]
+            rows, index = rows[mine], tuple(i[mine] for i in index)
         if block.tensors is not None:
-            values = elementwise(stmt.value, (stmt.rows,), tensor.dtype, tile, shared,
-                                 block.tensors, integer, True,
+            values = elementwise(stmt.value, value_shape, tensor.dtype, tile, shared,
+                                 block.tensors, integer, not stmt.columns,
                                  exact=block.program.integer_exact)
             if stmt.atomic:  # red.global.add: one add per element, rounded to its dtype
                 block.tensors[stmt.tensor][index] = added(block.tensors[stmt.tensor][index],
@@ -137,7 +147,8 @@ class ElementCode:
             operands(stmt.value, lambda name: self.register_use(name, span), shared_access,
                      integer)
         op = "red.global.add" if stmt.atomic else "st.global"
-        block.global_writes.store(self.agent, self.clock, stmt.tensor, zip(*map(tuple, index)),
+        written = zip(*(i.tolist() for i in index))
+        block.global_writes.store(self.agent, self.clock, stmt.tensor, written,
                                   Site(f"{op} of '{stmt.tensor}' by {self.who}", span),
                                   stmt.atomic)
         self.tick()

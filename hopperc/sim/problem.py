@@ -118,7 +118,8 @@ def stored_tensors(kernel: ir.Kernel) -> set[str]:
     """The tensors the kernel stores to (the outputs, and inputs it rewrites),
     flag tensors among them: they are given zeroed, as the caller must."""
     return {s.tensor for s in walk(kernel.body)
-            if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait))}
+            if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait,
+                              ir.Count))}
 
 
 def reduced_tensors(kernel: ir.Kernel) -> set[str]:

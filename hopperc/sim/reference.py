@@ -28,7 +28,7 @@ from hopperc.ir.layout import element_threads, shared_layout
 from hopperc.ir.raster import TILE_LOOP, turn_warpgroups
 from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
-from hopperc.sim.row_stores import stored_elements
+from hopperc.sim.row_stores import added_tile_elements, stored_elements
 from hopperc.sim.scalars import PER_THREAD, per_lane, scalar, started_walk, taken_tile
 from hopperc.sim.tile_values import elementwise, row_partials
 from hopperc.sim.values import (add_box, added, holding, matrix_product, read_box, undefined,
@@ -258,6 +258,10 @@ class _Block:
                 self.env.update(started_walk(walk, self.env))
             case ir.Signal(tensor=tensor, index=index, span=span):
                 self.tensors[tensor][self.flag(tensor, index, span)] += 1
+            case ir.Count(tensor=tensor, index=index, result=result, span=span):
+                where = self.flag(tensor, index, span)
+                self.env[result] = int(self.tensors[tensor][where])
+                self.tensors[tensor][where] += 1
             case ir.Wait(tensor=tensor, index=index, count=count, span=span):
                 where = self.flag(tensor, index, span)
                 if self.tensors[tensor][where] < self.scalar(count):
@@ -290,14 +294,21 @@ class _Block:
         self.block(body)
 
     def row_store(self, stmt: ir.GlobalRowStore, instance: int) -> None:
-        """The warpgroup's row vector to the elements it reaches (sim/row_stores.py)."""
+        """The warpgroup's row vector, or tile (a tile add), to the elements it
+        reaches (sim/row_stores.py)."""
         data = self.tensors[stmt.tensor]
-        values = elementwise(stmt.value, (stmt.rows,), self.kernel.tensor(stmt.tensor).dtype,
+        shape = (stmt.rows, stmt.columns) if stmt.columns else (stmt.rows,)
+        values = elementwise(stmt.value, shape, self.kernel.tensor(stmt.tensor).dtype,
                              self.values[instance].__getitem__,
                              lambda read: self.read(self.place(read.view, instance)),
-                             self.tensors, lambda e: self.scalar(e, instance), True,
-                             exact=self.integer_exact)
-        rows, index = stored_elements(stmt, data.shape, lambda e: self.scalar(e, instance))
+                             self.tensors, lambda e: self.scalar(e, instance),
+                             not stmt.columns, exact=self.integer_exact)
+        if stmt.columns:  # a tile's add (sim/row_stores.py)
+            keep, index = added_tile_elements(stmt, data.shape,
+                                              lambda e: self.scalar(e, instance))
+            rows = np.nonzero(keep)
+        else:
+            rows, index = stored_elements(stmt, data.shape, lambda e: self.scalar(e, instance))
         if not stmt.atomic:
             data[index] = values[rows]
             return

@@ -41,3 +41,22 @@ def storing_rows(layout: ir.Layout, rows: int, threads: int, warp: int,
         else:  # every thread holds every row: thread t stores rows t, t + threads, ...
             mine[(32 * warp + lane) % threads::threads] = True
     return mine
+
+
+def added_tile_elements(stmt: ir.GlobalRowStore, shape: tuple[int, ...],
+                        integer: Callable[[ir.ScalarExpr], int]
+                        ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """A register tile's add (`columns` > 0): which of its [rows, columns]
+    elements reach the tensor (of `shape`), and, as a numpy index over those in
+    row-major order, the element each one adds to."""
+    index = [integer(i) for i in stmt.index]
+    row0, col0 = integer(stmt.row_start), integer(stmt.start)
+    row_end = min(integer(stmt.row_end), shape[-2])
+    col_end = min(integer(stmt.end), shape[-1])
+    rows = row0 + np.arange(stmt.rows)[:, None]
+    cols = col0 + np.arange(stmt.columns)[None, :]
+    keep = (rows >= 0) & (rows < row_end) & (cols >= 0) & (cols < col_end)
+    if not all(0 <= i < extent for i, extent in zip(index, shape)):
+        keep[:] = False
+    r, c = np.nonzero(keep)
+    return keep, tuple(np.full(r.size, i) for i in index) + (row0 + r, col0 + c)

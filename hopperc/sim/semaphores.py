@@ -22,6 +22,12 @@ The memory model (PTX ISA, release and acquire patterns):
   them (an acquire alone orders the generic proxy only). Within a block the
   rules of `memory.GlobalWrites` stand (a bulk store's completion implies the
   proxy fence for its own thread).
+- A counter (`n: i32 = signal F[i]`, ir.Count) returns the flag's value at its
+  atom in this schedule: whichever block's add comes last reads the final
+  count. Its release is a signal's; with acq_rel it also joins the flag's clock
+  (every earlier add's release) into the thread's. The old value goes to the
+  block's broadcast slot with the writer's clock; a CountRead by a thread
+  whose clock does not cover that write (no barrier between) is a race.
 """
 from __future__ import annotations
 
@@ -36,7 +42,7 @@ from hopperc.sim.memory import Agents, Clock, GlobalWrites, Site, join
 
 
 def uses_semaphores(kernel: ir.Kernel) -> bool:
-    return any(isinstance(s, (ir.Signal, ir.Wait)) for s in walk(kernel.body))
+    return any(isinstance(s, (ir.Signal, ir.Wait, ir.Count)) for s in walk(kernel.body))
 
 
 class Flag:
@@ -107,6 +113,42 @@ def wait(warp, stmt: ir.Wait, lanes: tuple[int, ...]) -> Iterator:
     warp.block.event(warp.name, stmt.span, f"ld.acquire.gpu {flag.name}: {flag.value} >= {count}")
 
 
+def count(warp, stmt: ir.Count, lanes: tuple[int, ...]) -> None:
+    """atom.{acq_rel|release}.gpu.global.add.s32 by the one running lane; its old
+    value to the block's broadcast slot."""
+    flags: Flags = warp.block.flags
+    index = tuple(warp.value(i, lanes, stmt.span) for i in stmt.index)
+    flag = flags.get(stmt.tensor, index, stmt.span)
+    old = flag.value
+    flag.value += len(lanes)
+    if stmt.acquire:
+        join(warp.clock, flag.clock)
+    join(flag.clock, warp.clock)
+    warp.tick()
+    flags.store(flag, stmt.tensor, index)
+    generation = warp.block.count_slot[0] + 1
+    warp.block.count_slot = (generation, old, warp.agent, warp.clock[warp.agent], stmt.span)
+    warp.tick()
+    order = "acq_rel" if stmt.acquire else "release"
+    warp.block.event(warp.name, stmt.span, f"atom.{order}.gpu {flag.name} += 1: was {old}")
+
+
+def count_read(warp, stmt: ir.CountRead) -> None:
+    """Each thread's load of the broadcast slot into its register: of the store
+    its block's counter made for this read (the warp's how-manieth), ordered
+    before it (a load before that store reads a stale value: a race either
+    way)."""
+    generation, old, agent, tick, span = warp.block.count_slot
+    warp.count_reads += 1
+    if generation != warp.count_reads or warp.clock.get(agent, 0) < tick:
+        raise fail(Category.RACE, f"{warp.block.label}warp {warp.local} reads the counter's "
+                                  "value from the block's shared-memory slot, and no barrier "
+                                  "orders the one thread's store of it before the read",
+                   stmt.span, span)
+    warp.env[stmt.result] = old
+    warp.tick()
+
+
 def proxy_fence(warp, stmt: ir.GlobalProxyFence) -> None:
     """fence.proxy.async.global: what this thread's clock covers now is ordered
     before its later async-proxy reads of global memory."""
@@ -156,7 +198,8 @@ def _unordered(site: Site, write: Site, tensor: str, async_proxy: bool, acquired
     return fail(Category.RACE,
                 f"{site} reads global memory of '{tensor}' that {write} writes in another "
                 "block, and nothing orders the write before the read: the writing block must "
-                "signal a flag after it (release) and this block wait on it (acquire)"
+                "signal a flag after it (release) and this block wait on it (acquire), or "
+                "count it with an acq_rel atom"
                 + (" before the load" if async_proxy else ""), site.span, write.span)
 
 

@@ -123,8 +123,10 @@ def _tensor_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
     for stmt in walk(kernel.body):
         if isinstance(stmt, ir.GlobalRowStore):  # a row vector's run of the last dimension
             dims = kernel.tensor(stmt.tensor).dims
-            if isinstance(dims[-1], str):
-                uses[dims[-1]].boxes.add(stmt.rows)
+            runs = (stmt.rows, stmt.columns) if stmt.columns else (stmt.rows,)
+            for dim, run in zip(dims[-len(runs):], runs):  # a tile's add: rows and columns
+                if isinstance(dim, str):
+                    uses[dim].boxes.add(run)
         if not isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore)):
             continue
         tensor = kernel.tensor(stmt.tensor)
@@ -153,8 +155,9 @@ def _reach(kernel: ir.Kernel, dims: dict[str, int]) -> dict[str, int]:
     for stmt, loops, warps in _copies(kernel.body, (), kernel.threads // 32):
         tensor = kernel.tensor(stmt.tensor)
         if isinstance(stmt, ir.GlobalRowStore):
-            pairs = zip(tensor.dims, (*stmt.index, stmt.start))
-        elif isinstance(stmt, (ir.Signal, ir.Wait)):  # a flag: one element
+            starts = (stmt.start,) if stmt.row_start is None else (stmt.row_start, stmt.start)
+            pairs = zip(tensor.dims, (*stmt.index, *starts))
+        elif isinstance(stmt, (ir.Signal, ir.Wait, ir.Count)):  # a flag: one element
             pairs = zip(tensor.dims, stmt.index)
         else:
             box = stmt.box[-len(tensor.dims):]
@@ -171,7 +174,8 @@ def _copies(block: ir.Block, loops: tuple[ir.ForLoop, ...], warps: int):
     """Every box copy, row store and flag, with the loops around it (outermost
     first) and the warps of the role that runs it."""
     for stmt in block.stmts:
-        if isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait)):
+        if isinstance(stmt, (ir.AsyncLoad, ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait,
+                             ir.Count)):
             yield stmt, loops, warps
         inner = loops + (stmt,) if isinstance(stmt, ir.ForLoop) else loops
         role = stmt.role.active_warps if isinstance(stmt, ir.RoleBlock) else warps
@@ -243,7 +247,7 @@ def _grid_uses(kernel: ir.Kernel, uses: dict[str, _Use]) -> None:
     """Tiles along each grid axis: whole clusters, two of them where cheap."""
     # Blocks that signal each other: three, so that work shared out evenly over them
     # still splits a tile between two of them more often than two would.
-    flags = any(isinstance(s, (ir.Signal, ir.Wait)) for s in walk(kernel.body))
+    flags = any(isinstance(s, (ir.Signal, ir.Wait, ir.Count)) for s in walk(kernel.body))
     tiles = [GRID_TILES + 1 if kernel.pingpong or flags else GRID_TILES for _ in kernel.grid]
     if ragged_walk(kernel.grid):  # more values of the slowest axis: empty and uneven ones
         tiles[-1] = RAGGED_VALUES

@@ -66,6 +66,7 @@ class Warp(ElementCode, AsyncIssue):
         self.touched: dict[str, object] = {}  # tiles used by other code since wgmma.fence
         self.fenced = False  # PTX wants a wgmma.fence before a warpgroup's first wgmma
         self.global_fenced: dict[int, int] = {}  # its clock at fence.proxy.async.global
+        self.count_reads = 0  # loads of its block's counter slot (sim/semaphores.count_read)
         self.occurrences: defaultdict[int, int] = defaultdict(int)  # Counter is slower to make
         self.divergent = 0  # inside conditions on warp, lane or thread
         self.ready = None  # while blocked: a test that says when it may go on
@@ -290,6 +291,10 @@ class Warp(ElementCode, AsyncIssue):
                 semaphores.signal(self, stmt, lanes)
             case ir.Wait():
                 yield from semaphores.wait(self, stmt, lanes)
+            case ir.Count():
+                semaphores.count(self, stmt, lanes)
+            case ir.CountRead():
+                semaphores.count_read(self, stmt)
             case ir.GlobalProxyFence():
                 semaphores.proxy_fence(self, stmt)
             case ir.Mma():

@@ -155,6 +155,7 @@ TORCH_REFERENCE = {
     "rmsnorm": lambda torch, t: {"Y": (t["X"].float() * torch.rsqrt(
         (t["X"].float() ** 2).mean(dim=1, keepdim=True) + 1e-6) * t["W"].float()).bfloat16()},
     "layernorm": _layernorm,
+    "sum_slices": lambda torch, t: {"Y": t["X"].double().sum(dim=0).float()},
 }
 
 
@@ -192,8 +193,16 @@ def _streamk_blocks(d: dict[str, int]) -> dict[str, int]:
             "T": -(-m // 128) * -(-n // 128)}
 
 
+# sum_slices' counters: one per 64 x 64 tile of Y (no block waits on another, so
+# the grid need not be resident at once); at least one slice and one part (the
+# ragged and tiny kinds shrink them).
+def _slice_counters(d: dict[str, int]) -> dict[str, int]:
+    return {**d, "P": max(d["P"], 3), "PARTS": max(d["PARTS"], 2),
+            "TM": -(-d["M"] // 64), "TN": -(-d["N"] // 64)}
+
+
 DERIVED = {"gemm_fp8_blockscaled": _fp8_blocks, "attention_varlen": _varlen_heads,
-           "gemm_streamk": _streamk_blocks}
+           "gemm_streamk": _streamk_blocks, "sum_slices": _slice_counters}
 
 
 # Tensors a sample adds into (TMA reduce-adds): its reference starts from their

@@ -70,6 +70,8 @@ REMOVED: dict[type, frozenset[Category]] = {
     ir.Signal: HANG,
     ir.Wait: frozenset({Category.RACE, Category.MISSING_FENCE, Category.WRONG_RESULT}),
     ir.GlobalProxyFence: frozenset({Category.MISSING_FENCE}),
+    # a counter's atom taken out leaves its block's broadcast slot unwritten
+    ir.Count: frozenset({Category.RACE}),
 }
 ORDERING = (ir.ProxyFence, ir.WgmmaFence, ir.NamedBarrier, ir.MBarrierInitFence, ir.WgmmaCommit,
             ir.WgmmaWait, ir.BulkCommit, ir.BulkWaitRead)
@@ -195,6 +197,10 @@ def _operators(stmt: ir.Stmt, kernel: ir.Kernel) -> Iterator[tuple]:
         case ir.Wait(count=count):
             yield ("count-1", (replace(stmt, count=ir.ScalarOp("-", count, ir.const(1))),),
                    REMOVED[ir.Wait], "waits for one signal fewer")
+        case ir.Count(acquire=True):
+            yield ("release", (replace(stmt, acquire=False),),
+                   frozenset({Category.RACE, Category.MISSING_FENCE}),
+                   "atom.acq_rel -> atom.release: the last block does not acquire")
         case ir.BulkWaitRead(read=False, pending=n):
             # .read frees the shared source only: what the stores write is not complete
             yield ("read", (replace(stmt, read=True),), frozenset({Category.RACE}),
@@ -313,9 +319,10 @@ class _Context:
                                if isinstance(s, ir.AsyncStore)}
         # A flag orders global accesses of different blocks: what it leaves unordered
         # shows at a global read or write, or at a wait that never passes.
-        self.flags = {s.tensor for s in walk(kernel.body) if isinstance(s, (ir.Signal, ir.Wait))}
+        flag_kinds = (ir.Signal, ir.Wait, ir.Count)
+        self.flags = {s.tensor for s in walk(kernel.body) if isinstance(s, flag_kinds)}
         self.global_lines = {s.span.line for s in walk(kernel.body) if isinstance(
-            s, (ir.AsyncLoad, ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait))}
+            s, (ir.AsyncLoad, ir.AsyncStore, ir.GlobalRowStore, *flag_kinds))}
 
     def lines(self, stmt: ir.Stmt, block: ir.Block) -> frozenset[int]:
         """Its own line, the accesses it orders, and the users of what it touches."""
@@ -343,7 +350,7 @@ class _Context:
             lines |= self.store_lines
         if isinstance(stmt, ir.WgmmaCommit):
             lines |= self.wgmma_wait_lines
-        if isinstance(stmt, (ir.Signal, ir.Wait, ir.GlobalProxyFence)) or \
+        if isinstance(stmt, (ir.Signal, ir.Wait, ir.Count, ir.GlobalProxyFence)) or \
                 getattr(reason, "subject", None) in self.flags:
             lines |= self.global_lines
         for access in leaf_accesses(stmt):

@@ -21,12 +21,13 @@ from tests.conftest import ROOT
 # are the promotion's FFMA; the sample reads its B scale from global memory (a
 # scalar: address, bounds predicate, LDG: 10 more), where CUTLASS's is in shared.
 # gemm_tf32 (BK = 32 f32, one 128B span: 4 HGMMA k8 per product) is gemm_bf16's loop.
-# gemm_splitk is gemm_bf16's loop plus the shared base re-derived per k-step (docs/perf.md).
+# gemm_splitk is gemm_bf16's loop (42 measured) plus 5 instructions that re-derive the
+# shared base per k-step (docs/perf.md): 47 measured, held there.
 BUDGET = {"gemm_bf16": (1, 48), "gemm_bias_relu": (1, 48), "gemm_bias_gelu": (1, 48),
           "gemm_chain": (1, 48),
           "gemm_persistent": (1, 48), "gemm_pipelined": (1, 48),
           "mlp_two_mma": (2, 68), "gemm_fp8_blockscaled": (1, 126), "gemm_tf32": (1, 48),
-          "gemm_splitk": (1, 48)}
+          "gemm_splitk": (1, 47)}
 
 # Rings a consumer also reads with ld.shared (the fp8 sample's row scales): every
 # thread releases the stage after its own reads, so the arrive is not elected.

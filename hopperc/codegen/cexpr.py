@@ -67,6 +67,15 @@ class ExprRenderer:
         self.launch = launch
         self.tiles = {s.name: s for s in walk(kernel.body) if isinstance(s, ir.TileDef)}
 
+    def global_load(self, tensor: str, index: str) -> str:
+        """Element `index` of a tensor: `ld.global.nc` (__ldg) where the kernel
+        never writes the tensor, else a plain, coherent load
+        (`launch.written_tensors`)."""
+        pointer = names.user(tensor)
+        if tensor in self.launch.written:
+            return f"{pointer}[{index}]"
+        return f"__ldg({pointer} + {index})"
+
     def view_base(self, view: ir.BufferView, role: RoleContext) -> str:
         """Shared address of the view's first byte."""
         return f"hk_smem_base + {self.view_offset(view, role)}"
@@ -132,7 +141,7 @@ class ExprRenderer:
                 t = self.kernel.tensor(tensor)
                 index = f"({scalar(start, role)}) + {plane_row if axis == 'rows' else 'hk_c'}"
                 bound = t.dims[0] if isinstance(t.dims[0], int) else names.user(t.dims[0])
-                load = to_float(t.dtype, f"__ldg({names.user(tensor)} + hk_i)")
+                load = to_float(t.dtype, self.global_load(tensor, "hk_i"))
                 return f"[&] {{ const int hk_i = {index}; return hk_i < {bound} ? {load} : 0.0f; }}()"
             case ir.RowValues(name=name, per_row=None):
                 # the wgmma slot k's row is the vector's slot (k/2)%2 (ir.Layout.ROWS)

@@ -39,7 +39,7 @@ def integer_value(exprs: ExprRenderer, expr: ir.TileExpr, role: RoleContext,
                 index = f"({scalar(start, role)}) + {plane_row if axis == 'rows' else 'hk_c'}"
                 bound = t.dims[0] if isinstance(t.dims[0], int) else names.user(t.dims[0])
                 return (f"[&] {{ const int hk_i = {index}; return hk_i < {bound} ? "
-                        f"__ldg({names.user(tensor)} + hk_i) : 0; }}()")
+                        f"{exprs.global_load(tensor, 'hk_i')} : 0; }}()")
             case ir.SharedRead(view=view, broadcast=None):
                 return shared_load(DType.I32, exprs.element_address(view, role))
             case ir.SharedRead(view=view, broadcast=axis, elements=elements):

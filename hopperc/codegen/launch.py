@@ -38,6 +38,7 @@ class Param:
     kind: str  # "tensor_map" | "pointer" | "dim" | "scalar"
     ctype: str
     tensor: str | None = None
+    written: bool = False  # a pointer to a tensor the kernel writes (`written_tensors`)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class LaunchInfo:
     barrier_offsets: dict[str, int]
     shared_bytes: int  # layout size, before base-alignment slack
     alignment: int
+    written: frozenset[str] = frozenset()  # `written_tensors`
 
     @property
     def dynamic_shared_bytes(self) -> int:
@@ -81,11 +83,13 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
         pointers |= vector_tensors(stmt)
     pointers.update(element_tensors(kernel))
     params: list[Param] = []
+    written = written_tensors(kernel)
     for t in kernel.tensors:
         params.extend(Param(m.param, "tensor_map", "hk_tensor_map", t.name)
                       for m in maps if m.tensor == t.name)
         if t.name in pointers:
-            params.append(Param(t.name, "pointer", f"{t.dtype.storage}*", t.name))
+            params.append(Param(t.name, "pointer", f"{t.dtype.storage}*", t.name,
+                                t.name in written))
     dims = []
     for t in kernel.tensors:
         dims.extend(d for d in t.dims if isinstance(d, str) and d not in dims)
@@ -98,7 +102,20 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
         barrier_offsets[bar.name] = cursor
         cursor += bar.count * MBARRIER_BYTES
     alignment = max([b.alignment for b in kernel.buffers] + [BASE_ALIGNMENT])
-    return LaunchInfo(tuple(params), tuple(maps), offsets, barrier_offsets, total, alignment)
+    return LaunchInfo(tuple(params), tuple(maps), offsets, barrier_offsets, total, alignment,
+                      frozenset(written))
+
+
+def written_tensors(kernel: ir.Kernel) -> set[str]:
+    """The tensors the kernel writes: stores, reduce-adds (TMA or bulk), stores
+    and atomic adds from registers, and flags (signalled, or waited on while
+    other blocks signal them). Only the others may be read through the non-coherent
+    path (`ld.global.nc`, `__ldg`) from a `const __restrict__` pointer: that path
+    is valid for data read-only for the whole kernel (PTX ISA, ld.global.nc;
+    CUDA C++ Programming Guide, __restrict__ and __ldg), and may return a stale
+    value of what the kernel wrote, even after the wait that completed it."""
+    return {s.tensor for s in walk(kernel.body)
+            if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait, ir.Count))}
 
 
 def tensor_map_label(tensor: str, ordinal: int) -> str:

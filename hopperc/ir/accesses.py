@@ -41,6 +41,7 @@ class Access:
     # thread finished it before it issued the load the phase waits for.
     handed_on: frozenset[str] = frozenset()
     region: index_algebra.GlobalBox | None = None  # an access of global memory: its box
+    adds: bool = False  # a reduce-add's write: commutes with the other adds of its memory
     # In flight from earlier iterations (ir/iterations.py): only where loop
     # variable v == e for each (v, e); how many back edges of each loop it
     # crossed; its view as issued (what a wait that completes it names).

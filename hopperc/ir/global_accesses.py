@@ -9,7 +9,7 @@ from typing import Iterator
 
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import Access, Proxy, issued_per_warpgroup, leaves, tile_operands, walk
-from hopperc.ir.index_algebra import GlobalBox, copy_box
+from hopperc.ir.index_algebra import GlobalBox, boxes_overlap, copy_box, substitute
 
 
 def global_memory(tensor: str) -> str:
@@ -53,7 +53,8 @@ def _global(stmt: ir.Stmt) -> list[Access]:
         case ir.AsyncStore(tensor=tensor, engine=engine, span=span):
             return [Access(global_memory(tensor), Proxy.ASYNC, True, True,
                            f"written by {engine.label} {stmt.verb}", span,
-                           per_warpgroup=issued_per_warpgroup(stmt), region=copy_box(stmt))]
+                           per_warpgroup=issued_per_warpgroup(stmt), region=copy_box(stmt),
+                           adds=stmt.reduce_add)]
         case ir.AsyncLoad(tensor=tensor, engine=engine, span=span):
             return [Access(global_memory(tensor), Proxy.ASYNC, False, True,
                            f"read by {engine.label} load", span, region=copy_box(stmt))]
@@ -64,3 +65,19 @@ def _global(stmt: ir.Stmt) -> list[Access]:
                                                       v.length and (v.length,)))
                     for v in global_vectors(value)]
     return []
+
+
+def own_boxes(a: Access, b: Access, warpgroups: int) -> bool:
+    """Whether the global boxes of `a` and `b` move with `wg` so that warpgroup
+    w's box of `a` and warpgroup w + d's box of `b` are apart for every other
+    of the `warpgroups` (d != 0): where they meet, one warpgroup made both."""
+    if a.region is None or b.region is None:
+        return False
+    wg = ir.Scalar(ir.ScalarKind.BUILTIN, "wg")
+
+    def moved(box: GlobalBox, d: int) -> GlobalBox:
+        other = ir.ScalarOp("+", wg, ir.const(d))
+        return replace(box, coords=tuple(substitute(c, ir.ScalarKind.BUILTIN, "wg", other)
+                                         for c in box.coords))
+    return all(not boxes_overlap(a.region, moved(b.region, d), same_point=True)
+               for d in range(1 - warpgroups, warpgroups) if d)

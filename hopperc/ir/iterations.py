@@ -10,7 +10,8 @@ different planes. A global box that crossed MAX_AGE back edges stays where it
 was then, as a bound (`j - 4` or earlier: past it along each axis that moves
 with `j`, ir/index_algebra.py); any other access that old, and one whose
 indices name a tile coordinate across the persistent tile loop (which takes a
-new tile each iteration), falls back to its whole buffer or tensor.
+new tile each iteration), falls back to its whole buffer or tensor (the latter
+remembered as of an earlier tile).
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def next_iteration(access: Access, loop: ir.ForLoop) -> Access | None:
     names = _names(access, LOOP)
     guarded = any(var == loop.var for var, _ in access.when)
     if loop.var == TILE_LOOP and _names(access, ir.ScalarKind.TILE):
-        return _whole(access, loop.var)
+        return replace(_whole(access, loop.var), ages=_set(access.ages, loop.var, 1))
     if loop.var not in names and not guarded:
         return access
     age = dict(access.ages).get(loop.var, 0) + 1
@@ -60,6 +61,12 @@ def next_iteration(access: Access, loop: ir.ForLoop) -> Access | None:
     return replace(aged, ages=_set(access.ages, loop.var, age), when=tuple(
         (var, ir.ScalarOp("+", value, ir.const(1)) if var == loop.var else value)
         for var, value in access.when))
+
+
+def of_an_earlier_tile(access: Access) -> bool:
+    """Whether the access, indexed by tile coordinates, was made for a tile the
+    persistent tile loop took before the current one."""
+    return dict(access.ages).get(TILE_LOOP, 0) > 0
 
 
 def last_iteration(access: Access, loop: ir.ForLoop) -> Access:

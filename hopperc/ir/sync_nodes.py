@@ -30,6 +30,7 @@ class Hazard(Enum):
     GENERIC_READ_ASYNC_WRITE = "generic read -> async write"
     ASYNC_WRITE_READ = "async write -> read"
     ASYNC_READ_WRITE = "async read -> write"
+    ASYNC_WRITE_WRITE = "async write -> write"
     THREAD_HANDOFF = "hand-off between threads"
     REGISTERS_TO_WGMMA = "register access -> wgmma"
     SETUP = "barrier setup"

@@ -12,12 +12,19 @@ loop variable is compared with the plane `sd[j - 1]` of the store still in
 flight from the previous iteration, ir/iterations.py). Before global memory
 that a committed store may still be writing is read (a TMA load, or ld.global
 of a vector), it waits the plain `cp.async.bulk.wait_group N` likewise; the
-barrier pass hands that completion to the other reading threads. Before the
-role (or kernel) ends with stores still reading shared memory, it waits
-`.read 0`, so shared memory outlives every read of it (the global writes
-complete by the kernel's end).
+barrier pass hands that completion to the other reading threads. Before
+another async write of global memory that a committed store may still be
+writing (a second store, or a store and a reduce-add, of overlapping boxes),
+it waits the plain `wait_group N` likewise (an earlier store of the same run
+is first committed as a group of its own); the barrier pass hands that
+completion on where another thread issues the later write. Two reduce-adds
+need no wait: their adds commute. Before the role (or kernel) ends with
+stores still reading shared memory, it waits `.read 0`, so shared memory
+outlives every read of it (the global writes complete by the kernel's end).
 A TMA reduce-add (`tma T[i, j] += buf`) is a store here: it reads its source
-and writes (adds into) global memory in a bulk group like any other.
+and writes (adds into) global memory in a bulk group like any other. A
+`signal` (or a counter's) completes every group: order_semaphores, later,
+waits the plain `wait_group 0` before it.
 
 Hardware rule: a bulk store reads its shared source asynchronously until
 `wait_group.read` reports its group done, and writes global memory until a
@@ -25,7 +32,11 @@ plain `wait_group` reports it; `wait_group{.read} N` returns once at most the N
 most recent groups are still pending (PTX ISA, cp.async.bulk.wait_group). The
 completion of a bulk copy is followed by an implicit generic-async proxy fence
 (PTX ISA, async proxy), so no fence.proxy.async comes between the plain wait
-and an ld.global of what the store wrote.
+and an ld.global of what the store wrote. Bulk async operations are not
+ordered with each other: two of one thread, even in one group or in groups
+committed in order, may write global memory in either order, and only the wait
+that completes the earlier one orders it before the later (PTX ISA,
+cp.async.bulk.wait_group; memory consistency model, async proxy).
 cp.reduce.async.bulk.tensor completes through the same bulk-group
 mechanism (PTX ISA: `.bulk_group` completion, the same wait_group{.read}).
 """
@@ -71,10 +82,22 @@ def _commit(run: list[ir.Stmt]) -> ir.BulkCommit:
 
 def _hazards(stmt: ir.Stmt) -> list[Access]:
     """What a store in flight may conflict with: writes of shared memory (the
-    store reads it) and reads of global memory (the store writes it)."""
-    accesses = [a for a in all_accesses(stmt) if a.write] + \
-        [a for a in global_accesses(stmt) if not a.write]
+    store reads it) and accesses of global memory (the store writes it)."""
+    accesses = [a for a in all_accesses(stmt) if a.write] + global_accesses(stmt)
     return sorted(accesses, key=source_order)
+
+
+def _conflict(store: Access, access: Access) -> bool:
+    """Whether `access` must wait for the in-flight store's `store` where both
+    touch the same bytes: a write after its read of shared memory, a read after
+    its write of global memory, a write after that write unless both add or the
+    store wrote an earlier tile of a persistent loop (different tiles write
+    different elements: where two tiles' boxes meet, the blocks that take them
+    race, which `check` reports, sim/block_accesses.py)."""
+    if store.write != access.write:
+        return True
+    return store.write and not (store.adds and access.adds) \
+        and not iterations.of_an_earlier_tile(store)
 
 
 def _named_first(store: Access) -> tuple:
@@ -126,11 +149,22 @@ class _BulkStores(ForwardRewrite[_InFlight]):
             # Its body waits for its own stores every iteration anyway: a wait
             # ahead of it for the loop as a whole would only drain more groups.
             return [], state
+        hazards = _hazards(stmt)
+        closed = []
+        if isinstance(stmt, ir.AsyncStore):
+            earlier = [(s, a) for a in hazards for s in sorted(state.open, key=source_order)
+                       if _conflict(s, a) and iterations.in_flight_overlap(s, a)]
+            if earlier:  # a store of this run writes the same box: a wait needs its group
+                (store, access), *_ = earlier
+                closed = [ir.BulkCommit(store.span, ir.Reason(
+                    ir.Hazard.ASYNC_WRITE_WRITE, access.buffer, store.what, store.span,
+                    access.what, access.span))]
+                state = self.transfer(closed[0], state)
         youngest = None  # groups younger than the youngest one the accesses conflict with
         hit = None
-        for access in _hazards(stmt):
+        for access in hazards:
             for age, group in enumerate(reversed(state.groups)):
-                conflicts = [s for s in group if s.write != access.write
+                conflicts = [s for s in group if _conflict(s, access)
                              and iterations.in_flight_overlap(s, access)]
                 if conflicts:
                     if youngest is None or age < youngest:
@@ -140,18 +174,18 @@ class _BulkStores(ForwardRewrite[_InFlight]):
                         hit = (first, access)
                     break
         if hit is None:
-            return [], state
+            return closed, state
         store, access = hit
         what = store.what if store.buffer == access.buffer else f"{store.what} as '{store.buffer}'"
-        reason = ir.Reason(ir.Hazard.ASYNC_READ_WRITE if store.region is None
-                           else ir.Hazard.ASYNC_WRITE_READ,
-                           access.buffer, what, store.span, access.what, access.span)
+        hazard = ir.Hazard.ASYNC_READ_WRITE if store.region is None else \
+            ir.Hazard.ASYNC_WRITE_WRITE if access.write else ir.Hazard.ASYNC_WRITE_READ
+        reason = ir.Reason(hazard, access.buffer, what, store.span, access.what, access.span)
         completed, _ = async_groups.split(state.groups, youngest)
         done = {a.issued or a.view for group in completed for a in group if a.view is not None}
         wait = ir.BulkWaitRead(youngest, access.span, reason,
                                tuple(sorted(done, key=lambda v: (v.buffer, repr(v)))),
                                read=store.region is None)
-        return [wait], self.transfer(wait, state)
+        return closed + [wait], self.transfer(wait, state)
 
     def transfer(self, stmt: ir.Stmt, state: _InFlight) -> _InFlight:
         if isinstance(stmt, ir.AsyncStore):
@@ -167,6 +201,8 @@ class _BulkStores(ForwardRewrite[_InFlight]):
             while writing and not writing[0]:
                 writing = writing[1:]
             return replace(state, groups=writing + running)
+        if isinstance(stmt, (ir.Signal, ir.Count)):  # order_semaphores waits `wait_group 0` first
+            return replace(state, groups=())
         return state
 
     def manual(self, region: ir.ManualRegion, state: _InFlight) -> _InFlight:

@@ -11,8 +11,12 @@ role's index, so concurrent roles never share one and id 0 stays block-wide.
 Where every such pair is a warpgroup's own rows (`buf[wg]`, accessed by that
 warpgroup's threads, its wgmma or its store issuer), each warpgroup meets
 alone: `bar.sync id + wg, 128` on ids past the roles' (see
-`warpgroup_barrier`). Element-wise accesses that put every element on the
-same thread (one grid, layout and thread count: `owned`) need none: a thread
+`warpgroup_barrier`). Global memory is handed on the same way: a store's
+writes, completed by its issuer's plain wait_group, reach another thread's
+later access of the box through a barrier; none is needed where one
+warpgroup's issuer makes both and no other warpgroup's box meets them
+(`own_boxes`). Element-wise accesses that put every element on the same
+thread (one grid, layout and thread count: `owned`) need none: a thread
 rereads and rewrites its own elements in program order, in one iteration or
 the next; so do stmatrix stores of one view (each lane rewrites the rows it
 addresses), but not a stmatrix store and a per-element access.
@@ -44,7 +48,7 @@ from hopperc.ir.accesses import (Access, Proxy, bodies, completed, finished_by_i
                                  manual_accesses, may_overlap, mbarrier_arms, mbarrier_waits,
                                  own_rows, phase_word, same_rows, source_order, varies, walk,
                                  writes_global)
-from hopperc.ir.global_accesses import global_accesses
+from hopperc.ir.global_accesses import global_accesses, own_boxes
 from hopperc.ir.dataflow import ForwardRewrite, insert_before_trailing
 from hopperc.ir.rewrite import map_bodies
 from hopperc.ir.layout import element_grid, element_threads, part_shape, stores_by_matrix
@@ -139,7 +143,9 @@ class _Barriers(ForwardRewrite[Pending]):
                      if self.needs_barrier(prior, access)]
         if not conflicts:
             return [], state
-        prior, access = conflicts[0]
+        # A barrier of the whole role is explained by a conflict that needs it.
+        prior, access = next(((p, a) for p, a in conflicts if not self.same_rows(p, a)),
+                             conflicts[0])
         what = prior.what if prior.buffer == access.buffer else f"{prior.what} as '{prior.buffer}'"
         reason = ir.Reason(ir.Hazard.THREAD_HANDOFF, access.buffer, what, prior.span,
                            access.what, access.span)
@@ -232,9 +238,11 @@ class _Barriers(ForwardRewrite[Pending]):
 
     def same_thread(self, a: Access, b: Access) -> bool:
         """Both made by the role's one issuing thread, or by one warpgroup's issuing
-        thread on that warpgroup's own rows."""
+        thread on that warpgroup's own rows (of shared memory, or of a global
+        tensor: boxes that no other warpgroup's box meets)."""
         if a.per_warpgroup or b.per_warpgroup:
-            return a.per_warpgroup and b.per_warpgroup and self.same_rows(a, b)
+            return a.per_warpgroup and b.per_warpgroup and (
+                self.same_rows(a, b) or own_boxes(a, b, self.running // 128))
         return a.single_thread and b.single_thread
 
     def manual(self, region: ir.ManualRegion, state: Pending) -> Pending:

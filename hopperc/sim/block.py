@@ -22,7 +22,7 @@ from hopperc.sim.block_accesses import BlockAccesses
 from hopperc.sim.findings import Category, fail
 from hopperc.sim.memory import Agents, Clock, GlobalWrites, ShadowMemory, Site
 from hopperc.sim.scalars import PER_THREAD, compile_scalar, per_lane
-from hopperc.sim.values import Clip, add_box, read_box, write_box
+from hopperc.sim.values import Clip, add_box, clipped_box, read_box, write_box
 from hopperc.sim.views import Place, SharedSpace
 
 TRACE_LENGTH = 14
@@ -141,9 +141,10 @@ class Load:
     clip: Clip = None  # a ragged load's (axis, END)
 
 
-@dataclass
+@dataclass(eq=False)
 class Store:
-    """A TMA or bulk store: reads shared memory any time until its group's wait."""
+    """A TMA or bulk store: reads shared memory and writes global memory any time
+    until its group's wait, in any order with the issuer's other stores."""
 
     clock: Clock
     place: Place
@@ -154,6 +155,27 @@ class Store:
     done: bool = False
     clip: Clip = None  # a ragged store's (axis, END)
     reduce_add: bool = False  # adds its box into the tensor (cp.reduce.async.bulk.tensor)
+
+    def meets(self, other: "Store") -> bool:
+        """Whether the two stores' global boxes share an element."""
+        mine = clipped_box(self.origin, self.box, self.clip)
+        theirs = clipped_box(other.origin, other.box, other.clip)
+        return self.tensor == other.tensor and all(
+            a < b + m and b < a + n and n and m
+            for a, n, b, m in zip(self.origin, mine, other.origin, theirs))
+
+
+def runnable_stores(queue: "InOrderQueue") -> list[Store]:
+    """The pending stores of a thread that may run next. Bulk operations complete
+    in any order (only wait_group orders them, PTX ISA cp.async.bulk.wait_group);
+    their order shows only where two write the same element (the races of their
+    shared reads are found by happens-before, whatever the order), so the oldest
+    runs next unless a younger one meets an older one's box: then either may."""
+    pending = queue.pending
+    if len(pending) == 1:
+        return [pending[0]]
+    return [store for i, store in enumerate(pending)
+            if i == 0 or any(store.meets(older) for older in list(pending)[:i])]
 
 
 @dataclass
@@ -270,6 +292,13 @@ class Block:
         if self.between is not None:
             self.between.box(self.key, tensor, origin, box, clip, reduce_add, site, what)
 
+    def touch_elements(self, tensor: str, index: tuple[np.ndarray, ...], site: Site,
+                       adds: bool) -> None:
+        """Elements a warp stores (or, `adds`, adds into) from registers, for the
+        record across blocks."""
+        if self.between is not None:
+            self.between.elements(self.key, tensor, index, site, adds)
+
     def named_barrier(self, ident: int) -> NamedBarrier:
         return self.named.setdefault(ident, NamedBarrier(ident))
 
@@ -305,8 +334,12 @@ class Block:
                    f"completes {load.nbytes} B on {load.barrier.name}")
         load.barrier.complete_tx(load.nbytes, load.clock, load.site.span)
 
-    def run_store(self, queue: InOrderQueue) -> None:
-        store: Store = queue.pending.popleft()
+    def run_store(self, queue: InOrderQueue, store: Store | None = None) -> None:
+        """Run `store` of `queue` (default: its oldest pending one)."""
+        if store is None:
+            store = queue.pending.popleft()
+        else:
+            queue.pending.remove(store)
         self.memory.read(queue.agent, store.clock, self.space.region(store.place), store.site,
                          self.space.dtype(store.place))
         if self.tensors is not None:

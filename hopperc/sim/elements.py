@@ -147,10 +147,11 @@ class ElementCode:
             operands(stmt.value, lambda name: self.register_use(name, span), shared_access,
                      integer)
         op = "red.global.add" if stmt.atomic else "st.global"
+        site = Site(f"{op} of '{stmt.tensor}' by {self.who}", span)
         written = zip(*(i.tolist() for i in index))
-        block.global_writes.store(self.agent, self.clock, stmt.tensor, written,
-                                  Site(f"{op} of '{stmt.tensor}' by {self.who}", span),
+        block.global_writes.store(self.agent, self.clock, stmt.tensor, written, site,
                                   stmt.atomic)
+        block.touch_elements(stmt.tensor, index, site, stmt.atomic)
         self.tick()
 
     def vector_reads(self, expr: ir.TileExpr, shape: tuple[int, ...], row_vector: bool,

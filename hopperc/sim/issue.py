@@ -87,7 +87,8 @@ class AsyncIssue:
         # Its global writes may land any time until a plain wait completes its group.
         self.block.global_writes.write(GlobalWrite(stmt.tensor, origin,
                                                    clipped_box(origin, stmt.box, clip),
-                                                   queue.writer, queue.issued, site))
+                                                   queue.writer, queue.issued, site,
+                                                   stmt.reduce_add), self.clock)
         self.block.event(self.name, stmt.span, f"issues {site.what}")
         self.tick()
 

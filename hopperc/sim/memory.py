@@ -234,11 +234,14 @@ class GlobalWrite:
     agent: int
     tick: int
     site: Site
+    adds: bool = False  # a reduce-add: commutes with other adds
 
     def overlaps(self, tensor: str, origin: tuple[int, ...], box: tuple[int, ...] | None) -> bool:
-        """`box` None: anywhere in the tensor."""
+        """`box` None: anywhere in the tensor. A box clipped to nothing (a ragged
+        copy past its END) meets none."""
         return tensor == self.tensor and (box is None or all(
-            a < b + m and b < a + n for a, n, b, m in zip(origin, box, self.origin, self.box)))
+            a < b + m and b < a + n and n and m
+            for a, n, b, m in zip(origin, box, self.origin, self.box)))
 
 
 class GlobalWrites:
@@ -249,7 +252,10 @@ class GlobalWrites:
     (`wait_group.read` completes only its read of shared memory); its completion
     implies a generic-async proxy fence, so a read (TMA load or ld.global) of
     those elements is ordered after the write when its thread's clock covers
-    that plain wait. Nothing orders one block's writes before another block's
+    that plain wait. Bulk operations are not ordered with each other (one
+    thread's two stores may write in either order, whatever their groups), so a
+    later write of those elements (a bulk store, unless both add; st.global) is
+    ordered after it only so too. Nothing orders one block's writes before another block's
     reads: a reader of another cluster never sees these records (the clusters
     run one after another), and the compiler refuses what it can see of that."""
 
@@ -262,10 +268,12 @@ class GlobalWrites:
               atomic: bool = False) -> None:
         """st.global (or, `atomic`, red.global.add) of `elements` (index tuples)
         by the warp `agent`: another thread's store of one of them must be ordered
-        before it, or which value the element keeps depends on the schedule. Adds
-        commute with each other, not with a store: an add and a store of one
-        element race unless ordered."""
+        before it, or which value the element keeps depends on the schedule; so
+        must a bulk store's write of one (its issuer's plain wait, then a
+        hand-off). Adds commute with each other, not with a store: an add and a
+        store of one element race unless ordered."""
         known = self.stored.setdefault(tensor, {})
+        elements = list(elements)
         for element in elements:
             earlier = known.get(element)
             if earlier is not None and earlier[0] != agent and clock.get(earlier[0], 0) < \
@@ -279,8 +287,19 @@ class GlobalWrites:
             if not (atomic and earlier is not None and earlier[3]
                     and clock.get(earlier[0], 0) < earlier[1]):
                 known[element] = (agent, clock[agent], site, atomic)
+        for write in self.writes.get(tensor, ()):
+            if clock.get(write.agent, 0) < write.tick and not (atomic and write.adds):
+                hit = next((e for e in elements if write.overlaps(tensor, e, (1,) * len(e))),
+                           None)
+                if hit is not None:
+                    raise _unordered_writes(site, write.site, tensor)
 
-    def write(self, write: GlobalWrite) -> None:
+    def write(self, write: GlobalWrite, clock: Clock) -> None:
+        """A bulk store's write, issued by a thread whose clock is `clock`."""
+        for earlier in self.writes.get(write.tensor, ()):
+            if clock.get(earlier.agent, 0) < earlier.tick and not (earlier.adds and write.adds) \
+                    and earlier.overlaps(write.tensor, write.origin, write.box):
+                raise _unordered_writes(write.site, earlier.site, write.tensor)
         self.writes.setdefault(write.tensor, []).append(write)
 
     def read(self, clock: Clock, tensor: str, origin: tuple[int, ...],
@@ -296,6 +315,16 @@ class GlobalWrites:
                            "reader: the issuing thread's plain cp.async.bulk.wait_group (not "
                            ".read) and a hand-off to the reading threads must come between",
                            site.span, write.site.span)
+
+
+def _unordered_writes(site: Site, earlier: Site, tensor: str):
+    return fail(Category.RACE,
+                f"{site} writes global memory of '{tensor}' that {earlier} writes through the "
+                "async proxy, and that write is not complete for this thread: bulk copies "
+                "complete in any order, so which value each element keeps depends on the "
+                "schedule; the issuing thread's plain cp.async.bulk.wait_group (not .read), "
+                "and a hand-off where another thread writes next, must come between",
+                site.span, earlier.span)
 
 
 def _unfenced(earlier: Site, site: Site, wrote: int, unfenced: int) -> str:

@@ -15,6 +15,7 @@ from hopperc.diagnostics import CompileError
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.elements import element_tensors
+from hopperc.ir.index_algebra import names
 from hopperc.ir.raster import count_tiles, launch_grid, ragged_walk, run_extents
 from hopperc.runtime.launch_rules import (TensorShape, extent_names, illegal_shape,
                                           tile_count_problem)
@@ -208,7 +209,7 @@ def given_problem(kernel: ir.Kernel, dims: dict[str, int], inputs: dict[str, np.
     # Whole clusters, each block with its rank (x fastest, as %cluster_ctarank).
     clusters = [e // c for e, c in zip(extents, shape)]
     # Blocks that wait on each other's flags all run: a subset could wait forever.
-    picks = representative_blocks(clusters, max(1, max_blocks // size)) \
+    picks = representative_blocks(clusters, max(1, max_blocks // size), shared_axes(kernel)) \
         if max_blocks and blocks > max_blocks and not uses_semaphores(kernel) \
         else list(np.ndindex(*clusters))
     grid = []
@@ -222,14 +223,30 @@ def given_problem(kernel: ir.Kernel, dims: dict[str, int], inputs: dict[str, np.
                    element_sets=element_sets)
 
 
-def representative_blocks(extents: list[int], limit: int) -> list[tuple[int, ...]]:
+def shared_axes(kernel: ir.Kernel) -> list[int]:
+    """The grid axes along which two blocks may store the same box: those the
+    coordinates of some store (TMA, bulk, a row vector's) do not name."""
+    stores = [s.coords if isinstance(s, ir.AsyncStore) else (*s.index, s.start)
+              for s in walk(kernel.body) if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore))]
+    named = [{n for c in coords for n in names(c, ir.ScalarKind.TILE)} for coords in stores]
+    return [i for i, axis in enumerate(kernel.grid) if any(axis.name not in n for n in named)]
+
+
+def representative_blocks(extents: list[int], limit: int, shared: list[int] = ()
+                          ) -> list[tuple[int, ...]]:
     """At most `limit` blocks of a grid, in grid order: the first and the last,
-    the last along each axis (where partial tiles are), then blocks spread
-    evenly over the rest, without enumerating the grid."""
+    the last along each axis (where partial tiles are), then their neighbours
+    along each axis in `shared` (blocks that may store the same box meet, for
+    the record across blocks, sim/block_accesses.py), then blocks spread evenly
+    over the rest, without enumerating the grid."""
     total = math.prod(extents)
-    picks = [(0,) * len(extents), tuple(e - 1 for e in extents)]
-    picks += [tuple(e - 1 if i == axis else 0 for i, e in enumerate(extents))
+    edges = [(0,) * len(extents), tuple(e - 1 for e in extents)]
+    edges += [tuple(e - 1 if i == axis else 0 for i, e in enumerate(extents))
               for axis in range(len(extents))]
+    picks = list(dict.fromkeys(edges))
+    picks += [tuple(c + (1 if c + 1 < extents[axis] else -1) if i == axis else c
+                    for i, c in enumerate(pick))
+              for pick in picks for axis in shared if extents[axis] > 1]
     picks += [tuple(int(c) for c in np.unravel_index(round(k * (total - 1) / limit), extents))
               for k in range(1, limit)]
     chosen = list(dict.fromkeys(picks))[:limit]

@@ -167,9 +167,9 @@ class _RecordedBlock(Block):
         piece.end = rec.now + 1
         rec.arrived(load.barrier, phase, piece)
 
-    def run_store(self, queue) -> None:
-        rec, store = self.recorder, queue.pending[0]
-        super().run_store(queue)
+    def run_store(self, queue, store=None) -> None:
+        rec, store = self.recorder, store or queue.pending[0]
+        super().run_store(queue, store)
         rec.running.pop(id(store)).end = rec.now + 1
 
 

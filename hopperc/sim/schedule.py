@@ -9,7 +9,7 @@ import random
 from collections import deque
 
 from hopperc.sim.barriers import MBarrier, NamedBarrier
-from hopperc.sim.block import TRACE_LENGTH, Block, Program
+from hopperc.sim.block import TRACE_LENGTH, Block, Program, runnable_stores
 from hopperc.sim.findings import Category, SimFailure, fail
 from hopperc.sim.memory import Agents
 from hopperc.sim.semaphores import starve_block
@@ -98,8 +98,8 @@ def _state(blocks: list[Block]) -> tuple:
 
 def _block_state(block: Block) -> tuple:
     warps = tuple((w.steps, w.done, len(w.wgmma.pending), len(w.wgmma.groups),
-                   tuple((len(q.pending), len(q.groups), len(q.unwritten))
-                         for q in w.stores.values()))
+                   tuple((tuple(s.clock[q.agent] for s in q.pending), len(q.groups),
+                          len(q.unwritten)) for q in w.stores.values()))
                   for w in block.warps)
     mbarriers = tuple((b.initialized, b.invalidated, b.phase, b.pending, b.tx, b.in_flight)
                       for b in block.mbarriers.values())
@@ -166,8 +166,8 @@ def run_blocks(program: Program, blocks: list[Block], chooser, block_index: int)
             elif kind == "product":
                 what.run_product()
             else:
-                block, queue = what
-                block.run_store(queue)
+                block, queue, store = what
+                block.run_store(queue, store)
     except SimFailure as failure:
         failure.trace = tuple(trace)
         raise
@@ -198,7 +198,7 @@ def _candidates(blocks: list[Block], warps: list[Warp]) -> list[tuple[str, objec
         if w.stores:
             for q in w.stores.values():
                 if q.pending:
-                    queued.append(("store", (w.block, q)))
+                    queued += [("store", (w.block, q, s)) for s in runnable_stores(q)]
     for block in blocks:
         for load in block.loads:
             out.append(("load", (block, load)))

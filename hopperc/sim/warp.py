@@ -391,8 +391,8 @@ class Warp(ElementCode, AsyncIssue):
             case ir.BulkWaitRead(pending=keep, read=read):
                 queue = self.store_queue(lane)
                 for op in queue.retire(keep):
-                    while not op.done:
-                        block.run_store(queue)
+                    if not op.done:
+                        block.run_store(queue, op)
                     join(self.clock, op.clock)
                 if not read:  # the older groups' global writes are complete too
                     join(self.clock, queue.complete_writes(keep))

@@ -1,5 +1,5 @@
 """complete_bulk_stores: one commit per run of stores, wait_group.read before reuse/exit."""
-from tests.conftest import filecheck, ir_after
+from tests.conftest import ROOT, filecheck, ir_after
 from tests.passes.kernels import (COPY, HEADER, LOAD_THEN_READ, REWRITE_EACH_ITERATION,
                                   SUBTILE_EPILOGUE)
 
@@ -146,17 +146,18 @@ CHECK-NEXT: st.shared sa = 4
 
 def test_a_wait_after_a_branch_counts_the_groups_every_path_leaves_younger(tmp_path):
     """One path commits one more group than the other: sa's group then has 1 or 2
-    groups after it, and only N = 1 completes it on both paths."""
+    groups after it, and only N = 1 completes it on both paths. (The stores
+    write three different boxes: none waits for another's global writes.)"""
     text = HEADER + """    shared sa: bf16[BM, BN]
     shared sb: bf16[BM, BN]
     shared sc: bf16[BM, BN]
     sa = 1.0
-    tma Y[tile.m, tile.n] <- sa
+    tma Y[tile.m, 3 * tile.n] <- sa
     sb = 2.0
-    tma Y[tile.m, tile.n] <- sb
+    tma Y[tile.m, 3 * tile.n + 1] <- sb
     if tile.m > 0 {
         sc = 3.0
-        tma Y[tile.m, tile.n] <- sc
+        tma Y[tile.m, 3 * tile.n + 2] <- sc
     }
     sa = 4.0
 }
@@ -348,3 +349,163 @@ def test_negative_loads_past_every_store_in_flight_do_not_wait(tmp_path):
     out = ir_after(text, PASS)
     assert "wait_group.read" in out
     assert not [line for line in out.splitlines() if "cp.async.bulk.wait_group " in line]
+
+
+F32 = HEADER.replace("bf16", "f32")
+
+
+def test_a_store_after_an_add_into_its_box_waits_for_the_adds(tmp_path):
+    """Bulk copies complete in any order: the store waits for the add's global
+    writes (plain wait), not only for its shared reads."""
+    text = F32 + """    shared sa: f32[BM, BN]
+    shared sb: f32[BM, BN]
+    sa = 1.0
+    tma Y[tile.m, tile.n] += sa
+    sb = 2.0
+    tma Y[tile.m, tile.n] <- sb
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: tma.reduce-add Y
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK: st.shared sb
+CHECK-NEXT: cp.async.bulk.wait_group 0
+CHECK-SAME: why: global Y written by TMA reduce-add (t.hk:7), written by TMA store (t.hk:9)
+CHECK-NEXT: tma.store Y
+""", tmp_path)
+
+
+def test_an_add_after_a_store_of_its_box_waits_for_the_store(tmp_path):
+    text = F32 + """    shared sa: f32[BM, BN]
+    shared sb: f32[BM, BN]
+    sa = 1.0
+    tma Y[tile.m, tile.n] <- sa
+    sb = 2.0
+    tma Y[tile.m, tile.n] += sb
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: st.shared sb
+CHECK-NEXT: cp.async.bulk.wait_group 0
+CHECK-SAME: why: global Y written by TMA store (t.hk:7), written by TMA reduce-add (t.hk:9)
+CHECK-NEXT: tma.reduce-add Y
+""", tmp_path)
+
+
+def test_stores_of_one_box_in_one_run_are_committed_apart_and_waited(tmp_path):
+    """One group for both would leave their order free: the first is committed
+    on its own and completed before the second is issued."""
+    text = F32 + """    shared sa: f32[BM, BN]
+    shared sb: f32[BM, BN]
+    sa = 1.0
+    sb = 2.0
+    tma Y[tile.m, tile.n] <- sa
+    tma X[tile.m, tile.n] <- sa
+    tma Y[tile.m, tile.n] <- sb
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: tma.store Y{{.*}} <- sa
+CHECK-NEXT: tma.store X{{.*}} <- sa
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK-SAME: why: global Y written by TMA store (t.hk:8), written by TMA store (t.hk:10)
+CHECK-NEXT: cp.async.bulk.wait_group 0
+CHECK-NEXT: tma.store Y{{.*}} <- sb
+CHECK-NEXT: cp.async.bulk.commit_group
+""", tmp_path)
+
+
+def test_the_wait_for_an_earlier_write_leaves_younger_groups_running(tmp_path):
+    """The store of Y's box waits for Y's older store, not for X's younger one."""
+    text = F32 + """    shared sa: f32[BM, BN]
+    shared sb: f32[BM, BN]
+    shared sc: f32[BM, BN]
+    sa = 1.0
+    tma Y[tile.m, tile.n] <- sa
+    sb = 2.0
+    tma X[tile.m, tile.n] <- sb
+    sc = 3.0
+    tma Y[tile.m, tile.n] <- sc
+}
+"""
+    filecheck(ir_after(text, PASS), """
+CHECK: st.shared sc
+CHECK-NEXT: cp.async.bulk.wait_group 1
+CHECK-SAME: why: global Y written by TMA store (t.hk:8), written by TMA store (t.hk:12)
+CHECK-NEXT: tma.store Y
+""", tmp_path)
+
+
+def test_negative_adds_into_one_box_do_not_wait():
+    """Reduce-adds commute: only the exit's `.read` wait."""
+    text = F32 + """    shared sa: f32[BM, BN]
+    shared sb: f32[BM, BN]
+    sa = 1.0
+    sb = 2.0
+    tma Y[tile.m, tile.n] += sa
+    tma Y[tile.m, tile.n] += sb
+}
+"""
+    out = ir_after(text, PASS)
+    assert out.count("commit_group") == 1 and "wait_group " not in out.replace(
+        "wait_group.read", "")
+
+
+def test_negative_stores_of_different_boxes_of_one_tensor_share_a_group():
+    text = F32 + """    shared sa: f32[BM, BN]
+    shared sb: f32[BM, BN]
+    sa = 1.0
+    sb = 2.0
+    tma Y[tile.m, 2 * tile.n] <- sa
+    tma Y[tile.m, 2 * tile.n + 1] <- sb
+}
+"""
+    out = ir_after(text, PASS)
+    assert out.count("commit_group") == 1 and "wait_group " not in out.replace(
+        "wait_group.read", "")
+
+
+def test_another_warpgroups_write_of_the_box_waits_and_meets(tmp_path):
+    """Each warpgroup's thread waits for its own store; the barrier of both
+    warpgroups then hands that on to the other's add (a warpgroup's own barrier
+    would not)."""
+    text = (ROOT / "tests/sim/hazards/store_then_add_per_warpgroup.hk").read_text()
+    filecheck(ir_after(text, "insert_barriers"), """
+CHECK: tma.store Y
+CHECK-NEXT: cp.async.bulk.commit_group
+CHECK-NEXT: cp.async.bulk.wait_group 0
+CHECK-SAME: why: global Y written by TMA store (t.hk:13), written by TMA reduce-add (t.hk:14)
+CHECK-NEXT: bar.sync 1, 256
+CHECK-NEXT: tma.reduce-add Y
+""", tmp_path)
+
+
+def test_negative_a_warpgroups_rewrite_of_its_own_box_needs_no_barrier_of_both(tmp_path):
+    """Each warpgroup stores Y[2 * tile.m + wg, ...] twice: the second store waits
+    (plain, leaving the other plane's store running) for its own thread's first
+    one; no other warpgroup's box meets it, so no barrier of both warpgroups."""
+    text = (ROOT / "tests/sim/hazards/subtile_planes_per_warpgroup.hk").read_text()
+    filecheck(ir_after(text, "insert_barriers"), """
+CHECK: st.shared sc[wg of 4] = bf16((acc[:, 0:32] * 2))
+CHECK-NEXT: cp.async.bulk.wait_group 1
+CHECK-SAME: why: global Y written by TMA store (t.hk:14), written by TMA store (t.hk:18)
+CHECK-NEXT: bar.sync 2 + wg, 128
+CHECK-NEXT: tma.store Y
+""", tmp_path)
+
+
+def test_negative_a_persistent_blocks_next_tile_does_not_wait_for_its_last_store():
+    """Different tiles write different boxes (where they meet, the blocks that take
+    them race, a `check` finding): gemm_persistent's epilogue waits `.read` only."""
+    out = ir_after((ROOT / "samples/gemm_persistent.hk").read_text(), PASS)
+    assert "cp.async.bulk.wait_group.read 1" in out
+    assert "cp.async.bulk.wait_group " not in out
+
+
+def test_negative_a_store_before_a_signal_is_complete_after_it():
+    """gemm_streamk stores its partial W[tile.b, ...] then signals (order_semaphores
+    waits `wait_group 0` before the release): the next work unit's store of the
+    same box waits for nothing more."""
+    out = ir_after((ROOT / "samples/gemm_streamk.hk").read_text(), PASS)
+    assert "global W written by TMA store" not in out
+    assert "red.release.gpu.global.add.s32 F[t]" in out

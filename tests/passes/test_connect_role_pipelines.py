@@ -150,7 +150,8 @@ CHECK-NEXT: st.shared sc
     assert report.ok, [line for f in report.findings for line in f.lines()]
 
 
-INTERLEAVED_HANDOFFS = """kernel three(Q: bf16[M, 64], K: bf16[L, 64], V: bf16[L, 64], W: f32[L, 64], O: bf16[M, 64], Z: f32[L, 64])
+# Each block stores its own column of Z's boxes (a box stored by two blocks races).
+INTERLEAVED_HANDOFFS = """kernel three(Q: bf16[M, 64], K: bf16[L, 64], V: bf16[L, 64], W: f32[L, 64], O: bf16[M, 64], Z: f32[L, M])
     tile(BM = 64, BN = 64, H = 64) grid(m: M / BM)
 {
     shared sq: bf16[BM, H] swizzle 128B
@@ -173,7 +174,7 @@ INTERLEAVED_HANDOFFS = """kernel three(Q: bf16[M, 64], K: bf16[L, 64], V: bf16[L
     role ew: warpgroup {
         for j in 0 .. L / BN {
             sz = sw * 2.0
-            tma Z[j, 0] <- sz
+            tma Z[j, tile.m] <- sz
         }
     }
     role load: warp {

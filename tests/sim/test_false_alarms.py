@@ -12,7 +12,8 @@ from hopperc.sim.explore import Report, _compare
 from hopperc.sim.findings import Category
 
 # Each warpgroup meets its own 128 threads at `bar.sync 1, 128` in its turn;
-# the block barrier at the end of each turn orders the turns.
+# the block barrier at the end of each turn orders the turns (and, after the
+# issuer's plain wait, one turn's store of Y's box before the next one's).
 TURNS = """\
 kernel turns(Y: f32[M, N]) tile(BM = 64, BN = 64) grid(m: M / BM, n: N / BN) threads 256 manual
 {
@@ -25,7 +26,7 @@ kernel turns(Y: f32[M, N]) tile(BM = 64, BN = 64) grid(m: M / BM, n: N / BN) thr
             if thread == 128 * t {
                 tma Y[tile.m, tile.n] <- sy[wg]
                 bulk.commit
-                bulk.wait_read 0
+                bulk.wait 0
             }
         }
         bar.sync 2, 256

@@ -4,17 +4,26 @@ and an out-of-range plane reported at its line, never a crash."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
 
 from hopperc import driver
 from hopperc.diagnostics import CompileError, SourceFile
-from hopperc.sim.problem import representative_blocks
+from hopperc.sim.problem import representative_blocks, shared_axes
+from tests.conftest import ROOT
 
 COPY = (Path(__file__).parent / "manual" / "single_thread_copy.hk").read_text()
 HEADER = "kernel single_thread_copy(X: bf16[M, N], Y: bf16[M, N]) tile(BM = 64, BN = 64)\n" \
          "    grid(m: M / BM, n: N / BN)"
+
+
+def one_store_along_z(text: str) -> str:
+    """The copy with only the blocks of tile.z 0 storing: Y's boxes do not name
+    z, and two blocks storing one box race."""
+    return re.sub(r"( +)(tma Y\[tile.m, tile.n\] <- [^\n]+)\n",
+                  r"\1if tile.z == 0 {\n\1    \2\n\1}\n", text)
 
 
 def copy_kernel(tmp_path, header: str, body=lambda text: text) -> str:
@@ -45,7 +54,8 @@ def test_running_out_of_memory_while_simulating_is_an_error_not_a_crash(monkeypa
 
 def test_a_large_grid_is_simulated_on_a_representative_subset(hopperc_cli, tmp_path):
     path = copy_kernel(tmp_path, "kernel wide(X: bf16[M, N], Y: bf16[M, N]) "
-                                 "tile(BM = 64, BN = 64)\n    grid(m: M / BM, n: N / BN, z: 512)")
+                                 "tile(BM = 64, BN = 64)\n    grid(m: M / BM, n: N / BN, z: 512)",
+                       one_store_along_z)
     proc = hopperc_cli("sim", path, "-q", "--seeds", "2", "--search", "0")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "shapes: M=97 N=96, 2048 blocks, 8 simulated (the first, the last" in proc.stdout
@@ -58,8 +68,8 @@ def test_a_bug_in_the_last_block_of_a_large_grid_is_still_found(hopperc_cli, tmp
     def last_block_overruns(text: str) -> str:
         text = text.replace("shared buf: bf16[BM, BN]", "shared buf: bf16[2, BM, BN]")
         index = "buf[(tile.m + tile.n + tile.z) / 513]"  # rounds up: 0 in block 0, else 1
-        return text.replace("tma buf <- X", f"tma {index} <- X").replace(
-            "<- buf\n", f"<- {index}\n")
+        return one_store_along_z(text.replace("tma buf <- X", f"tma {index} <- X").replace(
+            "<- buf\n", f"<- {index}\n"))
     path = copy_kernel(tmp_path, "kernel wide(X: bf16[M, N], Y: bf16[M, N]) "
                                  "tile(BM = 64, BN = 64)\n    grid(m: M / BM, n: N / BN, z: 512)",
                        last_block_overruns)
@@ -97,3 +107,19 @@ def test_an_mbarrier_index_past_the_array_is_an_out_of_range_access(hopperc_cli,
     assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
     assert f"{path}:14:9: out-of-range access: mbarrier index 2 is out of range for 'full' " \
            "(2 barriers, indexed 0 to 1)" in proc.stdout
+
+
+def test_representative_blocks_take_the_neighbours_that_share_boxes():
+    """Split-K's grid (m, n, s): C's boxes do not name s, so the blocks kept
+    come with a neighbour along s; without shared axes, none is added."""
+    blocks = representative_blocks([3, 5, 4], 8, [2])
+    assert (0, 0, 1) in blocks and (2, 4, 2) in blocks
+    assert len(blocks) == 8 and blocks == sorted(blocks)
+    assert (0, 0, 1) not in representative_blocks([3, 5, 4], 8)
+
+
+def test_shared_axes_are_those_a_stores_coordinates_do_not_name():
+    kernel = driver.lower(driver.check(driver.read_source(ROOT / "samples" / "gemm_splitk.hk")))
+    assert [kernel.grid[i].name for i in shared_axes(kernel)] == ["s"]
+    bf16 = driver.lower(driver.check(driver.read_source(ROOT / "samples" / "gemm_bf16.hk")))
+    assert shared_axes(bf16) == []

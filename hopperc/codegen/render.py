@@ -83,7 +83,7 @@ def _line_directive(line: int, file: str) -> str:
 def _param_decl(p) -> str:
     if p.kind == "tensor_map":
         return f"const __grid_constant__ hk_tensor_map {names.tensor_map(p.name)}"
-    if p.kind == "pointer" and p.written:  # launch.written_tensors: no promise to break
+    if p.kind == "pointer" and p.written:  # written_tensors: no promise to break
         return f"{p.ctype} {names.user(p.name)}"
     if p.kind == "pointer":
         return f"const {p.ctype} __restrict__ {names.user(p.name)}"

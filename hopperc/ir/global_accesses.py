@@ -20,16 +20,17 @@ def global_memory(tensor: str) -> str:
 
 def written_tensors(body: ir.Block) -> frozenset[str]:
     """The global tensors some statement of `body` (the kernel's, manual code
-    included) writes: a TMA or bulk store or reduce-add, a row store, and any other
-    statement naming a tensor but a load. A tensor outside it is read-only for the
-    whole kernel, the condition for reading it through the non-coherent path
-    (`ld.global.nc`, `__ldg`: the PTX ISA allows it only for data read-only for
-    the kernel's lifetime) and for reading a loaded vector once into registers
-    where it is declared. Counting every such statement as a write, a statement
-    kind added later (an atomic add, a flag) errs on the side of a plain read."""
-    return frozenset(s.tensor for s in walk(body)
-                     if isinstance(getattr(s, "tensor", None), str)
-                     and not isinstance(s, ir.AsyncLoad))
+    included) writes: stores and reduce-adds (TMA or bulk), stores and atomic adds
+    from registers, flags and counters (signalled, or waited on while other blocks
+    signal them). Only the others are read-only for the whole kernel: the condition
+    for reading them through the non-coherent path (`ld.global.nc`, `__ldg`, a
+    `const __restrict__` pointer: PTX ISA, ld.global.nc; CUDA C++ Programming
+    Guide, __restrict__ and __ldg), which may return a stale value of what the
+    kernel wrote even after the wait that completed it, and for reading a loaded
+    vector once into registers where it is declared. A statement kind that
+    writes a tensor belongs here."""
+    return frozenset(s.tensor for s in walk(body) if isinstance(
+        s, (ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait, ir.Count)))
 
 
 def global_vectors(expr: ir.TileExpr) -> Iterator[ir.GlobalVector]:

@@ -3,7 +3,7 @@ non-coherent path (`ld.global.nc`, `__ldg`, a `const __restrict__` pointer) is
 valid only for data read-only for the whole kernel (PTX ISA, ld.global.nc), so a
 tensor the kernel stores into, reduce-adds into or stores from registers is
 declared plain and read back with a coherent `ld.global`; read-only tensors
-keep the `.nc` path (codegen/launch.written_tensors)."""
+keep the `.nc` path (ir/global_accesses.written_tensors)."""
 from __future__ import annotations
 
 import re

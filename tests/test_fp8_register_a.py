@@ -115,12 +115,45 @@ def test_fence_follows_the_exchange():
                      r"u_pe\[6\], u_pe\[7\]", cuda)
 
 
-def _loop_counts(text: str) -> Counter:
+def _loop_body(text: str) -> list[sm.Instruction]:
     built = driver.build(SourceFile("k.hk", text))
     assert built.result.resources.spill_stores == 0
     (code,) = sm.functions(built.result.cubin).values()
-    loop = sm.loop_holding(code, "QGMMA")
-    return Counter(i.base for i in loop.body(code))
+    return sm.loop_holding(code, "QGMMA").body(code)
+
+
+# hk_fp8_quad_exchange's byte_perm selectors: lanes of the lower and upper half of a
+# quad pick bytes (lo, hi) with (0x5410, 0x7632) and (0x1054, 0x3276).
+PRMT_SELECTORS = {0x5410, 0x7632, 0x1054, 0x3276}
+
+
+def _registers(operands: str) -> list[str]:
+    return [o.removesuffix(".reuse") for o in operands.split(",")]
+
+
+def _exchange_sels(body: list[sm.Instruction]) -> tuple[list[tuple[str, str, str]],
+                                                        list[tuple[str, int]]]:
+    """The SELs of the fp8 exchange in a loop, each recognised, any other failing:
+    per exchange a swap of its register pair by the lane's parity (`odd ? y : x`
+    and `odd ? x : y`: two SELs of the same two registers, swapped, on one
+    predicate), returned as (predicate, first, second) per SEL; and a PRMT
+    selector chosen by the lane's half of its quad, where ptxas rematerializes it
+    in the loop (`SEL R, R, 0x5410, P`), returned as (destination, selector), each
+    feeding the selector operand of a PRMT."""
+    sels = []
+    for i in body:
+        if i.base == "SEL":
+            dst, a, b, p = _registers(i.operands)
+            sels.append((dst, *((b, a, p[1:]) if p.startswith("!") else (a, b, p))))
+    prmt_selectors = {_registers(i.operands)[2] for i in body if i.base == "PRMT"}
+    pairs = [(p, a, b) for _, a, b, p in sels if not b.startswith("0x")]
+    swaps = [(p, a, b) for p, a, b in pairs if (p, b, a) in pairs and a != b]
+    selectors = [(d, int(b, 16)) for d, _, b, _ in sels if b.startswith("0x")]
+    assert swaps == pairs, f"a SEL that swaps no register pair: {pairs}"
+    assert all(d in prmt_selectors and v in PRMT_SELECTORS for d, v in selectors), \
+        (selectors, prmt_selectors)
+    assert len(selectors) + len(pairs) == len(sels)
+    return swaps, selectors
 
 
 @pytest.mark.parametrize("dtype", ["e4m3", "e5m2"])
@@ -128,27 +161,29 @@ def test_exchange_costs_one_shuffle_and_one_prmt_per_register(dtype):
     """Per k-step of P (4 A registers of 4 bytes): 8 F2FP (two values each),
     4 SHFL, 4 PRMT and 4 SEL (which of its two pairs a lane sends), FA3's
     permute_Aregs_fp8 count; the register-A product is QGMMA from registers."""
-    found = _loop_counts(chain(dtype))
+    body = _loop_body(chain(dtype))
+    found = Counter(i.base for i in body)
     steps = 64 // 32
     assert found["QGMMA"] == 2 * steps  # S = X W^T and O += P V
     assert (found["SHFL"], found["PRMT"], found["SEL"]) == (4 * steps,) * 3
     assert found["F2FP"] == 8 * steps
+    swaps, selectors = _exchange_sels(body)
+    assert (len(swaps), selectors) == (4 * steps, [])  # the selectors stay in registers
 
 
 def test_attention_exchange_in_sass():
     """The FP8 attention's loop: per 128-key tile 4 k-steps of P (16 SHFL of the
-    exchange; the row maximum's 4 more), 16 PRMT, 16 SEL of a register pair, 32
-    F2FP, 4 + 4 QGMMA, no spill. (Where ptxas rematerializes a lane's PRMT selector
-    in the loop rather than keeping it in a register, that is a SEL of two
-    immediates more, `SEL R, R, 0x5410, P`: not the exchange's.)"""
-    built = driver.build(SourceFile("k.hk", ATTENTION.read_text()))
-    (code,) = sm.functions(built.result.cubin).values()
-    body = sm.loop_holding(code, "QGMMA").body(code)
+    exchange; the row maximum's 4 more), 16 PRMT, 16 SEL swapping 8 register
+    pairs, 32 F2FP, 4 + 4 QGMMA, no spill. Where ptxas rematerializes a lane's two
+    PRMT selectors in the loop rather than keeping them in registers, each is a
+    SEL of an exchange selector feeding the PRMTs; no other SEL."""
+    body = _loop_body(ATTENTION.read_text())
     found = Counter(i.base for i in body)
-    pairs = [i for i in body if i.base == "SEL" and "0x" not in i.operands]
+    swaps, selectors = _exchange_sels(body)
     assert found["QGMMA"] == 8
-    assert (found["PRMT"], len(pairs), found["F2FP"]) == (16, 16, 32)
-    assert found["SEL"] - len(pairs) <= 2
+    assert (found["PRMT"], len(swaps), found["F2FP"]) == (16, 16, 32)
+    # at most one rematerialized selector of lo (0x5410 / 0x1054) and one of hi
+    assert len(selectors) == len({v in (0x5410, 0x1054) for _, v in selectors})
     assert found["SHFL"] == 16 + 4
 
 

@@ -14,6 +14,7 @@ from hopperc.backend import sass_metrics as sm
 from hopperc.diagnostics import SourceFile
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import tile_operands, walk
+from hopperc.ir.global_accesses import written_tensors
 from tests.conftest import ROOT, edit_error
 
 # A warpgroup's rows (Layout.ROWS): loaded i32 labels and f32 scales, and a
@@ -298,3 +299,94 @@ def test_rows_spanning_warps_hold_every_row_in_every_thread():
     assert (copy.name, copy.layout, copy.shape) == ("t_rows", ir.Layout.EVERY_ROW, (16,))
     (store,) = [s for s in walk(lowered.body) if isinstance(s, ir.GlobalRowStore)]
     assert not [e for e in tile_operands(store.value) if isinstance(e, ir.GlobalVector)]
+
+
+# The kernel writes S after `s` is declared: `s` names S's elements, read where
+# used (after the store), in its per-row and per-column uses alike.
+STORED = """kernel stored(X: f32[M, N], S: f32[M], Y: f32[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM) threads 128
+{
+    shared sx: f32[BM, BN]
+    shared ss: f32[BM]
+    tma sx <- X[tile.m, 0]
+    s: f32[BM] = S[tile.m]
+    ss = 1.5
+    bulk S[tile.m] <- ss
+    sx = sx * s[:, None]
+    tma Y[tile.m, 0] <- sx
+}
+"""
+STORED_MIXED = STORED.replace("sx * s[:, None]", "sx * s[:, None] + s[None, :]")
+STORED_MANUAL = STORED.replace("    sx = sx * s[:, None]\n", """    manual {
+        x: f32[BM, BN] = sx * s[:, None]
+        sx = x
+    }
+""")
+
+
+@pytest.mark.parametrize("text, per_column", [(STORED, 0.0), (STORED_MIXED, 1.5),
+                                               (STORED_MANUAL, 0.0)],
+                         ids=["per_row", "per_row_and_column", "in_manual_code"])
+def test_a_vector_of_a_tensor_the_kernel_writes_reads_it_where_used(text, per_column):
+    rng = np.random.default_rng(8)
+    inputs = {"X": rng.normal(0, 1, (64, 64)).astype(np.float32),
+              "S": rng.normal(0, 1, 64).astype(np.float32)}
+    out = hopperc.simulate(SourceFile("stored.hk", text), inputs)
+    np.testing.assert_allclose(out["Y"], inputs["X"].astype(np.float64) * 1.5 + per_column,
+                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(out["S"], np.full(64, 1.5, np.float32))
+
+
+@pytest.mark.parametrize("text", [STORED, STORED_MIXED, STORED_MANUAL],
+                         ids=["per_row", "per_row_and_column", "in_manual_code"])
+def test_negative_no_register_copy_of_a_tensor_the_kernel_writes(text):
+    lowered = driver.lower(driver.check(SourceFile("stored.hk", text)))
+    assert written_tensors(lowered.body) == {"S", "Y"}
+    assert [s.name for s in walk(lowered.body) if isinstance(s, ir.TileDef)
+            and isinstance(s.init, ir.GlobalVector)] == []
+    # the use reads S's rows where it is (no copy was made: nothing else reads them)
+    per_row = [e for s in walk(lowered.body) if isinstance(s, (ir.TileDef, ir.SharedStore))
+               for e in tile_operands(s.init if isinstance(s, ir.TileDef) else s.value)
+               if isinstance(e, ir.GlobalVector) and e.axis == "rows"]
+    assert [e.tensor for e in per_row] == ["S"]
+    report = driver.simulate(SourceFile("stored.hk", text), seeds=2, search=20)
+    assert report.ok, [f.headline() for f in report.findings]
+
+
+@pytest.mark.parametrize("sample, written", [
+    ("gemm_splitk", {"C"}), ("cross_entropy", {"Loss"}), ("layernorm", {"Y", "Mean", "Rstd"}),
+    ("attention_bwd", {"DQ", "DK", "DV"}), ("gemm_streamk", {"C", "W", "F"})])
+def test_written_tensors_are_those_a_store_reduce_add_row_store_or_flag_names(sample, written):
+    lowered = driver.lower(driver.check(driver.read_source(ROOT / "samples" / f"{sample}.hk")))
+    assert written_tensors(lowered.body) == written
+
+
+# Two loops declare their own `t`: the first reads it per column only, the second per row.
+SCOPED = """kernel scoped(X: f32[M, 64], T: f32[M], Y: f32[M, 64], Z: f32[M, 64])
+    tile(BM = 64) grid(m: M / BM) threads 128
+{
+    shared sx: f32[BM, 64]
+    shared sy: f32[BM, 64]
+    tma sx <- X[tile.m, 0]
+    for i in 0 .. 1 {
+        t: f32[BM] = T[tile.m]
+        sy = sx + t[None, :]
+        tma Y[tile.m, 0] <- sy
+    }
+    for j in 0 .. 1 {
+        t: f32[BM] = T[tile.m]
+        x: f32[BM, 64] = sx
+        sx = x * t[:, None]
+        tma Z[tile.m, 0] <- sx
+    }
+}
+"""
+
+
+def test_only_the_declarations_own_uses_decide_its_copy():
+    """The first loop's `t` is read per column only: no copy of it is made (the
+    second loop's per-row use is of another vector), so the second's is `t_rows`."""
+    lowered = driver.lower(driver.check(SourceFile("scoped.hk", SCOPED)))
+    copies = [(s.name, s.span.line) for s in walk(lowered.body) if isinstance(s, ir.TileDef)
+              and isinstance(s.init, ir.GlobalVector)]
+    assert copies == [("t_rows", 13)]

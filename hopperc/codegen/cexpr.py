@@ -70,7 +70,7 @@ class ExprRenderer:
     def global_load(self, tensor: str, index: str) -> str:
         """Element `index` of a tensor: `ld.global.nc` (__ldg) where the kernel
         never writes the tensor, else a plain, coherent load
-        (`launch.written_tensors`)."""
+        (`ir/global_accesses.written_tensors`)."""
         pointer = names.user(tensor)
         if tensor in self.launch.written:
             return f"{pointer}[{index}]"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import walk
 from hopperc.ir.elements import element_tensors
+from hopperc.ir.global_accesses import written_tensors
 from hopperc.ir.layout import MBARRIER_BYTES, copy_box, shared_layout
 
 # The dynamic shared memory window is only 16-byte aligned; the kernel rounds
@@ -83,7 +84,7 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
         pointers |= vector_tensors(stmt)
     pointers.update(element_tensors(kernel))
     params: list[Param] = []
-    written = written_tensors(kernel)
+    written = written_tensors(kernel.body)
     for t in kernel.tensors:
         params.extend(Param(m.param, "tensor_map", "hk_tensor_map", t.name)
                       for m in maps if m.tensor == t.name)
@@ -104,18 +105,6 @@ def launch_info(kernel: ir.Kernel) -> LaunchInfo:
     alignment = max([b.alignment for b in kernel.buffers] + [BASE_ALIGNMENT])
     return LaunchInfo(tuple(params), tuple(maps), offsets, barrier_offsets, total, alignment,
                       frozenset(written))
-
-
-def written_tensors(kernel: ir.Kernel) -> set[str]:
-    """The tensors the kernel writes: stores, reduce-adds (TMA or bulk), stores
-    and atomic adds from registers, and flags (signalled, or waited on while
-    other blocks signal them). Only the others may be read through the non-coherent
-    path (`ld.global.nc`, `__ldg`) from a `const __restrict__` pointer: that path
-    is valid for data read-only for the whole kernel (PTX ISA, ld.global.nc;
-    CUDA C++ Programming Guide, __restrict__ and __ldg), and may return a stale
-    value of what the kernel wrote, even after the wait that completed it."""
-    return {s.tensor for s in walk(kernel.body)
-            if isinstance(s, (ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait, ir.Count))}
 
 
 def tensor_map_label(tensor: str, ordinal: int) -> str:

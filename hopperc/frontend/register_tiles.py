@@ -5,6 +5,9 @@ them, the checks of dtype, shape and split, and their lowered values. A mixin of
 block's threads), the kernel's accumulators and the warpgroups that run."""
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Callable
+
 from hopperc.diagnostics import CompileError, Span
 from hopperc.ir.dtypes import DType
 from hopperc.frontend import ast
@@ -15,7 +18,8 @@ from hopperc.frontend.scope import (TileSymbol, VectorSymbol, const_value, did_y
 from hopperc.frontend.tiles import lower_row_values, lower_tile_expr
 from hopperc.ir import nodes as ir
 from hopperc.ir.accesses import register_uses, walk
-from hopperc.ir.rewrite import map_bodies
+from hopperc.ir.global_accesses import written_tensors
+from hopperc.ir.rewrite import map_bodies, map_operands
 from hopperc.ir.layout import (FP8_FRAGMENT_COLUMNS, MAX_EVERY_ROW, element_threads,
                                register_layout)
 
@@ -117,7 +121,7 @@ class RegisterTiles:
         register vector can hold it (another dtype, more than 64 rows) or no use
         reads it per row."""
         if dtype not in (DType.F32, DType.I32) or rows.length > MAX_EVERY_ROW or \
-                not _read_per_row(self.kernel.body, d.name):
+                not _read_per_row(self.kernel.body, d):
             return []
         threads = self._element_threads()
         layout = register_vector_layout(threads, rows.length)
@@ -163,24 +167,58 @@ class RegisterTiles:
         return value
 
 
-def without_unread_copies(body: ir.Block, copies: set[str]) -> ir.Block:
-    """`body` without the register copies of loaded vectors that no statement reads
-    (every per-row use went with tiles whose rows the copy's threads do not hold,
-    and reads the tensor): their loads would be dead code, and the simulator would
-    model reads that nothing uses."""
+def settled_copies(body: ir.Block, copies: set[str]) -> ir.Block:
+    """`body` with the register copies of loaded vectors kept only where they are
+    the tensor's value at every use. A loaded vector names the tensor's elements,
+    read where used; its copy, read at the declaration, equals them only if
+    nothing in the kernel writes the tensor (`written_tensors`, the condition of
+    ld.global.nc): where something does, each use of the copy reads the tensor
+    instead, and the copy goes. A copy no statement reads (every per-row use went
+    with tiles whose rows its threads do not hold) goes too: its loads would be
+    dead code, and the simulator would model reads that nothing uses."""
+    defs = {s.name: s.init for s in walk(body) if isinstance(s, ir.TileDef) and s.name in copies}
+    written = written_tensors(body)
+    stale = {name for name, rows in defs.items() if rows.tensor in written}
+
+    def reread(e: ir.TileExpr) -> ir.TileExpr:
+        if isinstance(e, (ir.RowValues, ir.TileRef)) and e.name in stale:
+            return defs[e.name]
+        return e
+    if stale:
+        body = _each_stmt(body, lambda stmt: map_operands(stmt, reread))
     read = {use.tile for stmt in walk(body) for use in register_uses(stmt) if not use.write}
-    unread = copies - read
+    dropped = copies - read
+    if not dropped:
+        return body
+    return _each_stmt(body, lambda stmt: None if isinstance(stmt, ir.TileDef) and
+                      stmt.name in dropped else stmt)
 
-    def drop(block: ir.Block) -> ir.Block:
-        return ir.Block(tuple(map_bodies(s, drop) for s in block.stmts
-                              if not (isinstance(s, ir.TileDef) and s.name in unread)))
-    return drop(body) if unread else body
+
+def _each_stmt(block: ir.Block, fn: Callable[[ir.Stmt], ir.Stmt | None]) -> ir.Block:
+    """`block` with `fn` applied to every statement, nested ones first, manual code
+    included (a loaded vector may be used there); None drops the statement."""
+    out = []
+    for stmt in block.stmts:
+        stmt = map_bodies(stmt, lambda b: _each_stmt(b, fn))
+        if isinstance(stmt, ir.ManualRegion):
+            stmt = replace(stmt, body=_each_stmt(stmt.body, fn))
+        stmt = fn(stmt)
+        if stmt is not None:
+            out.append(stmt)
+    return ir.Block(tuple(out))
 
 
-def _read_per_row(body: ast.Block, name: str) -> bool:
-    """Whether the kernel names vector `name` alone or broadcasts all of it along the
-    rows (`name[:, None]`) anywhere: a use that reads one value per row."""
-    nodes = list(ast.walk(body))
+def _read_per_row(body: ast.Block, decl: ast.TileDecl) -> bool:
+    """Whether a use in `decl`'s scope (the statements after it in its block,
+    nested ones too: a visible name cannot be declared again) names the vector
+    alone or broadcasts all of it along the rows (`name[:, None]`): a use that
+    reads one value per row. Another block's declaration of the name is another
+    vector."""
+    block = next(b for b in ast.walk(body) if isinstance(b, ast.Block)
+                 and any(s is decl for s in b.stmts))
+    after = next(i for i, s in enumerate(block.stmts) if s is decl) + 1
+    nodes = list(ast.walk(block.stmts[after:]))
+    name = decl.name
     bases = {id(n.value) for n in nodes if isinstance(n, ast.Subscript)}
     for node in nodes:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \

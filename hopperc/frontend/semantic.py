@@ -14,9 +14,9 @@ from hopperc.frontend.manual import lower_sync, refuse_divergent_reduction
 from hopperc.frontend.mma import lower_mma
 from hopperc.frontend.global_reads import check_global_reads
 from hopperc.frontend.overlap import check_store_reads
-from hopperc.frontend.register_tiles import RegisterTiles, accumulator_names, without_unread_copies
+from hopperc.frontend.register_tiles import RegisterTiles, accumulator_names, settled_copies
 from hopperc.frontend.row_stores import (is_tensor_target, lower_row_store,
-                                        lower_shared_row_store, vector_into_tile)
+                                         lower_shared_row_store, vector_into_tile)
 from hopperc.frontend.semaphores import lower_signal
 from hopperc.frontend.specialize import specialize
 from hopperc.frontend.scope import Scope, ScalarSymbol, TileSymbol, const_value, did_you_mean
@@ -71,7 +71,7 @@ class _Analyzer(RegisterTiles, ControlFlow):
                                                          f"to {limits.MAX_THREADS}")
         turning = (persistent.turning_role(roles, k.persistent, k.clause_span("pingpong"))
                    if k.pingpong else None)
-        body = without_unread_copies(self._top_level(k.body, roles, turning), self.loaded_copies)
+        body = settled_copies(self._top_level(k.body, roles, turning), self.loaded_copies)
         limits.check_tile_registers(body, roles, self.threads)
         check_global_reads(body, grid, self.threads, self.scope.element_reads)
         if self.manual:

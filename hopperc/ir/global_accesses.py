@@ -18,6 +18,21 @@ def global_memory(tensor: str) -> str:
     return f"global {tensor}"
 
 
+def written_tensors(body: ir.Block) -> frozenset[str]:
+    """The global tensors some statement of `body` (the kernel's, manual code
+    included) writes: stores and reduce-adds (TMA or bulk), stores and atomic adds
+    from registers, flags and counters (signalled, or waited on while other blocks
+    signal them). Only the others are read-only for the whole kernel: the condition
+    for reading them through the non-coherent path (`ld.global.nc`, `__ldg`, a
+    `const __restrict__` pointer: PTX ISA, ld.global.nc; CUDA C++ Programming
+    Guide, __restrict__ and __ldg), which may return a stale value of what the
+    kernel wrote even after the wait that completed it, and for reading a loaded
+    vector once into registers where it is declared. A statement kind that
+    writes a tensor belongs here."""
+    return frozenset(s.tensor for s in walk(body) if isinstance(
+        s, (ir.AsyncStore, ir.GlobalRowStore, ir.Signal, ir.Wait, ir.Count)))
+
+
 def global_vectors(expr: ir.TileExpr) -> Iterator[ir.GlobalVector]:
     """Slices of 1-D global tensors an element-wise expression reads (ld.global)."""
     return (e for e in tile_operands(expr) if isinstance(e, ir.GlobalVector))

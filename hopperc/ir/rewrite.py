@@ -63,6 +63,27 @@ def scalar_op(op: str, left: ir.ScalarExpr, right: ir.ScalarExpr) -> ir.ScalarEx
     return ir.ScalarOp(op, left, right)
 
 
+def map_operands(stmt: ir.Stmt, fn: Callable[[ir.TileExpr], ir.TileExpr]) -> ir.Stmt:
+    """`stmt` with `fn` applied to each leaf operand of its element-wise value."""
+    def expr(e: ir.TileExpr) -> ir.TileExpr:
+        match e:
+            case None:
+                return None
+            case ir.Elementwise(op=op, args=args):
+                return ir.Elementwise(op, tuple(expr(a) for a in args))
+            case ir.Convert(dtype=dtype, operand=operand):
+                return ir.Convert(dtype, expr(operand))
+        return fn(e)
+
+    match stmt:
+        case ir.TileDef(init=init):
+            return replace(stmt, init=expr(init))
+        case ir.TileAssign(value=value) | ir.SharedStore(value=value) | \
+                ir.GlobalRowStore(value=value):
+            return replace(stmt, value=expr(value))
+    return stmt
+
+
 def at_stage(stmt: ir.Stmt, buffers: tuple[str, ...], stage: ir.ScalarExpr) -> ir.Stmt:
     """`stmt` with every view of `buffers` addressing ring stage `stage`."""
     def view(v):
@@ -70,22 +91,7 @@ def at_stage(stmt: ir.Stmt, buffers: tuple[str, ...], stage: ir.ScalarExpr) -> i
             return replace(v, stage=stage)
         return v
 
-    def expr(e: ir.TileExpr) -> ir.TileExpr:
-        match e:
-            case ir.SharedRead(view=v):
-                return replace(e, view=view(v))
-            case ir.Elementwise(op=op, args=args):
-                return ir.Elementwise(op, tuple(expr(a) for a in args))
-            case ir.Convert(dtype=dtype, operand=operand):
-                return ir.Convert(dtype, expr(operand))
-        return e
-
-    match stmt:
-        case ir.Mma(a=a, b=b):
-            return replace(stmt, a=view(a), b=view(b))
-        case ir.TileDef(init=init):
-            return replace(stmt, init=expr(init))
-        case ir.TileAssign(value=value) | ir.SharedStore(value=value) | \
-                ir.GlobalRowStore(value=value):
-            return replace(stmt, value=expr(value))
-    return stmt
+    if isinstance(stmt, ir.Mma):
+        return replace(stmt, a=view(stmt.a), b=view(stmt.b))
+    return map_operands(stmt, lambda e: replace(e, view=view(e.view))
+                        if isinstance(e, ir.SharedRead) else e)

@@ -325,7 +325,8 @@ class Block:
         if load.barrier.invalidated or not load.barrier.initialized:
             raise fail(Category.BARRIER_MISUSE, f"{load.site} completes on {load.barrier.name}, "
                                                 "which is no longer initialized", load.site.span)
-        self.memory.write(load.agent, load.clock, self.space.region(load.place), load.site)
+        self.memory.write(load.agent, load.clock, self.space.region(load.place), load.site,
+                          dtype=self.space.dtype(load.place))
         if self.tensors is not None:
             values = read_box(self.tensors[load.tensor], load.origin, load.box, load.clip)
             self.space.write(load.place, values.reshape(self.space.shape(load.place)))
@@ -339,7 +340,8 @@ class Block:
             store = queue.pending.popleft()
         else:
             queue.pending.remove(store)
-        self.memory.read(queue.agent, store.clock, self.space.region(store.place), store.site)
+        self.memory.read(queue.agent, store.clock, self.space.region(store.place), store.site,
+                         self.space.dtype(store.place))
         if self.tensors is not None:
             values = self.space.read(store.place).reshape(store.box)
             if store.reduce_add:

@@ -60,7 +60,8 @@ class ElementCode:
             region = self.block.space.region(where) if read.broadcast else \
                 self.block.space.region(where, owned, region_key)
             self.block.memory.read(self.agent, self.clock, region,
-                                   Site(f"ld.shared of {self.label(where)}", span))
+                                   Site(f"ld.shared of {self.label(where)}", span),
+                                   self.block.space.dtype(where))
             return where
 
         def shared(read: ir.SharedRead) -> np.ndarray:
@@ -80,7 +81,8 @@ class ElementCode:
         if isinstance(stmt, ir.SharedStore):
             chunks, writers = self.block.space.written(place, selection)
             self.block.memory.write(self.agent, self.clock, chunks,
-                                    Site(f"st.shared of {self.label(place)}", span), writers)
+                                    Site(f"st.shared of {self.label(place)}", span), writers,
+                                    self.block.space.dtype(place))
             if data:
                 self.block.space.write(place, values, owned)
         else:
@@ -104,7 +106,8 @@ class ElementCode:
         def shared_access(read: ir.SharedRead):
             where = self.place(read.view, lanes, span)  # a row reduction's partials
             block.memory.read(self.agent, self.clock, block.space.region(where),
-                              Site(f"ld.shared of {self.label(where)}", span))
+                              Site(f"ld.shared of {self.label(where)}", span),
+                              block.space.dtype(where))
             return where
 
         def shared(read: ir.SharedRead) -> np.ndarray:
@@ -174,7 +177,8 @@ class ElementCode:
         chunks = self.block.space.region(place, mine, ("partials", self.local))
         self.block.memory.write(self.agent, self.clock, chunks,
                                 Site(f"st.shared of {self.label(place)}", stmt.span),
-                                np.ones(chunks.shape, dtype=np.uint32))
+                                np.ones(chunks.shape, dtype=np.uint32),
+                                self.block.space.dtype(place))
         if self.block.tensors is not None:
             tile = self.block.program.tiles[stmt.tile]
             values = row_partials(stmt.op, self.tiles[stmt.tile], tile.threads, mine.shape[1])

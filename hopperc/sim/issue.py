@@ -122,8 +122,9 @@ class AsyncIssue:
         space, memory = self.block.space, self.block.memory
         rows = slice(16 * (self.local % 4), 16 * (self.local % 4) + 16)
         if isinstance(op.a, Place):
-            memory.read(self.wgmma.agent, op.clock, space.region(op.a), op.site)
-        memory.read(self.wgmma.agent, op.clock, space.region(op.b), op.site)
+            memory.read(self.wgmma.agent, op.clock, space.region(op.a), op.site,
+                        space.dtype(op.a))
+        memory.read(self.wgmma.agent, op.clock, space.region(op.b), op.site, space.dtype(op.b))
         if self.block.tensors is not None:
             a = space.view(op.a)[rows] if isinstance(op.a, Place) else self.tiles[op.a][rows]
             product = matrix_product(a, space.view(op.b), op.inputs)  # converts: no copy

@@ -18,6 +18,14 @@ does not cover the others. An async write after a generic read needs such a
 fence, by any thread, ordered between the read and the async write (the
 hand-off that orders the reads, e.g. an mbarrier the readers arrive on, is
 then followed by the writer's fence, as every pipeline does).
+
+Dtypes: buffers that reuse memory may see it through different dtypes, and
+shared memory holds bytes: a read through one dtype of bytes last written
+through another reinterprets them (an f32 read of two bf16 values), which the
+simulator's values do not model. Each chunk keeps the dtype of its last write,
+and such a read is a finding at the read, naming the write; bytes written again
+through the reader's dtype (a staging tile over a ring of another dtype, filled
+before it is read) read clean.
 """
 from __future__ import annotations
 
@@ -26,9 +34,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from hopperc.diagnostics import Span
+from hopperc.ir.dtypes import DType
 from hopperc.sim.findings import Category, fail, line
 
 Clock = dict[int, int]
+_DTYPES = list(DType)  # a chunk's last write's dtype is kept as its index here
 
 
 def join(into: Clock, other: Clock) -> None:
@@ -74,6 +84,7 @@ class ShadowMemory:
         self.w_clock = np.zeros(chunks, dtype=np.int64)
         self.w_site = np.full(chunks, -1, dtype=np.int32)
         self.w_lanes = np.zeros(chunks, dtype=np.uint32)  # lanes of a warp's last write
+        self.w_dtype = np.full(chunks, -1, dtype=np.int8)  # _DTYPES index of the last write
         self.reads: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.sites: list[Site] = []
         self.site_ids: dict[Site, int] = {}
@@ -105,8 +116,10 @@ class ShadowMemory:
                     covered |= lanes
         return covered
 
-    def read(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site) -> None:
-        """`chunks`: distinct chunk indices (as `SharedSpace.region` gives them)."""
+    def read(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site,
+             dtype: DType | None = None) -> None:
+        """`chunks`: distinct chunk indices (as `SharedSpace.region` gives them);
+        `dtype`: the one the reader sees them through (module docstring)."""
         writers = self.w_agent[chunks]
         distinct = _distinct(writers)
         if distinct and distinct[0] < 0:
@@ -124,6 +137,8 @@ class ShadowMemory:
                 if unfenced or not wrote and not self._fence_lanes(writer, tick, clock, True):
                     raise fail(Category.MISSING_FENCE, _unfenced(earlier, site, wrote, unfenced),
                                earlier.span, site.span)
+        if dtype is not None:
+            self._same_dtype(chunks, site, dtype)
         if agent not in self.reads:
             self.reads[agent] = (np.zeros_like(self.w_clock), np.full_like(self.w_site, -1))
         ticks_of, sites_of = self.reads[agent]
@@ -131,9 +146,10 @@ class ShadowMemory:
         sites_of[chunks] = self.site(site)
 
     def write(self, agent: int, clock: Clock, chunks: np.ndarray, site: Site,
-              lanes: np.ndarray | None = None) -> None:
+              lanes: np.ndarray | None = None, dtype: DType | None = None) -> None:
         """`chunks`: distinct chunk indices (none for a warp that holds no element);
-        `lanes`: for a warp's write, the mask of lanes writing each chunk."""
+        `lanes`: for a warp's write, the mask of lanes writing each chunk; `dtype`:
+        the one the writer writes them through."""
         if not chunks.size:
             return
         for writer, tick, earlier in self._last_writes(agent, chunks):
@@ -151,8 +167,23 @@ class ShadowMemory:
         self.w_clock[chunks] = clock[agent]
         self.w_site[chunks] = self.site(site)
         self.w_lanes[chunks] = 0 if lanes is None else lanes
+        self.w_dtype[chunks] = -1 if dtype is None else _DTYPES.index(dtype)
         for ticks_of, _ in self.reads.values():
             ticks_of[chunks] = 0
+
+    def _same_dtype(self, chunks: np.ndarray, site: Site, dtype: DType) -> None:
+        written = self.w_dtype[chunks]
+        other = np.flatnonzero((written >= 0) & (written != _DTYPES.index(dtype)))
+        if not other.size:
+            return
+        first = other[0]
+        earlier, wrote = self.sites[int(self.w_site[chunks[first]])], _DTYPES[int(written[first])]
+        raise fail(Category.WRONG_RESULT,
+                   f"{site} reads as {dtype} the bytes written as {wrote} by {earlier}: "
+                   "a buffer over the same memory in another dtype reinterprets its bytes, it "
+                   f"does not convert them: convert in registers ({dtype}(...)) and write the "
+                   f"values through a {dtype} buffer",
+                   site.span, earlier.span)
 
     def _last_writes(self, agent: int, chunks: np.ndarray, writers: np.ndarray | None = None,
                      distinct: list[int] | None = None):

@@ -7,12 +7,14 @@ and swizzle as the generated code, so buffers that reuse memory overlap in
 exactly the chunks they share on the GPU. Swizzling permutes 16-byte chunks,
 and every access of a warp covers whole chunks, so 16 bytes lose nothing.
 
-Data is per buffer, except that a buffer which `reuses` the memory of one of its
-own dtype holds no data of its own: its elements are that buffer's elements at
-the same (swizzled) addresses, so what one name writes the other reads, as on
-the GPU (`shared kc: bf16[2, 128, 64] swizzle 128B reuses k` reads the column
-blocks of a `bf16[128, 128]` k). Reusing memory of another dtype reinterprets
-bytes, which the model does not: such a buffer keeps data of its own.
+Data is per buffer, except that buffers of one dtype over the same memory (a
+buffer and those that `reuse` it) share one's data: the elements of each are
+that buffer's elements at the same (swizzled) addresses, so what one name writes
+another reads, as on the GPU (`shared kc: bf16[2, 128, 64] swizzle 128B reuses k`
+reads the column blocks of a `bf16[128, 128]` k; two bf16 buffers reusing an f32
+one share their values). Memory seen through another dtype reinterprets bytes,
+which the model does not: each dtype keeps data of its own, and a read through
+one dtype of bytes last written through another is a finding (sim/memory.py).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from functools import lru_cache
 import numpy as np
 
 from hopperc.ir import nodes as ir
+from hopperc.ir.dtypes import DType
 from hopperc.ir.layout import (element_grid, element_offset, part_bytes, register_layout,
                                shared_layout, view_shape)
 from hopperc.sim.values import holding
@@ -74,6 +77,10 @@ class SharedSpace:
 
     def shape(self, place: Place) -> tuple[int, ...]:
         return place_shape(self.buffers[place.buffer], place)
+
+    def dtype(self, place: Place) -> DType:
+        """The dtype the view sees its bytes through."""
+        return self.buffers[place.buffer].dtype
 
     def read(self, place: Place) -> np.ndarray:
         """A copy of the view's elements."""
@@ -152,18 +159,18 @@ class SharedSpace:
         return self._cache[cache_key]
 
 
-def _root(buffers: dict[str, ir.SharedBuffer], buf: ir.SharedBuffer) -> ir.SharedBuffer:
-    while buf.reuses is not None:
-        buf = buffers[buf.reuses]
-    return buf
-
-
 def alias_root(kernel: ir.Kernel, name: str) -> ir.SharedBuffer | None:
-    """The buffer whose data `name` shares (module docstring), or None."""
+    """The buffer whose data `name` shares (module docstring), or None where it
+    holds its own: of the buffers over the same memory (a buffer and those that
+    reuse it) with `name`'s dtype, the one with the most bytes (every other lies
+    within it), the first declared among equals, whatever the dtype of the
+    buffer they reuse."""
     buffers = {b.name: b for b in kernel.buffers}
     buf = buffers[name]
-    root = _root(buffers, buf)
-    return root if root is not buf and root.dtype == buf.dtype else None
+    base = buf.reuses or buf.name
+    same = [b for b in kernel.buffers if (b.reuses or b.name) == base and b.dtype == buf.dtype]
+    owner = max(same, key=lambda b: b.stages * b.stage_bytes)  # the first of the largest
+    return owner if owner is not buf else None
 
 
 def alias_index(buf: ir.SharedBuffer, root: ir.SharedBuffer, offset: int,

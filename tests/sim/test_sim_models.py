@@ -4,12 +4,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import hopperc
+from hopperc import driver
+from hopperc.diagnostics import SourceFile
 from hopperc.ir import nodes as ir
 from hopperc.ir.layout import shared_layout
 from hopperc.sim.barriers import MBarrier, NamedBarrier
 from hopperc.sim.findings import Category, SimFailure
 from hopperc.sim.memory import Agents, ShadowMemory, Site
-from hopperc.sim.views import Place, SharedSpace, element_lanes
+from hopperc.sim.views import Place, SharedSpace, alias_root, element_lanes
 
 SITE = Site("test access", None)
 ALL = 0xFFFFFFFF  # every lane of a warp
@@ -252,3 +255,82 @@ def test_a_reusing_buffer_of_the_same_dtype_reads_its_targets_data():
     space.write(Place("kc", 0, 0, 2, False), np.full((64, 64), -1.0, np.float32))
     assert (space.read(Place("k", 0, None, 1, False))[:, :64] == -1).all()
     assert (space.read(Place("kf", 0, None, 1, False)) == 0).all()
+
+
+def test_buffers_of_one_dtype_share_data_whatever_the_reused_buffers_dtype():
+    """Two bf16 buffers reusing an f32 one are two names for the same bf16 values:
+    the larger holds the data (the smaller lies within it); the f32 one keeps its own."""
+    a = ir.SharedBuffer("a", ir.DType.F32, (64, 64), 1, ir.Swizzle.NONE, None)
+    b = ir.SharedBuffer("b", ir.DType.BF16, (64, 64), 1, ir.Swizzle.NONE, None, reuses="a")
+    c = ir.SharedBuffer("c", ir.DType.BF16, (64, 128), 1, ir.Swizzle.NONE, None, reuses="a")
+    kernel = ir.Kernel("k", (), (), (), (), (1, 1, 1), 128, (), (a, b, c), (), ir.Block(), None)
+    assert [alias_root(kernel, n) for n in "abc"] == [None, c, None]
+    space = SharedSpace(kernel)
+    values = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    space.write(Place("b", 0, None, 1, False), values)
+    assert np.array_equal(space.read(Place("c", 0, None, 1, False))[:32], values.reshape(32, 128))
+    space.write(Place("c", 0, None, 1, False), np.full((64, 128), 3.0, np.float32))
+    assert (space.read(Place("b", 0, None, 1, False)) == 3).all()
+    assert (space.read(Place("a", 0, None, 1, False)) == 0).all()
+
+
+def test_a_read_through_another_dtype_than_the_last_write_is_a_finding():
+    memory = ShadowMemory(4, Agents())
+    agent = memory.agents.add("warp 0", True)
+    clock = {agent: 1}
+    bf16 = Site("st.shared of 'sc'", None)
+    memory.write(agent, clock, np.array([0, 1, 2, 3]), bf16, dtype=ir.DType.BF16)
+    memory.write(agent, clock, np.array([0, 1]), SITE, dtype=ir.DType.F32)
+    memory.read(agent, clock, np.array([0, 1]), SITE, ir.DType.F32)  # rewritten as f32
+    with pytest.raises(SimFailure) as info:
+        memory.read(agent, clock, np.array([1, 2]), SITE, ir.DType.F32)
+    assert info.value.finding.category is Category.WRONG_RESULT
+    assert "reads as f32 the bytes written as bf16 by st.shared of 'sc'" in \
+        info.value.finding.message
+    memory.read(agent, clock, np.array([2, 3]), SITE, ir.DType.BF16)
+
+
+# sc and sb are bf16 names of sa's bytes: sc reads what the TMA load wrote through sb.
+SIBLINGS = """kernel siblings(X: bf16[M, N], Y: bf16[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM) threads 128
+{
+    shared sa: f32[BM, BN]
+    shared sb: bf16[BM, BN] reuses sa
+    shared sc: bf16[BM, BN] reuses sa
+    shared sy: bf16[BM, BN]
+    tma sb <- X[tile.m, 0]
+    sy = bf16(f32(sc) * 2.0)
+    tma Y[tile.m, 0] <- sy
+}
+"""
+
+# sa (f32) is read back after sc (bf16, over the same bytes) was written.
+REINTERPRETED = """kernel reinterpreted(X: f32[M, N], Y: f32[M, N])
+    tile(BM = 64, BN = 64) grid(m: M / BM) threads 128
+{
+    shared sa: f32[BM, BN]
+    shared sb: f32[BM, BN]
+    shared sc: bf16[BM, BN] reuses sa
+    tma sa <- X[tile.m, 0]
+    t: f32[BM, BN] = sa * 2.0
+    sc = bf16(t)
+    sb = sa
+    tma Y[tile.m, 0] <- sb
+}
+"""
+
+
+def test_a_sibling_reads_what_another_sibling_of_its_dtype_wrote():
+    x = (np.arange(70 * 64).reshape(70, 64) % 7 + 1).astype(np.float32)
+    out = hopperc.simulate(SourceFile("siblings.hk", SIBLINGS), {"X": x})
+    np.testing.assert_array_equal(out["Y"].astype(np.float32), 2 * x)
+    report = driver.simulate(SourceFile("siblings.hk", SIBLINGS), seeds=2, search=20)
+    assert report.ok, [f.headline() for f in report.findings]
+
+
+def test_negative_check_finds_bytes_read_through_another_dtype_than_written():
+    report = driver.simulate(SourceFile("reinterpreted.hk", REINTERPRETED), seeds=2, search=20)
+    (finding,) = report.findings
+    assert finding.category is Category.WRONG_RESULT
+    assert (finding.span.line, finding.related.line) == (10, 9)
+    assert "reads as f32 the bytes written as bf16" in finding.message

@@ -18,9 +18,12 @@ def _python(expr: str):
 
 def test_stmatrix_stores_each_element_where_the_layout_puts_it(gmma):
     cuda = driver.generate(SourceFile("wide.hk", WIDE)).cuda
-    store = cuda[cuda.index("const auto hk_value"):cuda.index("hk_stmatrix_x4(hk_smem_base")]
-    value_row, value_col = re.search(r"hk_r = ([^,]+), hk_c = ([^;]+);", store).groups()
-    address_row, address_col = re.findall(r"hk_r = ([^,]+), hk_c = ([^;]+);", store)[1]
+    # the lane's matrix row and column (its address), then the value lambda's slot
+    # row and column, in the stmatrix loop's body
+    body = cuda[:cuda.index("hk_stmatrix_x4(hk_smem_base")]
+    body = body[body.rindex("for (int hk_i = 0;"):]
+    (address_row, address_col), (value_row, value_col) = re.findall(
+        r"hk_r = ([^,]+), hk_c = ([^;]+);", body)
     columns = int(re.search(r"hk_i < (\d+);", cuda[:cuda.index("const auto hk_value")]
                             [-400:]).group(1)) * 16
     call = cuda[cuda.index("hk_stmatrix_x4(hk_smem_base"):]

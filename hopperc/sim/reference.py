@@ -10,7 +10,8 @@ feeds iteration i of the reader's), which is the meaning a stage ring
 implements. A buffer its reader reads at several sites (ir/read_sites) is
 versioned by fill instead: the k-th read (a site's execution) takes the k-th
 fill. Per-warpgroup tiles run once per warpgroup, in step; in a pingpong
-turn, only for the warpgroup whose turn it is.
+turn, only for the warpgroup whose turn it is. Shared memory's arrays, their
+versions and the buffers that reuse another's memory: reference_memory.py.
 """
 from __future__ import annotations
 
@@ -24,16 +25,16 @@ from hopperc.ir.accesses import issued_per_warpgroup, leaf_accesses, walk
 from hopperc.ir.integer_exprs import integer_test
 from hopperc.ir.handoffs import uses
 from hopperc.ir.read_sites import multi_site_buffers
-from hopperc.ir.layout import element_threads, shared_layout
+from hopperc.ir.layout import element_threads
 from hopperc.ir.raster import TILE_LOOP, turn_warpgroups
 from hopperc.sim.block import WorkBudget
 from hopperc.sim.problem import Problem
+from hopperc.sim.reference_memory import ReferenceSharedMemory
 from hopperc.sim.row_stores import added_tile_elements, stored_elements
 from hopperc.sim.scalars import PER_THREAD, per_lane, scalar, started_walk, taken_tile
 from hopperc.sim.tile_values import elementwise, row_partials
-from hopperc.sim.values import (add_box, added, holding, matrix_product, read_box, undefined,
-                                write_box)
-from hopperc.sim.views import Place, alias_index, alias_root, place_shape
+from hopperc.sim.values import add_box, added, matrix_product, read_box, undefined, write_box
+from hopperc.sim.views import Place, alias_root
 
 
 class ReferenceUnavailable(Exception):
@@ -140,7 +141,7 @@ def _shared_between_roles(kernel: ir.Kernel) -> set[str]:
     return {b for b, roles in users.items() if len(roles) > 1}
 
 
-class _Block:
+class _Block(ReferenceSharedMemory):
     def __init__(self, kernel: ir.Kernel, env: Mapping[str, int], tensors,
                  budget: WorkBudget | None = None, added: dict | None = None):
         self.budget = budget
@@ -355,7 +356,7 @@ class _Block:
         else:
             tiles[stmt.name] = values.copy()
 
-    # ---- shared memory, versioned for buffers handed between roles
+    # ---- shared memory (its arrays, versions and aliases: reference_memory.py)
     def place(self, view: ir.BufferView, instance: int) -> Place:
         part = None if view.part is None else self.scalar(view.part.index, instance)
         if part is not None and not 0 <= part < view.part.count:
@@ -363,66 +364,3 @@ class _Block:
             raise ReferenceUnavailable(f"index {part} of '{view.buffer}' is out of range")
         return Place(view.buffer, 0, part, view.part.count if view.part else 1, view.transposed,
                      bool(view.part and view.part.columns))
-
-    def shape(self, place: Place) -> tuple[int, ...]:
-        return place_shape(self.kernel.buffer(place.buffer), place)
-
-    def _storage(self, buffer: str) -> np.ndarray:
-        version = tuple(self.env[v] for v in self.loops) if buffer in self.versioned else ()
-        if buffer in self.by_fill:
-            version = ("fill", self._fill(buffer, version))
-        key = (buffer, version)
-        if key not in self.smem:
-            buf = self.kernel.buffer(buffer)
-            self.smem[key] = np.zeros(buf.shape, dtype=holding(buf.dtype))
-        return self.smem[key]
-
-    def _fill(self, buffer: str, indices: tuple) -> int:
-        """Which fill of `buffer` this access takes: the next one where the role
-        reaches another site, or the same site in another iteration."""
-        context = (self.site_of.get(id(self.leaf)), indices)
-        last, count = self.fills.get((self.role, buffer), (None, -1))
-        if context != last:
-            count += 1
-        self.fills[(self.role, buffer)] = (context, count)
-        return count
-
-    def _alias(self, place: Place) -> tuple[np.ndarray, np.ndarray] | None:
-        """A buffer sharing the data of one of its dtype (sim/views.py): its root's
-        storage and the index in it of each element of the view. Only where the
-        root is one array here (not versioned per iteration or fill) and the view
-        lies in its first stage's memory; elsewhere the buffer keeps its own."""
-        root = self.aliases.get(place.buffer)
-        if root is None or root.name in self.versioned or root.name in self.by_fill:
-            return None
-        offset = shared_layout(self.kernel.buffers, 0)[0][root.name]
-        flat = alias_index(self.kernel.buffer(place.buffer), root, offset,
-                           Place(place.buffer, 0, place.part, place.parts, False, place.columns))
-        if flat.min() < 0 or flat.max() >= int(np.prod(root.shape)):
-            return None
-        return self._storage(root.name).reshape(-1), flat
-
-    def _region(self, place: Place):
-        alias = self._alias(place)
-        if alias is not None:
-            return alias
-        buf = self.kernel.buffer(place.buffer)
-        data = self._storage(place.buffer)
-        if place.part is None:
-            return data, (slice(None),)
-        if len(buf.shape) >= 3:
-            return data, (place.part,)
-        if place.columns:
-            cols = buf.shape[1] // place.parts
-            return data, (slice(None), slice(place.part * cols, (place.part + 1) * cols))
-        rows = buf.shape[0] // place.parts
-        return data, (slice(place.part * rows, (place.part + 1) * rows),)
-
-    def read(self, place: Place) -> np.ndarray:
-        data, index = self._region(place)
-        region = data[index]
-        return region.T if place.transposed else region
-
-    def write(self, place: Place, values: np.ndarray) -> None:
-        data, index = self._region(place)
-        data[index] = values

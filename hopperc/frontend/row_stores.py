@@ -27,7 +27,7 @@ from hopperc.frontend.overlap import check_store_reads
 from hopperc.frontend.rows import register_vector_layout, row_operands
 from hopperc.frontend.scope import (DIVERGENT_BUILTINS, Scope, TileSymbol, VectorSymbol,
                                     scalar_expr)
-from hopperc.frontend.tile_adds import is_tile_add, lower_tile_add
+from hopperc.frontend.tile_adds import is_tile_add, lower_tile_add, sliced_last
 from hopperc.frontend.tiles import ROW_REDUCTIONS, lower_row_values
 from hopperc.frontend.views import ViewInfo
 from hopperc.ir import nodes as ir
@@ -58,15 +58,8 @@ def lower_row_store(stmt: ast.Assign, scope: Scope, warpgroups: int,
                                       "register row vector adds it (red.global.add)")
     if is_tile_add(stmt):
         return lower_tile_add(stmt, scope, warpgroups)
-    if len(target.indices) != len(tensor.dims):
-        raise CompileError(target.span, f"'{name}' has rank {len(tensor.dims)}: give one index "
-                                        "per dimension, the last one START : END (elements) or "
-                                        "a block of the vector's length")
-    *leading, last = target.indices
-    for index in leading:
-        if isinstance(index, (ast.RangeSlice, ast.FullSlice, ast.NewAxis)):
-            raise CompileError(index.span, f"only the last dimension of '{name}' takes a slice "
-                                           "START : END; index the others by element")
+    *leading, last = sliced_last(target, tensor, 1, "the last one START : END (elements) or "
+                                                    "a block of the vector's length")
     typed = lower_row_values(stmt.value, scope, warpgroups, True)
     if typed.shape is None and stmt.op == "+=":
         return lower_scalar_add(stmt, tensor, typed.expr, scope, threads, running)

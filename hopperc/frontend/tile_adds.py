@@ -32,19 +32,28 @@ def is_tile_add(stmt: ast.Assign) -> bool:
         all(isinstance(i, ast.RangeSlice) for i in indices[-2:])
 
 
+def sliced_last(target: ast.Subscript, tensor: ir.TensorParam, sliced: int,
+                the_last: str) -> list[ast.Expr]:
+    """A store's or add's indices into `tensor`: one per dimension, the last
+    `sliced` as `the_last` says, the others element indices (refused otherwise)."""
+    name = tensor.name
+    if len(target.indices) != len(tensor.dims):
+        raise CompileError(target.span, f"'{name}' has rank {len(tensor.dims)}: give one index "
+                                        f"per dimension, {the_last}")
+    for index in target.indices[:-sliced]:
+        if isinstance(index, (ast.RangeSlice, ast.FullSlice, ast.NewAxis)):
+            dims = "dimension of '{0}' takes" if sliced == 1 else "two dimensions of '{0}' take"
+            raise CompileError(index.span, f"only the last {dims.format(name)} a slice "
+                                           "START : END; index the others by element")
+    return list(target.indices)
+
+
 def lower_tile_add(stmt: ast.Assign, scope: Scope, warpgroups: int) -> ir.GlobalRowStore:
     target: ast.Subscript = stmt.target
     tensor: ir.TensorParam = scope.lookup(target.value.id, target.value.span)
     name = tensor.name
-    if len(target.indices) != len(tensor.dims):
-        raise CompileError(target.span, f"'{name}' has rank {len(tensor.dims)}: give one index "
-                                        "per dimension, the last two START : END (rows, "
-                                        "columns)")
-    *leading, rows_slice, cols_slice = target.indices
-    for index in leading:
-        if isinstance(index, (ast.RangeSlice, ast.FullSlice, ast.NewAxis)):
-            raise CompileError(index.span, f"only the last two dimensions of '{name}' take a "
-                                           "slice START : END; index the others by element")
+    *leading, rows_slice, cols_slice = sliced_last(target, tensor, 2, "the last two START : END "
+                                                  "(rows, columns)")
     if tensor.dtype not in ADDABLE:
         raise CompileError(target.value.span, f"'{name}' is {tensor.dtype}: a register tile is "
                                               "added (red.global.add) to a tensor of f32, bf16 "

@@ -14,9 +14,7 @@ Usage: python bench/attention_fp8_sass.py
 """
 from __future__ import annotations
 
-import importlib.util
 import re
-import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -29,7 +27,6 @@ sys.path.insert(0, str(ROOT / "bench"))
 import attention_sass  # noqa: E402
 from hopperc import driver  # noqa: E402
 from hopperc.backend import sass_metrics as sm  # noqa: E402
-from hopperc.backend.cubin_tools import find_tool  # noqa: E402
 
 COUNTED = ("QGMMA", "F2FP", "SHFL", "PRMT", "SEL")
 
@@ -75,32 +72,10 @@ _MAINLOOP = re.compile(attention_sass._MAINLOOP.pattern.replace("cutlass::bfloat
 def fa3_fp8_kernels(workdir: Path) -> list[attention_sass.Fa3Kernel]:
     """FA3's plainest e4m3 forward kernels of head dimension 128 (none of the
     optional features), from the installed wheel's cubins."""
-    spec = importlib.util.find_spec("fa3_fwd")
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    library = next(Path(spec.submodule_search_locations[0]).glob("_C*.so"))
-    cuobjdump = find_tool("cuobjdump")
-    subprocess.run([cuobjdump, "-xelf", "all", str(library)], cwd=workdir, check=True,
-                   capture_output=True)
     extras = ("causal", "local", "softcap", "varlen", "paged_kv", "append_kv", "qv", "split",
               "pack_gqa")
-    kernels = []
-    for cubin in sorted(workdir.glob("*.sm_90a.cubin")):
-        usage = subprocess.run([cuobjdump, "-res-usage", str(cubin)], capture_output=True,
-                               text=True).stdout
-        symbols = re.findall(r"Function (\S+):", usage)
-        names = subprocess.run(["c++filt"], input="\n".join(symbols), capture_output=True,
-                               text=True).stdout.splitlines()
-        for symbol, name in zip(symbols, names):
-            match = _MAINLOOP.search(name)
-            if not match:
-                continue
-            tile = tuple(int(g) for g in match.groups()[1:4])
-            flags = dict(zip(attention_sass.FLAGS,
-                             (f == "true" for f in match.group(6).split(", "))))
-            if tile[2] == 128 and not any(flags[f] for f in extras):
-                kernels.append(attention_sass.Fa3Kernel(cubin, symbol, tile, flags))
-    return kernels
+    return [k for k in attention_sass.fa3_kernels(workdir, _MAINLOOP)
+            if k.tile[2] == 128 and not any(k.flags[f] for f in extras)]
 
 
 if __name__ == "__main__":

@@ -93,8 +93,9 @@ class Fa3Kernel:
     flags: dict[str, bool]
 
 
-def fa3_kernels(workdir: Path) -> list[Fa3Kernel]:
-    """The bf16 forward kernels of the installed fa3-fwd wheel (none if absent)."""
+def fa3_kernels(workdir: Path, mainloop: re.Pattern = _MAINLOOP) -> list[Fa3Kernel]:
+    """The forward kernels of the installed fa3-fwd wheel whose name `mainloop`
+    matches (bf16 by default; none if the wheel is absent)."""
     spec = importlib.util.find_spec("fa3_fwd")
     if spec is None or not spec.submodule_search_locations:
         return []
@@ -110,7 +111,7 @@ def fa3_kernels(workdir: Path) -> list[Fa3Kernel]:
         names = subprocess.run(["c++filt"], input="\n".join(symbols), capture_output=True,
                                text=True).stdout.splitlines()
         for symbol, name in zip(symbols, names):
-            match = _MAINLOOP.search(name)
+            match = mainloop.search(name)
             if match:
                 bm, bn, d = (int(g) for g in match.groups()[1:4])
                 flags = dict(zip(FLAGS, (f == "true" for f in match.group(6).split(", "))))
